@@ -69,6 +69,9 @@ class TrainConfig:
     updates_per_batch: int = 1
     micro_batch_size: int = 16
     max_grad_norm: float = 1.0
+    num_threads: int | None = None
+    """torch intra-op threads; empty picks them from the model size and free cores
+    (:mod:`derl_bench.policies.threads`)."""
 
     max_new_tokens: int = 64
     temperature: float = 1.0
@@ -77,6 +80,9 @@ class TrainConfig:
     max_episode_steps: int = 30
     """Agents: actions per episode before truncation."""
     seed: int = 0
+    data_offset: int = 0
+    """Start the run's problem/game sequence this many steps in: a warm-started run continues
+    through the training data where the run it starts from stopped, instead of repeating it."""
 
     output_dir: str | None = None
     save_every: int = 1
@@ -90,6 +96,7 @@ class TrainConfig:
             "group_size": self.group_size >= 2,
             "prompts_per_step": self.prompts_per_step >= 1,
             "steps": self.steps >= 0,
+            "data_offset": self.data_offset >= 0,
             "learning_rate": self.learning_rate > 0,
             "kl_coef": self.kl_coef >= 0,
             "clip_eps": 0 < self.clip_eps < 1,

@@ -86,26 +86,52 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
 
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
                    attention_mask: torch.Tensor, with_entropy: bool = False,
+                   temperature: float = 1.0, loss_mask: torch.Tensor | None = None,
                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probability of each token given the ones before it, shape ``(N, T)``.
 
-    Position 0 has no prediction and gets 0 (it is always a prompt token, so masked). With
-    ``with_entropy`` also returns the entropy of each predictive distribution (no gradient).
-    Computed as ``logit[token] - logsumexp(logits)`` so no full log-softmax over a large
-    vocabulary is kept for the backward pass; the entropy is computed one row at a time.
+    Position 0 has no prediction and gets 0 (it is always a prompt token, so masked). The
+    logits are divided by the sampling ``temperature`` first, as TRL and veRL do, so the ratio
+    compares the distribution the tokens were actually drawn from. With ``with_entropy`` also
+    returns the entropy of each predictive distribution (no gradient). Computed as
+    ``logit[token] - logsumexp(logits)`` so no full log-softmax is kept for the backward pass.
+
+    Right-padded rows of a Qwen2/Llama-shaped model take the lean forward pass of
+    :mod:`derl_bench.policies.fast`, and with a ``loss_mask`` the output projection runs only on
+    the positions the loss reads (elsewhere the result is 0); any other model runs its own
+    forward on every position.
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    targets = input_ids[:, 1:].unsqueeze(-1)
-    picked = logits.gather(-1, targets).squeeze(-1).float() - torch.logsumexp(logits.float(), -1)
-    out = torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
-    entropy = None
+    from derl_bench.policies.fast import causal_hidden, lm_head, supports
+
+    targets = input_ids[:, 1:]
+    right_padded = bool((attention_mask[:, 1:] <= attention_mask[:, :-1]).all())
+    if right_padded and supports(model):
+        hidden = causal_hidden(model, input_ids)[:, :-1]
+        if loss_mask is not None:
+            where = loss_mask[:, 1:] > 0
+            logits = lm_head(model, hidden[where])
+            targets = targets[where]
+        else:
+            where = None
+            logits = lm_head(model, hidden)
+    else:
+        where = None
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    logits = logits.float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    normaliser = torch.logsumexp(logits, -1)
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - normaliser
+    ent = None
     if with_entropy:
         with torch.no_grad():
-            rows = []
-            for row in logits:
-                row = row.float()
-                probs = torch.softmax(row, -1)
-                rows.append(torch.logsumexp(row, -1) - (probs * row).sum(-1))
-            ent = torch.stack(rows)
-            entropy = torch.cat([torch.zeros_like(ent[:, :1]), ent], dim=1)
+            detached = logits.detach()
+            ent = normaliser.detach() - (detached.softmax(-1) * detached).sum(-1)
+    if where is not None:
+        full = picked.new_zeros(where.shape)
+        picked = full.masked_scatter(where, picked)
+        if ent is not None:
+            ent = full.detach().masked_scatter(where, ent)
+    out = torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
+    entropy = None if ent is None else torch.cat([torch.zeros_like(ent[:, :1]), ent], dim=1)
     return out, entropy

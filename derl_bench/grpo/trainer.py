@@ -35,8 +35,8 @@ from derl_bench.grpo.checkpoint import (
     set_rng_state,
 )
 from derl_bench.grpo.config import TINY_MODEL, TrainConfig
-from derl_bench.grpo.loss import grpo_loss, token_logprobs
 from derl_bench.grpo.runlog import RunLogger
+from derl_bench.grpo.update import UpdateSettings, grpo_update, make_optimizer
 from derl_bench.policies import (
     LLMPolicy,
     SamplingConfig,
@@ -47,6 +47,7 @@ from derl_bench.policies import (
     load_model_and_tokenizer,
     make_backend,
 )
+from derl_bench.policies.threads import configure_threads
 from derl_bench.rollout import Episode, collate, rollout_multi_turn, rollout_single_step
 
 RewardFn = Callable[[Sequence[Episode]], np.ndarray]
@@ -62,7 +63,7 @@ class ResumeError(RuntimeError):
 
 RESUMABLE_CHANGES = frozenset({"steps", "output_dir", "save_every", "keep_checkpoints",
                                "tensorboard", "progress", "device", "backend",
-                               "micro_batch_size"})
+                               "micro_batch_size", "num_threads"})
 """Fields a resumed run may change: none of them alters what the run learns."""
 
 
@@ -123,8 +124,9 @@ def make_env(config: TrainConfig) -> Any:
 
 
 def step_seeds(config: TrainConfig, step: int) -> list[int]:
-    """Reset seeds of a step's groups: fixed by the run seed and the step alone."""
-    rng = np.random.default_rng([config.seed, step])
+    """Reset seeds of a step's groups: fixed by the run seed and the step (counted from
+    ``data_offset``) alone."""
+    rng = np.random.default_rng([config.seed, step + config.data_offset])
     return [int(s) for s in rng.integers(0, 2**31 - 1, size=config.prompts_per_step)]
 
 
@@ -140,14 +142,13 @@ def success_rate(episodes: Sequence[Episode], domain: str) -> float:
     return float(np.mean(wins)) if wins else 0.0
 
 
-def _batched_logprobs(model: Any, batch: Any, size: int) -> torch.Tensor:
-    out = torch.zeros_like(batch.loss_mask)
-    with torch.no_grad():
-        for start in range(0, len(batch), size):
-            mb = batch.slice(slice(start, start + size))
-            logp, _ = token_logprobs(model, mb.input_ids, mb.attention_mask)
-            out[start:start + size, :logp.shape[1]] = logp
-    return out
+def update_settings(config: TrainConfig) -> UpdateSettings:
+    """The update's share of the run's settings."""
+    return UpdateSettings(
+        clip_eps=config.clip_eps, clip_eps_high=config.clip_eps_high, kl_coef=config.kl_coef,
+        aggregation=config.aggregation, updates_per_batch=config.updates_per_batch,
+        micro_batch_size=config.micro_batch_size, max_grad_norm=config.max_grad_norm,
+        temperature=config.temperature)
 
 
 def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | None = None,
@@ -181,8 +182,9 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
             reference = (copy.deepcopy(model) if checkpoint is None else
                          load_model_and_tokenizer(start_path, config.device, config.dtype)[0])
             reference.eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
-                                  weight_decay=config.weight_decay)
+    configure_threads(model, config.num_threads)
+    optimizer = make_optimizer(model, config.learning_rate, config.weight_decay)
+    settings = update_settings(config)
     start_step = 0
     if checkpoint is not None:
         state = load_trainer_state(checkpoint)
@@ -224,46 +226,11 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
             advantages = group_advantages(rewards, [e.group for e in episodes],
                                           scale_by_std=config.scale_by_std)
             batch = collate(episodes, advantages, pad_id).to(config.device)
-            tokens = batch.loss_mask.sum().clamp(min=1)
 
-            # 5. Clipped-ratio updates. With one update the sampler is the current policy,
-            # so old log-probs are the detached current ones (ratio 1, no extra forward).
-            old_logp = (_batched_logprobs(model, batch, config.micro_batch_size)
-                        if config.updates_per_batch > 1 else None)
-            ref_logp = (_batched_logprobs(reference, batch, config.micro_batch_size)
-                        if reference is not None else None)
+            # 5. Clipped-ratio updates (one forward/backward per micro-batch).
             t1 = time.perf_counter()
-            sums = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0,
-                    "entropy": 0.0}
-            for _ in range(config.updates_per_batch):
-                optimizer.zero_grad(set_to_none=True)
-                for start in range(0, len(batch), config.micro_batch_size):
-                    rows = slice(start, start + config.micro_batch_size)
-                    mb = batch.slice(rows)
-                    width = mb.input_ids.shape[1]
-                    logp, entropy = token_logprobs(model, mb.input_ids, mb.attention_mask,
-                                                   with_entropy=True)
-                    out = grpo_loss(
-                        logp,
-                        old_logp[rows, :width] if old_logp is not None else logp.detach(),
-                        mb.advantages, mb.loss_mask,
-                        ref_logp=ref_logp[rows, :width] if ref_logp is not None else None,
-                        clip_eps=config.clip_eps, clip_eps_high=config.clip_eps_high,
-                        kl_coef=config.kl_coef, aggregation=config.aggregation,
-                    )
-                    # Weight micro-batches by their share of tokens: the sum equals the
-                    # token-level mean over the whole batch.
-                    share = float(mb.loss_mask.sum() / tokens)
-                    (out.loss * share).backward()
-                    sums["loss"] += out.loss.item() * share / config.updates_per_batch
-                    sums["policy_loss"] += out.policy_loss * share / config.updates_per_batch
-                    sums["kl"] += out.kl * share / config.updates_per_batch
-                    sums["clip_fraction"] += out.clip_fraction * share / config.updates_per_batch
-                    ent = float((entropy * mb.loss_mask).sum() / mb.loss_mask.sum().clamp(min=1))
-                    sums["entropy"] += ent * share / config.updates_per_batch
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
-                                                           config.max_grad_norm)
-                optimizer.step()
+            sums = grpo_update(model, optimizer, batch, settings, reference)
+            grad_norm = sums.pop("grad_norm")
             policy.sync()
             t_update = time.perf_counter() - t1
 

@@ -66,55 +66,83 @@ def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
 
 
 class TransformersBackend:
-    """Sample with the training model itself (``model.generate``), on CPU or GPU.
+    """Sample with the training model itself, on CPU or GPU.
 
-    Prompts are left-padded into micro-batches of ``batch_size`` rows. Weights never need
-    syncing: generation reads the live model.
+    Qwen2/Llama-shaped models take :class:`~derl_bench.policies.fast.FastSampler` (a static
+    key/value cache and one decode step per token, no ``generate`` machinery); any other model
+    runs ``model.generate``. Prompts are left-padded into micro-batches of ``batch_size`` rows.
+    Weights never need syncing: generation reads the live model.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 64) -> None:
+    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 256) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.eos_ids = eos_token_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(
             self.eos_ids)
+        self._sampler: Any = None
 
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig) -> list[list[int]]:
+    @property
+    def sampler(self) -> Any:
+        """The lean sampler, or ``None`` when the model needs transformers' ``generate``."""
+        from derl_bench.policies.fast import FastSampler, supports
+
+        if self._sampler is None or self._sampler.model is not self.model:
+            self._sampler = (FastSampler(self.model, self.eos_ids, self.pad_id)
+                             if supports(self.model) else None)
+        return self._sampler
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
+                 logits_hook: Any = None, generator: Any = None) -> list[list[int]]:
+        """One completion per prompt. ``logits_hook`` masks logits for constrained decoding
+        (:data:`~derl_bench.policies.fast.LogitsHook`); ``generator`` (a ``torch.Generator``)
+        draws the samples when given, else ``sampling.seed``, else the global torch RNG."""
         import torch
 
-        if sampling.seed is not None:
-            torch.manual_seed(sampling.seed)
-        device = next(self.model.parameters()).device
+        sampler = self.sampler
+        if generator is None and sampling.seed is not None:
+            generator = torch.Generator().manual_seed(int(sampling.seed))
+            if sampler is None:
+                torch.manual_seed(int(sampling.seed))
         was_training = self.model.training
         self.model.eval()
         completions: list[list[int]] = []
         try:
             for start in range(0, len(prompts), self.batch_size):
                 chunk = prompts[start:start + self.batch_size]
-                width = max(len(p) for p in chunk)
-                ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
-                mask = torch.zeros((len(chunk), width), dtype=torch.long)
-                for row, prompt in enumerate(chunk):
-                    ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
-                    mask[row, width - len(prompt):] = 1
-                with torch.no_grad():
-                    out = self.model.generate(
-                        input_ids=ids.to(device),
-                        attention_mask=mask.to(device),
-                        do_sample=True,
-                        temperature=sampling.temperature,
-                        top_p=sampling.top_p,
-                        top_k=0,
-                        max_new_tokens=sampling.max_new_tokens,
-                        pad_token_id=self.pad_id,
-                        eos_token_id=sorted(self.eos_ids),
-                    )
-                for row in out[:, width:].tolist():
-                    completions.append(_cut_at_eos(row, self.eos_ids, self.pad_id))
+                if sampler is not None:
+                    completions.extend(sampler.sample(
+                        chunk, sampling.max_new_tokens, sampling.temperature, sampling.top_p,
+                        generator=generator, logits_hook=logits_hook))
+                else:
+                    if logits_hook is not None:
+                        raise ValueError("constrained decoding needs a Qwen2/Llama-shaped model")
+                    completions.extend(self._hf_generate(chunk, sampling))
         finally:
             self.model.train(was_training)
         return completions
+
+    def _hf_generate(self, chunk: Sequence[Sequence[int]], sampling: SamplingConfig,
+                     ) -> list[list[int]]:
+        import torch
+
+        device = next(self.model.parameters()).device
+        width = max(len(p) for p in chunk)
+        ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for row, prompt in enumerate(chunk):
+            ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
+            mask[row, width - len(prompt):] = 1
+        greedy = sampling.temperature <= 0
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=ids.to(device), attention_mask=mask.to(device),
+                do_sample=not greedy, temperature=None if greedy else sampling.temperature,
+                top_p=None if greedy else sampling.top_p, top_k=0 if not greedy else None,
+                max_new_tokens=sampling.max_new_tokens, pad_token_id=self.pad_id,
+                eos_token_id=sorted(self.eos_ids))
+        return [_cut_at_eos(row, self.eos_ids, self.pad_id) for row in out[:, width:].tolist()]
 
     def sync_weights(self, model: Any) -> None:
         self.model = model

@@ -59,15 +59,26 @@ def task_description(observation: str, info: Mapping[str, Any]) -> str:
 
 
 def rollout_single_step(env: gym.Env, policy: LLMPolicy, seeds: Sequence[int],
-                        group_size: int, first_group: int = 0) -> list[Episode]:
-    """G graded responses for each problem picked by ``seeds`` (see the module docstring)."""
-    problems = [_text(env.reset(seed=int(seed))[0]) for seed in seeds]
-    prompts = [policy.math_prompt(p) for p in problems for _ in range(group_size)]
+                        group_size: int, first_group: int = 0,
+                        by_index: bool = False) -> list[Episode]:
+    """G graded responses for each problem picked by ``seeds`` (see the module docstring).
+
+    With ``by_index`` the "seeds" are problem indices of the split
+    (``reset(options={"index": i})``): a fixed set where each problem is seen once.
+    """
+    def reset(key: int) -> tuple[Any, dict[str, Any]]:
+        if by_index:
+            return env.reset(options={"index": int(key)})
+        return env.reset(seed=int(key))
+
+    problems = [_text(reset(seed)[0]) for seed in seeds]
+    encoded = [policy.math_prompt(p) for p in problems]  # once per problem, not per sample
+    prompts = [ids for ids in encoded for _ in range(group_size)]
     generations = policy.generate(prompts)
     episodes: list[Episode] = []
     for index, gen in enumerate(generations):
         g = index // group_size
-        env.reset(seed=int(seeds[g]))
+        reset(seeds[g])
         _, reward, terminated, truncated, info = env.step(gen.text)
         step = Step(gen.prompt_ids, gen.completion_ids, gen.text, gen.text,
                     dict(info.get("primitives", {})), float(reward))
