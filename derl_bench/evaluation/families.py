@@ -141,6 +141,38 @@ class MathAdapter(FamilyAdapter):
         return {f"math/MATH/{upstream}": tree_sha256(folder / "MATH" / upstream)}
 
 
+class ArithmeticAdapter(MathAdapter):
+    """``derl/Arithmetic-v0``: one step; L0/L1/L2 are the card's generated eval splits."""
+
+    family = "arithmetic"
+
+    def __init__(self, env_id: str) -> None:
+        FamilyAdapter.__init__(self, env_id)
+        self.dataset = "arithmetic"
+
+    def levels(self) -> dict[str, LevelSpec]:
+        card = load_card("arithmetic")
+        out = {}
+        for level, split in card["levels"].items():
+            spec = card["splits"][split]
+            manifest = ManifestRef(split, str(spec["manifest_sha256"]), int(spec["count"]),
+                                   functools.partial(_arithmetic_ids, split))
+            out[level] = LevelSpec(manifest, {"split": split})
+        return out
+
+    def task_type(self, entry: str, info: Mapping[str, Any]) -> str:
+        return entry.split(":", 1)[0]
+
+    def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
+        return {}  # generated from the card's seeds: the manifest checksum covers it
+
+
+def _arithmetic_ids(split: str) -> list[str]:
+    from derl_bench.envs.arithmetic import generate_split
+
+    return [p.problem_id for p in generate_split(split)]
+
+
 def _problem_ids(dataset: str, split: str) -> list[str]:
     from derl_bench.envs.math import load_problems
 
@@ -232,7 +264,8 @@ class ScienceWorldAdapter(FamilyAdapter):
 
 
 _ADAPTERS: dict[str, type[FamilyAdapter]] = {
-    "math": MathAdapter, "alfworld": ALFWorldAdapter, "scienceworld": ScienceWorldAdapter,
+    "math": MathAdapter, "arithmetic": ArithmeticAdapter, "alfworld": ALFWorldAdapter,
+    "scienceworld": ScienceWorldAdapter,
 }
 
 

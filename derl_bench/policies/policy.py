@@ -22,7 +22,7 @@ from derl_bench.observers.think_action import parse_think_action
 from derl_bench.policies.backends import GenerationBackend, SamplingConfig, make_backend
 from derl_bench.policies.prompts import AgentPrompt, AgentTurn, MathPrompt, Messages, render
 
-MATH_FAMILIES = ("gsm8k", "math")
+MATH_FAMILIES = ("gsm8k", "math", "arithmetic")
 AGENT_FAMILIES = ("alfworld", "scienceworld")
 
 

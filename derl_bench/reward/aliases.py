@@ -22,6 +22,9 @@ PRIMITIVE_RANGES: Mapping[str, Mapping[str, tuple[float, float]]] = {
         "response_length": (0.0, INF),
         "answer_parsed": (0.0, 1.0),
         "env_reward": (0.0, 1.0),
+        # derl/Arithmetic-v0 only: how near a wrong final answer is.
+        "digit_match": (0.0, 1.0),
+        "answer_closeness": (0.0, 1.0),
     },
     "agent": {
         "success": (0.0, 1.0),

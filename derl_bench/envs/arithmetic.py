@@ -1,0 +1,271 @@
+"""``derl/Arithmetic-v0``: seeded, procedurally generated arithmetic, a CPU-scale proxy task.
+
+A problem is an expression of small non-negative integers joined by ``+`` and ``-``; the
+reference solution reduces it left to right, one operation per sentence, and boxes the result::
+
+    >>> problem = make_problem("add_sub", (23, 45, 12))
+    >>> problem.question
+    'Compute 23 + 45 - 12.'
+    >>> problem.solution
+    '23 + 45 = 68. 68 - 12 = 56. The answer is \\\\boxed{56}.'
+
+Every problem of a split is a pure function of the split's definition on the card (problem
+types, operand range, generator seed, count), so nothing is downloaded. Grading is the MATH
+grader's (the last ``\\boxed{}`` must equal the answer), and the observers are the math family's
+plus two that grade *how close* a wrong answer is (:mod:`derl_bench.observers.arithmetic`).
+
+Problem types (the operand count and the operations, left to right):
+
+=========  ===============  =======================================================
+type       form             constraint
+=========  ===============  =======================================================
+``add``    ``a + b``
+``sub``    ``a - b``        ``a >= b``
+``add3``   ``a + b + c``
+``add_sub`` ``a + b - c``   ``a + b >= c``
+``sub_add`` ``a - b + c``   ``a >= b`` (held out of training at L2)
+=========  ===============  =======================================================
+
+    >>> env = ArithmeticEnv(split="L0-eval")
+    >>> question, info = env.reset(options={"index": 0})
+    >>> _, reward, terminated, _, info = env.step(info["reference_solution"])
+    >>> reward, terminated
+    (1.0, True)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from derl_bench.cards import CardError, load_card, sha256_lines
+from derl_bench.envs.spaces import as_text, text_space
+from derl_bench.grading import Grade, grade_math, last_boxed
+
+_NUMBER = re.compile(r"-?\d{1,30}(?:\.\d{1,30})?")
+
+PROBLEM_TYPES: dict[str, tuple[str, ...]] = {
+    "add": ("+",),
+    "sub": ("-",),
+    "add3": ("+", "+"),
+    "add_sub": ("+", "-"),
+    "sub_add": ("-", "+"),
+}
+"""The operations of each problem type, applied left to right."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One arithmetic problem: its question, reference answer and step-by-step solution."""
+
+    problem_id: str
+    kind: str
+    operands: tuple[int, ...]
+    question: str
+    answer: str
+    solution: str
+
+
+def _reduce(kind: str, operands: tuple[int, ...]) -> tuple[int, list[str]]:
+    ops = PROBLEM_TYPES[kind]
+    value, steps = operands[0], []
+    for op, operand in zip(ops, operands[1:], strict=True):
+        new = value + operand if op == "+" else value - operand
+        steps.append(f"{value} {op} {operand} = {new}.")
+        value = new
+    return value, steps
+
+
+def make_problem(kind: str, operands: tuple[int, ...]) -> Problem:
+    """The problem of type ``kind`` over ``operands`` (see the module docstring)."""
+    if kind not in PROBLEM_TYPES:
+        raise ValueError(f"unknown problem type {kind!r}; known: {', '.join(PROBLEM_TYPES)}")
+    if len(operands) != len(PROBLEM_TYPES[kind]) + 1:
+        raise ValueError(f"{kind} takes {len(PROBLEM_TYPES[kind]) + 1} operands")
+    expression = str(operands[0]) + "".join(
+        f" {op} {n}" for op, n in zip(PROBLEM_TYPES[kind], operands[1:], strict=True))
+    value, steps = _reduce(kind, operands)
+    solution = " ".join([*steps, f"The answer is \\boxed{{{value}}}."])
+    return Problem(f"{kind}:{','.join(map(str, operands))}", kind, operands,
+                   f"Compute {expression}.", str(value), solution)
+
+
+def _valid(kind: str, operands: tuple[int, ...]) -> bool:
+    # Every intermediate value stays non-negative, so answers never need a minus sign.
+    value = operands[0]
+    for op, operand in zip(PROBLEM_TYPES[kind], operands[1:], strict=True):
+        value = value + operand if op == "+" else value - operand
+        if value < 0:
+            return False
+    return True
+
+
+BUCKETS = ("eval", "validation")
+"""Hash buckets 0 and 1 of the training distribution; every other bucket is ``train``."""
+
+
+def bucket(problem_id: str, buckets: int) -> str:
+    """Which slice of its distribution a problem belongs to: ``eval`` (sha256 of its id in
+    bucket 0 of ``buckets``), ``validation`` (bucket 1) or ``train`` (any other). Slices of
+    the same distribution are therefore disjoint by construction.
+
+    >>> bucket("add:1,2", 10) in ("eval", "validation", "train")
+    True
+    """
+    digest = hashlib.sha256(problem_id.encode()).digest()
+    index = int.from_bytes(digest[:8], "big") % buckets
+    return BUCKETS[index] if index < len(BUCKETS) else "train"
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """A split as the card defines it."""
+
+    kinds: tuple[str, ...]
+    low: int
+    high: int
+    """Operands are drawn uniformly from ``low..high`` (inclusive)."""
+    seed: int
+    count: int
+    bucket: str | None
+    """``train``, ``validation`` or ``eval``: the hash slice of the training distribution
+    this split keeps (:func:`bucket`); ``None`` for a distribution training never sees."""
+    require_above: int | None = None
+    """When set, at least one operand must exceed it (L1: unseen number ranges)."""
+
+
+def split_spec(split: str) -> SplitSpec:
+    """The card's definition of ``split``."""
+    card = load_card("arithmetic")
+    splits = card["splits"]
+    if split not in splits:
+        raise ValueError(f"derl/Arithmetic-v0 has no split {split!r}; "
+                         f"choose from {', '.join(splits)}")
+    spec = dict(splits[split])
+    return SplitSpec(kinds=tuple(spec["kinds"]), low=int(spec["low"]), high=int(spec["high"]),
+                     seed=int(spec["seed"]), count=int(spec["count"]),
+                     bucket=spec.get("bucket"),
+                     require_above=spec.get("require_above"))
+
+
+@functools.lru_cache(maxsize=32)
+def generate_split(split: str) -> tuple[Problem, ...]:
+    """The problems of ``split``, in manifest order: seeded draws without repetition."""
+    spec = split_spec(split)
+    buckets = int(load_card("arithmetic")["eval_buckets"])
+    rng = random.Random(spec.seed)
+    seen: set[str] = set()
+    problems: list[Problem] = []
+    attempts = 0
+    while len(problems) < spec.count:
+        attempts += 1
+        if attempts > 200 * spec.count:
+            raise ValueError(f"split {split!r}: cannot draw {spec.count} distinct problems")
+        kind = spec.kinds[rng.randrange(len(spec.kinds))]
+        operands = tuple(rng.randint(spec.low, spec.high)
+                         for _ in range(len(PROBLEM_TYPES[kind]) + 1))
+        if not _valid(kind, operands):
+            continue
+        if spec.require_above is not None and max(operands) <= spec.require_above:
+            continue
+        problem = make_problem(kind, operands)
+        if problem.problem_id in seen:
+            continue
+        if spec.bucket is not None and bucket(problem.problem_id, buckets) != spec.bucket:
+            continue
+        seen.add(problem.problem_id)
+        problems.append(problem)
+    expected = load_card("arithmetic")["splits"][split].get("manifest_sha256")
+    digest = sha256_lines([p.problem_id for p in problems])
+    if expected is not None and digest != expected:
+        raise CardError(f"derl/Arithmetic-v0 split {split!r}: generated manifest sha256 "
+                        f"{digest} != card's {expected}")
+    return tuple(problems)
+
+
+class ArithmeticEnv(gym.Env[str, str]):
+    """A single-step env over generated arithmetic problems.
+
+    Args:
+        split: a split of the card (``train``, ``validation``, ``L0-eval``, ``L1-eval``,
+            ``L2-eval``).
+        render_mode: ``"ansi"`` renders the question.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+    max_steps = 1
+
+    def __init__(self, split: str = "train", render_mode: str | None = None) -> None:
+        self.split = split
+        self.problems = generate_split(split)
+        self.render_mode = render_mode
+        self.observation_space = text_space(max(len(p.question) for p in self.problems))
+        self.action_space = text_space(1 << 20)
+        self._index: int | None = None
+        self._done = True
+
+    @property
+    def problem(self) -> Problem:
+        """The current problem (after :meth:`reset`)."""
+        if self._index is None:
+            raise gym.error.ResetNeeded("call reset() before reading the problem")
+        return self.problems[self._index]
+
+    def _info(self) -> dict[str, Any]:
+        p = self.problem
+        return {"problem_id": p.problem_id, "split": self.split, "index": self._index,
+                "problem_type": p.kind, "reference_answer": p.answer,
+                "reference_solution": p.solution}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None,
+              ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        if "index" in options:
+            index = int(options["index"])
+            if not 0 <= index < len(self.problems):
+                raise IndexError(f"index {index} out of range for {len(self.problems)} problems")
+        else:
+            index = int(self.np_random.integers(len(self.problems)))
+        self._index = index
+        self._done = False
+        return self.problem.question, self._info()
+
+    def grade(self, response: str) -> Grade:
+        """Grade ``response`` as MATH is graded: its last ``\\boxed{}`` must hold the answer.
+
+        A box holding a plain number is decided here, exactly; anything else goes to the
+        MATH grader (normalised string match, then math-verify)."""
+        extracted = last_boxed(response)
+        if extracted is not None and _NUMBER.fullmatch(extracted.strip()):
+            return Grade(float(extracted) == float(self.problem.answer), extracted)
+        return grade_math(response, self.problem.answer)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._done:
+            raise gym.error.ResetNeeded("the episode is over; call reset() first")
+        response = as_text(action)
+        try:
+            grade = self.grade(response)
+        except Exception:  # a grader bug must never crash a training run: count it wrong
+            grade = Grade(False, None)
+        self._done = True
+        info = self._info()
+        info.update(extracted_answer=grade.extracted, correct=grade.correct,
+                    grading_timed_out=grade.timed_out, response=response)
+        return "", float(grade.correct), True, False, info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi" and self._index is not None:
+            return self.problem.question
+        return None
+
+
+__all__ = ["PROBLEM_TYPES", "ArithmeticEnv", "Problem", "SplitSpec", "generate_split",
+           "bucket", "make_problem", "split_spec"]
