@@ -11,13 +11,14 @@ from derl_bench.policies import domain_of, env_family
 from derl_bench.reward import compile_reward
 
 BASELINES = Path(__file__).resolve().parent.parent / "baselines"
-RECIPES = sorted([*BASELINES.glob("*-outcome.yaml"), *BASELINES.glob("*-average.yaml")])
+RECIPES = sorted([*BASELINES.glob("*-outcome.yaml"), *BASELINES.glob("*-outcome-format.yaml"),
+                  *BASELINES.glob("*-average.yaml")])
 
 
-def test_two_recipes_per_env():
+def test_three_recipes_per_env():
     names = {p.stem for p in RECIPES}
     for env in ("gsm8k", "math", "alfworld", "scienceworld"):
-        assert {f"{env}-outcome", f"{env}-average"} <= names
+        assert {f"{env}-outcome", f"{env}-outcome-format", f"{env}-average"} <= names
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
@@ -29,6 +30,9 @@ def test_every_recipe_loads_and_its_meta_reward_compiles(recipe):
     expected = {"math": "outcome", "agent": "success"}[domain]
     if recipe.stem.endswith("-outcome"):
         assert reward.primitives == (expected,)
+    elif recipe.stem.endswith("-outcome-format"):
+        fmt = {"math": "format_boxed", "agent": "format_valid"}[domain]
+        assert set(reward.primitives) == {expected, fmt}
     else:
         assert expected in reward.primitives and len(reward.primitives) >= 2
     if domain == "agent":

@@ -40,6 +40,10 @@ def test_agent_recipes_train_and_resume(data_root, tmp_path, family):
     assert main(["train", str(BASELINES / f"{family}-average.yaml"), "--output", str(average),
                  "steps=1", "progress=false", "tensorboard=false"]) == 0
     assert len(read_metrics(average)) == 1
+    shaped = tmp_path / "outcome-format"
+    assert main(["train", str(BASELINES / f"{family}-outcome-format.yaml"), "--output",
+                 str(shaped), "steps=1", "progress=false", "tensorboard=false"]) == 0
+    assert len(read_metrics(shaped)) == 1
 
 
 def test_multi_turn_update_moves_the_policy(data_root, tmp_path):

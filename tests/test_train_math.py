@@ -58,7 +58,8 @@ def test_gsm8k_resume_continues_the_same_run(data_root, tmp_path):
     assert not all(torch.equal(final[k], weights(split, 2)[k]) for k in final)
 
 
-@pytest.mark.parametrize("recipe", ["math-outcome", "math-average", "gsm8k-average"])
+@pytest.mark.parametrize("recipe", ["math-outcome", "math-average", "gsm8k-average",
+                                    "gsm8k-outcome-format", "math-outcome-format"])
 def test_math_recipes_run(data_root, tmp_path, recipe):
     run = tmp_path / recipe
     assert main(["train", str(BASELINES / f"{recipe}.yaml"), "--output", str(run), "steps=1",

@@ -20,8 +20,23 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    result = run_meta(config)
+    from derl_bench.evaluation.batched import headline_evaluator
+    from derl_bench.grpo.config import config_from_dict
+
+    inner = config_from_dict({**config.inner, "meta_reward": "0"})
+    evaluate = headline_evaluator(inner.env_id, config.eval_levels, limit=config.eval_limit,
+                                  max_new_tokens=inner.max_new_tokens, model_label=inner.model,
+                                  env_kwargs={k: v for k, v in inner.env_kwargs.items()
+                                              if k not in ("split", "level")})
+    result = run_meta(config, evaluate=evaluate if config.eval_levels else None)
+    if result.best_expr is None:
+        print("no candidate trained successfully; see candidates.jsonl", file=sys.stderr)
+        return 1
     print(f"best Meta-Reward: {result.best_expr}  (validation success {result.best_score:.3f})")
+    for level, figures in result.headline.get("best", {}).items():
+        print(f"  {level} eval success: {figures['mean']:.3f} ± {figures['se']:.3f} "
+              f"(n={figures['n']}; record {figures['record']})")
+    print(f"zero-advantage generations: {result.zero_advantage_generations}")
     print(f"run directory: {config.run_dir}")
     return 0
 

@@ -52,7 +52,8 @@ def register(subparsers: Any) -> None:
 def run_train(args: argparse.Namespace) -> int:
     """Load the recipe, train, print where the results are."""
     from derl_bench.grpo.config import ConfigError, load_config
-    from derl_bench.grpo.trainer import ResumeError, train
+    from derl_bench.grpo.dispatch import run_training
+    from derl_bench.grpo.trainer import ResumeError
     from derl_bench.reward import MetaRewardError
 
     overrides = list(args.overrides)
@@ -60,12 +61,7 @@ def run_train(args: argparse.Namespace) -> int:
         overrides.append(f"output_dir={args.output}")
     try:
         config = load_config(args.recipe, overrides)
-        if config.trainer == "trl":
-            from derl_bench.grpo.trl_math import train_trl
-
-            history = train_trl(config, resume=args.resume)
-        else:
-            history = train(config, resume=args.resume)
+        history, _model = run_training(config, resume=args.resume)
     except (ConfigError, ResumeError, MetaRewardError) as err:
         print(f"derl-bench train: {err}", file=sys.stderr)
         return REJECTED

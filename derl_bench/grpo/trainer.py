@@ -231,6 +231,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
             t1 = time.perf_counter()
             sums = grpo_update(model, optimizer, batch, settings, reference)
             grad_norm = sums.pop("grad_norm")
+            t_reference = sums.pop("reference_s")
             policy.sync()
             t_update = time.perf_counter() - t1
 
@@ -247,6 +248,8 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
                 "length/episode_mean": float(np.mean([e.length for e in episodes])),
                 "time/rollout_s": t_rollout,
                 "time/update_s": t_update,
+                "time/reference_s": t_reference,
+                "tokens/trained": float(batch.attention_mask.sum()),
                 "tokens/generated": float(sum(completion_lengths)),
             }
             logger.log(step, metrics)

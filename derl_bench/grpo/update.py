@@ -21,6 +21,7 @@ sequence weighs the same whatever micro-batch it lands in).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,15 +68,18 @@ def batch_logprobs(model: Any, batch: Any, micro_batch_size: int,
 def grpo_update(model: Any, optimizer: torch.optim.Optimizer, batch: Any,
                 settings: UpdateSettings, reference: Any | None = None) -> dict[str, float]:
     """Run ``settings.updates_per_batch`` optimiser steps on ``batch``; returns mean statistics
-    (loss, policy_loss, kl, clip_fraction, entropy, grad_norm)."""
+    (loss, policy_loss, kl, clip_fraction, entropy, grad_norm) and ``reference_s``, the
+    seconds spent on reference and old log-probs."""
     s = settings
     use_kl = reference is not None and s.kl_coef > 0
+    started = time.perf_counter()
     old_logp = (batch_logprobs(model, batch, s.micro_batch_size, s.temperature)
                 if s.updates_per_batch > 1 else None)
     ref_logp = (batch_logprobs(reference, batch, s.micro_batch_size, s.temperature)
                 if use_kl else None)
     sums = dict.fromkeys(("loss", "policy_loss", "kl", "clip_fraction", "entropy",
                           "grad_norm"), 0.0)
+    sums["reference_s"] = time.perf_counter() - started
     model.train()
     for _ in range(s.updates_per_batch):
         optimizer.zero_grad(set_to_none=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from derl_bench.grpo.config import ConfigError, config_from_dict, parse_overrides, read_recipe
 
-METHODS = ("derl", "derl-pop", "random", "revolve")
+METHODS = ("derl", "derl-pop", "random", "revolve", "fixed")
 
 
 @dataclass
@@ -29,7 +29,10 @@ class MetaConfig:
     method: str = "derl"
     """``derl`` (an LLM Meta-Optimizer trained by GRPO on validation scores), ``derl-pop``
     (the same, every inner run warm-started from the best policy so far), ``random`` (random
-    search) or ``revolve`` (island evolution)."""
+    search), ``revolve`` (island evolution) or ``fixed`` (the hand-made ``reward`` at the same
+    budget: one inner run per candidate slot, each with its own seed)."""
+    reward: str | None = None
+    """``fixed``: the hand-made Meta-Reward."""
     inner: dict[str, Any] = field(default_factory=dict)
     """TrainConfig fields of every inner run; ``meta_reward`` is set per candidate."""
     outer_steps: int = 2
@@ -40,7 +43,17 @@ class MetaConfig:
     """Split the inner policies are scored on: ``validation`` for math, ``train`` games with
     their own seeds for agents (the evaluation splits stay unseen) when left empty."""
     validation_episodes: int = 16
+    """Size of the fixed validation set: the first items of the validation split, each once."""
     validation_seed: int = 10_000
+    validation_temperature: float = 0.0
+    """Sampling temperature of validation; 0 decodes greedily (deterministic)."""
+    retries: int = 1
+    """Times a failed inner run (exception, out of memory, env crash) is retried before its
+    candidate is excluded from the generation's group (never scored as a bad reward)."""
+    eval_levels: list[str] = field(default_factory=lambda: ["L0", "L1", "L2"])
+    """Levels the best policy is evaluated on at the end of the run (the headline score)."""
+    eval_limit: int | None = None
+    """Evaluate on the first this-many episodes of each eval set (``None``: all of them)."""
     seed: int = 0
 
     optimizer_model: str = "tiny"
@@ -48,6 +61,10 @@ class MetaConfig:
     optimizer_kl_coef: float = 0.01
     optimizer_max_new_tokens: int = 48
     optimizer_temperature: float = 1.0
+    optimizer_sft_examples: int = 206
+    """Cold start: valid Meta-Rewards from the grammar the Meta-Optimizer is fine-tuned on
+    before its first GRPO step (the paper's official code uses 206); 0 skips it."""
+    optimizer_sft_steps: int = 150
     invalid_score: float = 0.0
 
     islands: int = 2
@@ -63,9 +80,14 @@ class MetaConfig:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ConfigError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.retries < 0 or self.optimizer_sft_examples < 0 or self.optimizer_sft_steps < 0:
+            raise ConfigError("retries, optimizer_sft_examples and optimizer_sft_steps must be "
+                              ">= 0")
         for name in ("outer_steps", "population", "validation_episodes", "islands"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)!r}")
+        if self.method == "fixed" and not self.reward:
+            raise ConfigError("method fixed needs a reward expression")
         if self.method in ("derl", "derl-pop") and self.population < 2:
             raise ConfigError("derl needs population >= 2: GRPO compares rewards within a group")
         config_from_dict({**self.inner, "meta_reward": "0"})  # reject a bad inner recipe early

@@ -1,26 +1,54 @@
-"""Train one inner policy on a Meta-Reward and score it on validation episodes."""
+"""Train one inner policy on a Meta-Reward and score it on the fixed validation set.
+
+Validation is the same for every candidate of a run: the first ``validation_episodes`` items of
+the validation split in manifest order, each once, decoded greedily (temperature 0), so two
+candidates' scores differ only because their policies do. Math-family envs validate on their
+``validation`` split (disjoint from ``train`` and from every eval set); agent envs validate on
+their training games with the run's validation seeds (see ``docs/meta-loop.md``).
+"""
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from derl_bench.grpo.checkpoint import latest_checkpoint, quiet_transformers
+from derl_bench.grpo.checkpoint import quiet_transformers
 from derl_bench.grpo.config import TrainConfig, config_from_dict
-from derl_bench.grpo.trainer import make_env, success_rate, train
+from derl_bench.grpo.dispatch import run_training
+from derl_bench.grpo.trainer import make_env, success_rate
 from derl_bench.meta.config import MetaConfig
 from derl_bench.policies import LLMPolicy, SamplingConfig, domain_of, env_family
 from derl_bench.rollout import rollout_multi_turn, rollout_single_step
 
 
-def inner_config(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | None) -> TrainConfig:
-    """The inner run's TrainConfig: the meta recipe's ``inner`` with this candidate's reward."""
+@dataclass
+class InnerResult:
+    """What one inner run produced."""
+
+    score: float
+    """Validation success rate of the trained policy."""
+    train_reward: float
+    """Mean Meta-Reward of the run's last step."""
+    checkpoint: Path
+    metrics: dict[str, float]
+    """Further validation figures (``format`` where the env reports it)."""
+
+
+def inner_config(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | None,
+                 data_offset: int = 0, seed: int | None = None) -> TrainConfig:
+    """The inner run's TrainConfig: the meta recipe's ``inner`` with this candidate's reward.
+
+    Every candidate of a search trains with the same seed (the recipe's, else the run's), so
+    two candidates differ only in their reward; ``seed`` overrides it (the ``fixed`` method's
+    repeated runs of one reward)."""
     values = {**meta.inner, "meta_reward": expr, "name": run_dir.name,
-              "output_dir": str(run_dir), "progress": False}
+              "output_dir": str(run_dir), "progress": False, "data_offset": data_offset}
     if start_model is not None:
         values["model"] = start_model
     values.setdefault("seed", meta.seed)
+    if seed is not None:
+        values["seed"] = seed
     return config_from_dict(values)
 
 
@@ -31,47 +59,60 @@ def validation_split(meta: MetaConfig, config: TrainConfig) -> str:
     return "validation" if domain_of(env_family(config.env_id)) == "math" else "train"
 
 
-def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConfig) -> float:
-    """Success rate of the policy at ``model_path`` on ``meta.validation_episodes`` episodes.
-
-    The episodes' reset seeds depend only on ``meta.validation_seed``, so every candidate of a
-    run is scored on the same problems or games, and sampling is seeded the same way.
-    """
+def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConfig,
+                     ) -> tuple[float, dict[str, float]]:
+    """Success rate of the policy at ``model_path`` on the validation set (module docstring),
+    and the mean of the ``format_boxed`` primitive where the env emits it."""
     family = env_family(config.env_id)
     domain = domain_of(family)
     scoring = config_from_dict({**config.to_dict(), "split": validation_split(meta, config)})
     with quiet_transformers():
         policy = LLMPolicy.from_pretrained(
             model_path, family, device=config.device, dtype=config.dtype,
-            sampling=SamplingConfig(config.max_new_tokens, config.temperature, config.top_p,
+            sampling=SamplingConfig(config.max_new_tokens, meta.validation_temperature, 1.0,
                                     seed=meta.validation_seed),
             history_window=config.history_window)
-    rng = np.random.default_rng(meta.validation_seed)
-    seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=meta.validation_episodes)]
     if domain == "math":
         env = make_env(scoring)
         try:
-            episodes = rollout_single_step(env, policy, seeds, 1)
+            count = len(env.unwrapped.problems)
+            if meta.validation_episodes > count:
+                raise ValueError(f"validation_episodes={meta.validation_episodes} but the "
+                                 f"{scoring.split} split has {count} problems")
+            episodes = rollout_single_step(env, policy, list(range(meta.validation_episodes)), 1,
+                                           by_index=True)
         finally:
             env.close()
     else:
+        import numpy as np
+
+        rng = np.random.default_rng(meta.validation_seed)
+        seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=meta.validation_episodes)]
         envs = [make_env(scoring) for _ in seeds]
         try:
             episodes = rollout_multi_turn(envs, policy, seeds, 1, config.max_episode_steps)
         finally:
             for env in envs:
                 env.close()
-    return success_rate(episodes, domain)
+    metrics: dict[str, float] = {}
+    formats = [e.last("format_boxed") for e in episodes
+               if e.steps and "format_boxed" in e.steps[-1].primitives]
+    if formats:
+        metrics["format"] = float(sum(formats) / len(formats))
+    return success_rate(episodes, domain), metrics
 
 
-def train_and_score(meta: MetaConfig, expr: str, run_dir: Path,
-                    start_model: str | None) -> tuple[float, float, Path]:
-    """Train on ``expr``; returns (validation score, last training reward, checkpoint)."""
-    config = inner_config(meta, expr, run_dir, start_model)
-    history = train(config)
-    checkpoint = latest_checkpoint(run_dir)
-    if checkpoint is None:
-        raise RuntimeError(f"inner run {run_dir} left no checkpoint")
-    score = validation_score(checkpoint, meta, config)
+def train_and_score(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | None,
+                    data_offset: int = 0, seed: int | None = None) -> InnerResult:
+    """Train on ``expr`` in a fresh ``run_dir`` and score the policy this run trained.
+
+    Anything an earlier run left in ``run_dir`` is removed first, so a stale checkpoint can
+    never be scored in place of this run's.
+    """
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    config = inner_config(meta, expr, run_dir, start_model, data_offset, seed)
+    history, checkpoint = run_training(config)
+    score, metrics = validation_score(checkpoint, meta, config)
     last_reward = float(history[-1]["reward/mean"]) if history else float("nan")
-    return score, last_reward, checkpoint
+    return InnerResult(score, last_reward, checkpoint, metrics)

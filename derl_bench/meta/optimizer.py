@@ -1,17 +1,25 @@
 """The Meta-Optimizer: a language model that writes Meta-Rewards and learns from their scores.
 
 Each generation it samples ``n`` expressions from one prompt (the domain's primitives and the
-grammar), with constrained decoding so that every sample is a valid expression: at each token
-only the tokens that keep the text a valid prefix are allowed (a trie walk over the vocabulary,
-:class:`~derl_bench.reward.TokenConstraint`), and the end of sequence only once the text is a
-complete expression. The ``n`` samples form one GRPO group: their rewards are the validation
-scores of the inner policies they trained, and the update is the same clipped loss with k3 KL
-that trains the inner policies (:mod:`derl_bench.grpo.loss`).
+grammar) in one batch on the policies' fast path, with constrained decoding so that every
+sample is a valid expression: at each token only the tokens that keep the text a valid prefix
+are allowed (a trie walk over the vocabulary, :class:`~derl_bench.reward.TokenConstraint`), the
+end of sequence only once the text is a complete expression, and — near the token budget —
+only tokens after which the expression can still be closed within the budget, so a sample
+never runs out unfinished. The ``n`` samples form one GRPO group: their rewards are the
+validation scores of the inner policies they trained, and the update is the shared GRPO update
+(:func:`derl_bench.grpo.update.grpo_update`) that trains the inner policies.
+
+Before its first GRPO step the Meta-Optimizer is warm-started, as in the paper, by supervised
+fine-tuning on valid Meta-Rewards drawn from the project's own expression generator
+(:meth:`MetaOptimizer.warm_start`).
 """
 
 from __future__ import annotations
 
 import copy
+import random
+import string
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,11 +27,19 @@ from typing import Any
 import torch
 
 from derl_bench.grpo.advantage import group_advantages
-from derl_bench.grpo.loss import grpo_loss, token_logprobs
+from derl_bench.grpo.loss import token_logprobs
+from derl_bench.grpo.update import UpdateSettings, grpo_update, make_optimizer
 from derl_bench.meta.search import Proposal
-from derl_bench.policies import TinyModelSpec, init_tiny_model, load_model_and_tokenizer
+from derl_bench.policies import (
+    SamplingConfig,
+    TinyModelSpec,
+    TransformersBackend,
+    init_tiny_model,
+    load_model_and_tokenizer,
+)
 from derl_bench.policies.prompts import render
-from derl_bench.reward import ALIASES, TokenConstraint, known_primitives
+from derl_bench.policies.threads import configure_threads
+from derl_bench.reward import ALIASES, TokenConstraint, known_primitives, random_expression
 from derl_bench.rollout import Episode, Step, collate
 
 PROMPT = """You design reward functions for reinforcement learning.
@@ -34,12 +50,44 @@ Use + - * /, parentheses, numbers, the functions min, max, clip, abs, log1p, sqr
 trajectory terms mean, sum, last, max, first_third, mid_third, last_third.
 Answer with the expression only."""
 
+_CLOSERS = (")", ", ", "1")
+_NAME_CHARS = string.ascii_lowercase + string.digits + "_("
+TIGHT_MARGIN = 12
+"""Near the budget (closing needs at least this many fewer tokens than remain), candidate
+tokens are checked one by one; earlier, no single token can use up the slack."""
+TIGHT_CANDIDATES = 16
+"""In the tight region, the most likely allowed tokens that are checked."""
+
 
 def build_prompt(domain: str) -> list[dict[str, str]]:
     """The Meta-Optimizer's chat messages for ``domain``."""
     aliases = ", ".join(f"{a} = {text}" for a, text in ALIASES[domain].items())
     return [{"role": "user", "content": PROMPT.format(
         primitives=", ".join(known_primitives(domain)), aliases=aliases)}]
+
+
+def closing_suffix(automaton: Any, text: str, limit: int = 64) -> str | None:
+    """A short string that completes the valid prefix ``text`` into an expression (greedy:
+    an operand ``1``, a closing parenthesis, another argument, or the rest of a name), or
+    ``None`` when ``text`` cannot be completed within ``limit`` characters.
+
+        >>> from derl_bench.reward.constrained import ExpressionPrefix
+        >>> closing_suffix(ExpressionPrefix("math"), "clip(g1 + ")
+        '1, 1, 1)'
+        >>> closing_suffix(ExpressionPrefix("math"), "m")
+        'ax(1)'
+    """
+    suffix = ""
+    for _ in range(limit):
+        if automaton.is_complete(text + suffix):
+            return suffix
+        for piece in (*_CLOSERS, *_NAME_CHARS):
+            if automaton.accepts(text + suffix + piece):
+                suffix += piece
+                break
+        else:
+            return None
+    return None
 
 
 class MetaOptimizer:
@@ -50,8 +98,8 @@ class MetaOptimizer:
         model: a HF name or local path, or ``"tiny"`` for a tiny model written to ``workdir``.
         workdir: where the tiny model is written.
         learning_rate, kl_coef, clip_eps: the GRPO update's settings.
-        max_new_tokens: longest expression in tokens; a sample that reaches it unfinished is
-            invalid and scores ``invalid_score``.
+        max_new_tokens: longest expression in tokens (constrained decoding always closes the
+            expression within it).
     """
 
     def __init__(self, domain: str, model: str = "tiny", workdir: str | Path = ".",
@@ -65,9 +113,12 @@ class MetaOptimizer:
                 init_tiny_model(path, TinyModelSpec(seed=seed + 7919), overwrite=True)
             model = str(path)
         self.model, self.tokenizer = load_model_and_tokenizer(model, device)
+        configure_threads(self.model)
         self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=learning_rate)
-        self.kl_coef, self.clip_eps = kl_coef, clip_eps
+        self.optimizer = make_optimizer(self.model, learning_rate)
+        self.learning_rate = learning_rate
+        self.settings = UpdateSettings(clip_eps=clip_eps, kl_coef=kl_coef,
+                                       micro_batch_size=64, temperature=temperature)
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
         self.invalid_score = invalid_score
         self.device = device
@@ -77,77 +128,136 @@ class MetaOptimizer:
         # Tabs and newlines are valid whitespace to the grammar but make unreadable rewards.
         self.constraint = TokenConstraint(
             ["" if any(c in t for c in "\t\r\n\x0b\x0c") else t for t in vocab], domain)
+        self.char_token = {t: i for i, t in enumerate(vocab) if len(t) == 1}
+        self._closing_cache: dict[str, str | None] = {}
+        self._allowed_cache: dict[str, list[int]] = {}
         self.eos_id = self.tokenizer.eos_token_id
+        self.backend = TransformersBackend(self.model, self.tokenizer)
         prompt_text = render(self.tokenizer, build_prompt(domain))
         self.prompt_ids: list[int] = self.tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
         self.updates = 0
 
-    @torch.no_grad()
-    def _sample_one(self) -> tuple[list[int], str, bool]:
-        self.model.eval()
-        ids = torch.tensor([self.prompt_ids], device=self.device)
-        past: Any = None
-        completion: list[int] = []
-        text = ""
-        for _ in range(self.max_new_tokens):
-            out = self.model(input_ids=ids if past is None else ids[:, -1:],
-                             past_key_values=past, use_cache=True)
-            past = out.past_key_values
-            logits = out.logits[0, -1].float() / max(self.temperature, 1e-5)
-            allowed = self.constraint.allowed(text)
-            can_stop = bool(text) and self.constraint.is_complete(text)
-            if can_stop and self.eos_id is not None:
-                # Near the budget, a complete expression ends rather than risk running out.
-                near_end = len(completion) >= self.max_new_tokens - 4
-                allowed = [self.eos_id] if near_end else [*allowed, self.eos_id]
-            if not allowed:
-                break
-            if not can_stop and len(completion) >= self.max_new_tokens - 8:
-                # Close to the budget, prefer tokens that complete the expression.
-                finishing = [t for t in allowed
-                             if self.constraint.is_complete(text + self.token_text[t])]
-                allowed = finishing or allowed
-            mask = torch.full_like(logits, float("-inf"))
-            mask[allowed] = 0.0
-            probs = torch.softmax(logits + mask, dim=-1).cpu()
-            token = int(torch.multinomial(probs, 1, generator=self.generator))
-            completion.append(token)
-            if token == self.eos_id:
-                return completion, text, True
-            text += self.token_text[token]
-            ids = torch.cat([ids, torch.tensor([[token]], device=self.device)], dim=1)
-        return completion, text, bool(text) and self.constraint.is_complete(text)
+    # -- constrained decoding -------------------------------------------------------------
+
+    def _closing(self, text: str) -> str | None:
+        cached = self._closing_cache.get(text, False)
+        if cached is False:
+            cached = closing_suffix(self.constraint.automaton, text)
+            if len(self._closing_cache) > 100_000:
+                self._closing_cache.clear()
+            self._closing_cache[text] = cached
+        return cached
+
+    def _allowed_tokens(self, text: str) -> list[int]:
+        cached = self._allowed_cache.get(text)
+        if cached is None:
+            cached = self.constraint.allowed(text)
+            if len(self._allowed_cache) > 100_000:
+                self._allowed_cache.clear()
+            self._allowed_cache[text] = cached
+        return cached
+
+    def _allowed(self, text: str, used: int, logits: torch.Tensor) -> list[int]:
+        """Tokens that may follow ``text`` after ``used`` tokens (see the module docstring).
+
+        Invariant: the greedy closing of ``text`` plus the end token fits in what remains, so
+        the fallback (the closing's next character) always exists.
+        """
+        remaining = self.max_new_tokens - used
+        complete = bool(text) and self.constraint.is_complete(text)
+        if remaining <= 1:
+            return [self.eos_id] if complete else []
+        allowed = self._allowed_tokens(text)
+        closing = self._closing(text)
+        if closing is None or len(closing) + TIGHT_MARGIN >= remaining:
+            order = sorted(allowed, key=lambda t: -float(logits[t]))[:TIGHT_CANDIDATES]
+            fits = [t for t in order
+                    if (rest := self._closing(text + self.token_text[t])) is not None
+                    and len(rest) + 2 <= remaining]
+            if not fits and closing:
+                fits = [self.char_token[closing[0]]] if closing[0] in self.char_token else []
+            allowed = fits
+        if complete and self.eos_id is not None:
+            allowed = [*allowed, self.eos_id]
+        return allowed
+
+    def _hook(self, logits: torch.Tensor, completions: list[list[int]],
+              active: torch.Tensor) -> torch.Tensor:
+        masked = torch.full_like(logits, float("-inf"))
+        for row in active.tolist():
+            text = self._text(completions[row])
+            allowed = self._allowed(text, len(completions[row]), logits[row])
+            if not allowed:  # cannot happen for a valid prefix; end the row rather than hang
+                allowed = [self.eos_id]
+            masked[row, allowed] = logits[row, allowed]
+        return masked
+
+    def _text(self, completion: Sequence[int]) -> str:
+        return "".join(self.token_text[t] for t in completion if t != self.eos_id)
 
     def propose(self, n: int) -> list[Proposal]:
-        """Sample ``n`` expressions; unfinished ones are marked invalid."""
+        """Sample ``n`` expressions in one batch; an unfinished one is marked invalid."""
+        sampling = SamplingConfig(self.max_new_tokens, self.temperature, 1.0)
+        completions = self.backend.generate([self.prompt_ids] * n, sampling,
+                                            logits_hook=self._hook, generator=self.generator)
         proposals = []
-        for _ in range(n):
-            completion, text, complete = self._sample_one()
+        for completion in completions:
+            text = self._text(completion)
+            complete = (bool(completion) and completion[-1] == self.eos_id
+                        and self.constraint.is_complete(text))
             proposals.append(Proposal(text.strip(), "meta-optimizer", extra={
-                "completion_ids": completion, "complete": complete}))
+                "completion_ids": list(completion), "complete": complete}))
         return proposals
+
+    # -- learning ---------------------------------------------------------------------
+
+    def warm_start(self, examples: int, steps: int, seed: int = 0,
+                   batch_size: int = 32) -> dict[str, float]:
+        """Supervised fine-tuning on ``examples`` valid Meta-Rewards from the grammar (each fits
+        the token budget), for ``steps`` steps; the reference of the KL term becomes the
+        warm-started model. Returns the first and last loss."""
+        rng = random.Random(seed)
+        texts: list[list[int]] = []
+        while len(texts) < examples:
+            expr = random_expression(rng, self.domain, max_depth=rng.choice((1, 2, 2, 3)))
+            ids = self.tokenizer(expr, add_special_tokens=False)["input_ids"]
+            if len(ids) + 1 <= self.max_new_tokens:
+                texts.append(ids + [self.eos_id])
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        optimizer = make_optimizer(self.model, 3e-3)
+        losses = []
+        self.model.train()
+        for _ in range(steps):
+            chosen = [texts[rng.randrange(len(texts))] for _ in range(batch_size)]
+            episodes = [Episode(0, 0, [Step(self.prompt_ids, ids, "", "", {})]) for ids in chosen]
+            batch = collate(episodes, [1.0] * len(episodes), pad).to(self.device)
+            logp, _ = token_logprobs(self.model, batch.input_ids, batch.attention_mask,
+                                     loss_mask=batch.loss_mask)
+            loss = -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=True)
+            optimizer.step()
+            losses.append(float(loss.detach()))
+        self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.optimizer = make_optimizer(self.model, self.learning_rate)
+        return {"loss_first": losses[0] if losses else float("nan"),
+                "loss_last": losses[-1] if losses else float("nan")}
 
     def observe(self, proposals: Sequence[Proposal], scores: Sequence[float]) -> dict[str, float]:
         """One GRPO update on the group of ``proposals`` with rewards ``scores``."""
         rewards = [s if p.extra.get("complete") else self.invalid_score
                    for p, s in zip(proposals, scores, strict=True)]
+        if len(rewards) < 2:
+            return {"meta/reward_mean": float(sum(rewards) / max(1, len(rewards)))}
         advantages = group_advantages(rewards, [0] * len(rewards))
         episodes = [Episode(0, 0, [Step(self.prompt_ids, p.extra["completion_ids"], p.expr,
                                         p.expr, {})]) for p in proposals]
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         batch = collate(episodes, advantages, pad).to(self.device)
-        self.model.train()
-        logp, _ = token_logprobs(self.model, batch.input_ids, batch.attention_mask)
-        with torch.no_grad():
-            ref_logp, _ = token_logprobs(self.reference, batch.input_ids, batch.attention_mask)
-        out = grpo_loss(logp, logp.detach(), batch.advantages, batch.loss_mask, ref_logp=ref_logp,
-                        clip_eps=self.clip_eps, kl_coef=self.kl_coef)
-        self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.optimizer.step()
+        stats = grpo_update(self.model, self.optimizer, batch, self.settings, self.reference)
         self.updates += 1
-        return {"meta/loss": float(out.loss.detach()), "meta/kl": out.kl,
+        return {"meta/loss": stats["loss"], "meta/kl": stats["kl"],
                 "meta/reward_mean": float(sum(rewards) / len(rewards))}
 
     def save(self, path: str | Path) -> None:

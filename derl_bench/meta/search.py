@@ -32,6 +32,26 @@ class Proposal:
     extra: dict = field(default_factory=dict)
 
 
+class FixedReward:
+    """A hand-made Meta-Reward at the search methods' budget: the same expression every time,
+    each inner run with its own seed, so the best of ``n`` runs is chosen by validation exactly
+    as a search method chooses its best candidate (a compute-matched baseline)."""
+
+    def __init__(self, expr: str, seed: int = 0) -> None:
+        self.expr = expr
+        self.seed = seed
+        self.drawn = 0
+
+    def propose(self, n: int) -> list[Proposal]:
+        proposals = [Proposal(self.expr, "fixed", extra={"inner_seed": self.seed * 1000 + k})
+                     for k in range(self.drawn, self.drawn + n)]
+        self.drawn += n
+        return proposals
+
+    def observe(self, proposals: Sequence[Proposal], scores: Sequence[float]) -> None:
+        """A fixed reward learns nothing."""
+
+
 class RandomSearch:
     """Uniform draws from the grammar (seeded)."""
 

@@ -1,0 +1,111 @@
+"""Evaluate a trained LLM policy the way reward discovery reports it: batched and greedy.
+
+Single-step envs (the math family) answer every problem of the eval set in large generation
+batches through one env, decoded greedily, so an evaluation of hundreds of problems costs
+seconds on a CPU; the record is the protocol's own (:func:`~derl_bench.evaluation.record.
+build_record`: same eval set, same entries in manifest order, ``policy`` names the decoding).
+Multi-turn envs go through :func:`~derl_bench.evaluation.evaluate` unchanged.
+
+    >>> record = evaluate_llm("derl/Arithmetic-v0", "L0", "runs/x/checkpoints/step-40")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from derl_bench.evaluation.families import adapter_for
+from derl_bench.evaluation.record import build_record, meta_reward_block, write_json_atomic
+from derl_bench.evaluation.runner import EpisodeResult
+
+BATCH = 256
+
+
+def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | None = None,
+                 method: str = "llm", model_label: str | None = None,
+                 max_new_tokens: int = 64, meta_reward: str | None = None,
+                 env_kwargs: dict[str, Any] | None = None, temperature: float = 0.0,
+                 ) -> tuple[dict[str, Any], dict[str, float]]:
+    """A result record of the policy at ``model`` on ``env_id``'s ``level`` eval set
+    (``model_label`` is the board's name for the model, default the folder name), and the
+    lenient figure beside it: for single-step envs the share of responses that contain the
+    reference answer anywhere (``loose_outcome``), the number a looser grader would publish.
+    A policy that raises it while strict success stays flat has learnt to game the grader."""
+    import gymnasium as gym
+
+    from derl_bench.evaluation import evaluate
+    from derl_bench.grpo.checkpoint import quiet_transformers
+    from derl_bench.policies import LLMPolicy, SamplingConfig, env_family
+    from derl_bench.rollout import rollout_single_step
+
+    label = model_label or Path(model).name
+    block = meta_reward_block(meta_reward, env_id) if meta_reward else None
+    adapter = adapter_for(env_id)
+    if adapter.max_steps != 1:
+        record, _results = evaluate(env_id, level, f"llm:{model}", limit=limit, method=method,
+                                    model=label, meta_reward=block, env_kwargs=env_kwargs,
+                                    max_new_tokens=max_new_tokens)
+        return record, {}
+    eval_set = adapter.eval_set(level)
+    entries = list(eval_set.entries[:limit] if limit is not None else eval_set.entries)
+    start = time.perf_counter()
+    with quiet_transformers():
+        policy = LLMPolicy.from_pretrained(
+            model, env_family(env_id),
+            sampling=SamplingConfig(max_new_tokens, temperature, 1.0, seed=0))
+    env = gym.make(env_id, **{**eval_set.spec.env_kwargs, **(env_kwargs or {})})
+    results: list[EpisodeResult] = []
+    loose: list[float] = []
+    try:
+        indices = [adapter.reset_options(env.unwrapped, e)["index"] for e in entries]
+        for lo in range(0, len(indices), BATCH):
+            chunk = indices[lo:lo + BATCH]
+            episodes = rollout_single_step(env, policy, chunk, 1, by_index=True)
+            for offset, episode in enumerate(episodes):
+                i = lo + offset
+                step = episode.steps[0]
+                loose.append(float(step.primitives.get("loose_outcome", 0.0)))
+                results.append(EpisodeResult(
+                    index=i, entry=entries[i], seed=i,
+                    task_type=adapter.task_type(entries[i], {}),
+                    success=step.reward >= 1.0, steps=1, total_reward=step.reward))
+    finally:
+        env.close()
+    spec = f"llm:{model},temperature={temperature:g},batched"
+    record = build_record(eval_set, results, method=method, model=label, policy_spec=spec,
+                          wall_time_s=time.perf_counter() - start, env_kwargs=env_kwargs,
+                          meta_reward=block)
+    return record, {"lenient_success": sum(loose) / max(1, len(loose))}
+
+
+def headline_evaluator(env_id: str, levels: Sequence[str], *, limit: int | None = None,
+                       max_new_tokens: int = 64, model_label: str = "tiny",
+                       env_kwargs: dict[str, Any] | None = None,
+                       ) -> Callable[[str, str | None, Path, str], dict[str, Any]]:
+    """The ``evaluate`` callback of :func:`derl_bench.meta.run_meta`: each of ``levels`` (that
+    the env has) evaluated with :func:`evaluate_llm`, one record per level under the run's
+    ``results/`` folder."""
+    available = [lvl for lvl in levels if lvl in adapter_for(env_id).levels()]
+
+    def evaluate(checkpoint: str, meta_reward: str | None, out: Path,
+                 method: str) -> dict[str, Any]:
+        out.mkdir(parents=True, exist_ok=True)
+        report: dict[str, Any] = {}
+        for level in available:
+            record, extra = evaluate_llm(env_id, level, checkpoint, limit=limit, method=method,
+                                         model_label=model_label,
+                                         max_new_tokens=max_new_tokens,
+                                         meta_reward=meta_reward, env_kwargs=env_kwargs)
+            path = out / f"{level}.json"
+            write_json_atomic(path, record)
+            rate = record["results"]["success_rate"]
+            report[level] = {"mean": rate["mean"], "se": rate["se"],
+                             "n": record["results"]["n"], "record": str(path), **extra}
+        return report
+
+    return evaluate
+
+
+__all__ = ["evaluate_llm", "headline_evaluator"]

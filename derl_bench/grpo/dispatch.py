@@ -1,0 +1,39 @@
+"""Which trainer runs a recipe: ``trainer: compact`` (every env) or ``trainer: trl``.
+
+Every caller that trains from a :class:`~derl_bench.grpo.config.TrainConfig` — the ``train``
+command, the inner runs of reward discovery — goes through :func:`run_training`, so a recipe's
+``trainer`` is honoured everywhere or rejected with a clear error, never silently ignored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from derl_bench.grpo.config import TrainConfig
+
+
+def run_training(config: TrainConfig, resume: bool = False,
+                 ) -> tuple[list[dict[str, float]], Path]:
+    """Train as ``config`` says; returns the per-step metrics and the trained model's path.
+
+    The path is the checkpoint this very run wrote after its last step (never an older one
+    left in the run directory).
+    """
+    if config.trainer == "trl":
+        from derl_bench.grpo.trl_math import train_trl
+
+        history = train_trl(config, resume=resume)
+        return history, config.run_dir / "final-model"
+    from derl_bench.grpo.checkpoint import checkpoints_dir
+    from derl_bench.grpo.trainer import initial_model_path, train
+
+    history = train(config, resume=resume)
+    if config.steps == 0:
+        return history, Path(initial_model_path(config))
+    path = checkpoints_dir(config.run_dir) / f"step-{config.steps}"
+    if not (path / "config.json").is_file():
+        raise RuntimeError(f"run {config.run_dir} did not leave its final checkpoint {path}")
+    return history, path
+
+
+__all__ = ["run_training"]
