@@ -10,8 +10,10 @@ import torch
 
 from derl_bench.cli import main
 from derl_bench.grpo.config import ConfigError
+from derl_bench.grpo.trainer import initial_model_path, step_seeds
 from derl_bench.meta import IslandEvolution, MetaConfig, Proposal, RandomSearch, run_meta
 from derl_bench.meta.evolve import crossover, get_subtree, mutate, replace_subtree, subtree_paths
+from derl_bench.meta.inner import inner_config, validation_score
 from derl_bench.meta.optimizer import MetaOptimizer
 from derl_bench.reward import compile_reward
 from derl_bench.reward.canonical import to_text
@@ -20,6 +22,7 @@ from derl_bench.reward.parser import parse
 
 TINY_INNER = {"env_id": "derl/GSM8K-v0", "model": "tiny", "steps": 1, "group_size": 2,
               "prompts_per_step": 1, "max_new_tokens": 8, "tensorboard": False}
+ARITH_INNER = {**TINY_INNER, "env_id": "derl/Arithmetic-v0"}
 
 
 def test_replace_subtree_swaps_exactly_one_node():
@@ -66,12 +69,20 @@ def meta_optimizer(tmp_path_factory):
                          max_new_tokens=24, learning_rate=5e-3, kl_coef=0.0)
 
 
-def test_meta_optimizer_writes_only_valid_expressions(meta_optimizer):
-    proposals = meta_optimizer.propose(4)
-    complete = [p for p in proposals if p.extra["complete"]]
-    assert complete, "constrained decoding should finish some expressions in 24 tokens"
-    for p in complete:
+def test_meta_optimizer_always_closes_its_expressions_within_budget(meta_optimizer):
+    # Untrained, the model rambles; constrained decoding must still end every sample with a
+    # complete expression inside the 24-token budget.
+    proposals = meta_optimizer.propose(12)
+    assert all(p.extra["complete"] for p in proposals), [p.expr for p in proposals]
+    for p in proposals:
         compile_reward(p.expr, domain="math")
+        assert len(p.extra["completion_ids"]) <= 24
+
+
+def test_meta_optimizer_warm_start_learns_the_grammar(tmp_path):
+    optimizer = MetaOptimizer("math", workdir=tmp_path, seed=2, max_new_tokens=24)
+    losses = optimizer.warm_start(examples=24, steps=12, seed=0, batch_size=8)
+    assert losses["loss_last"] < 0.7 * losses["loss_first"]
 
 
 def test_meta_optimizer_grpo_raises_the_likelihood_of_a_rewarded_expression(meta_optimizer):
@@ -125,24 +136,185 @@ def test_random_search_run_end_to_end(data_root, tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["best_expr"] == result.best_expr and summary["generations"][0]["generation"] == 0
     assert (tmp_path / "curve.png").stat().st_size > 0
+    assert (tmp_path / "structure.png").stat().st_size > 0
+    rows = json.loads((tmp_path / "structure.json").read_text())
+    assert rows[0]["n"] == 2
+    assert sum(rows[0][f"{k}_share"] for k in ("linear", "bounded", "veto", "unbounded")) == 1
     assert result.best_checkpoint and (tmp_path / "inner" / "g000-c00" / "checkpoints").is_dir()
 
 
 def test_derl_pop_warm_starts_from_the_best_policy(data_root, tmp_path):
     config = MetaConfig(name="p", method="derl-pop", outer_steps=2, population=2,
                         validation_episodes=2, inner=TINY_INNER, output_dir=str(tmp_path),
-                        progress=False, optimizer_max_new_tokens=16, seed=2)
+                        progress=False, optimizer_max_new_tokens=16, seed=2,
+                        optimizer_sft_examples=16, optimizer_sft_steps=2)
     result = run_meta(config)
     second = [c for c in result.candidates if c["generation"] == 1]
     first_best = max((c for c in result.candidates if c["generation"] == 0 and c.get("checkpoint")),
                      key=lambda c: c["score"], default=None)
-    if first_best is not None:
-        assert all(c["start_model"] == first_best["checkpoint"] for c in second)
+    assert first_best is not None
+    assert all(c["start_model"] == first_best["checkpoint"] for c in second)
     assert (tmp_path / "meta-optimizer" / "config.json").is_file()
 
 
-def test_demo_without_data_says_how_to_get_it(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("DERL_BENCH_DATA", str(tmp_path / "empty"))
-    assert main(["demo", "--output", str(tmp_path / "out")]) == 1
-    assert "derl-bench data download gsm8k" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+def test_derl_pop_continues_through_the_training_data(tmp_path):
+    # A warm-started inner run of generation g starts g * steps into the problem sequence,
+    # so it never repeats the problems the policy it starts from was trained on.
+    config = MetaConfig(name="p", method="derl-pop", population=2,
+                        inner={**ARITH_INNER, "steps": 3}, output_dir=str(tmp_path))
+    first = inner_config(config, "outcome", tmp_path / "a", None)
+    warm = inner_config(config, "outcome", tmp_path / "b", "some/model", data_offset=3)
+    assert step_seeds(warm, 0) == step_seeds(first, 3)
+    seen = {s for step in range(3) for s in step_seeds(first, step)}
+    assert not seen & {s for step in range(3) for s in step_seeds(warm, step)}
+
+
+def test_validation_is_a_fixed_set_scored_once_each_and_deterministically(tmp_path):
+    import gymnasium as gym
+
+    from derl_bench.policies import LLMPolicy, SamplingConfig
+    from derl_bench.rollout import rollout_single_step
+
+    config = MetaConfig(method="random", validation_episodes=6, inner=ARITH_INNER,
+                        output_dir=str(tmp_path))
+    inner = inner_config(config, "outcome", tmp_path / "run", None)
+    model = initial_model_path(inner)
+    first = validation_score(model, config, inner)
+    assert first == validation_score(model, config, inner)
+    # The set: the first six problems of the validation split, each once.
+    env = gym.make("derl/Arithmetic-v0", split="validation")
+    policy = LLMPolicy.from_pretrained(model, "arithmetic", sampling=SamplingConfig(8, 0.0))
+    episodes = rollout_single_step(env, policy, list(range(6)), 1, by_index=True)
+    ids = [e.info["problem_id"] for e in episodes]
+    assert ids == [p.problem_id for p in env.unwrapped.problems[:6]]
+
+
+def test_a_rerun_never_scores_an_earlier_runs_checkpoint(tmp_path):
+    stale = tmp_path / "inner" / "g000-c00" / "checkpoints" / "step-10"
+    stale.mkdir(parents=True)
+    (stale / "config.json").write_text("{}")
+    config = MetaConfig(name="t", method="random", outer_steps=1, population=1,
+                        validation_episodes=2, inner=ARITH_INNER, output_dir=str(tmp_path),
+                        progress=False)
+    result = run_meta(config)
+    assert result.candidates[0]["checkpoint"].endswith("step-1")
+    assert not stale.exists()
+
+
+def test_failed_inner_runs_are_retried_then_excluded_not_scored(tmp_path, monkeypatch):
+    import derl_bench.meta.loop as loop
+
+    real = loop.train_and_score
+    calls = {"n": 0}
+
+    def flaky(config, expr, run, *args):
+        calls["n"] += 1
+        if calls["n"] in (1, 3, 4):  # candidate 0 fails once; candidate 1 fails every time
+            raise RuntimeError("worker died")
+        return real(config, expr, run, *args)
+
+    monkeypatch.setattr(loop, "train_and_score", flaky)
+    seen: list[list[float]] = []
+
+    class Recording(RandomSearch):
+        def observe(self, proposals, scores):
+            seen.append(list(scores))
+
+    monkeypatch.setattr(loop, "RandomSearch", Recording)
+    config = MetaConfig(name="t", method="random", outer_steps=1, population=2, retries=1,
+                        validation_episodes=2, inner=ARITH_INNER, output_dir=str(tmp_path),
+                        progress=False, seed=11)
+    result = run_meta(config)
+    first, second = result.candidates
+    assert first["status"] == "scored" and first["retried_after"] == ["RuntimeError: worker died"]
+    assert second["status"] == "failed" and second["score"] is None
+    assert "worker died" in second["error"]
+    assert seen == [[first["score"]]], "a failed run must not reach the proposer as a score"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["failed_inner_runs"] == 1 and summary["generations"][0]["failed"] == 1
+
+
+def test_tied_generations_are_counted_as_zero_advantage(tmp_path):
+    # The untrained tiny model solves nothing, so every score ties at 0.
+    config = MetaConfig(name="t", method="random", outer_steps=2, population=2,
+                        validation_episodes=2, inner=ARITH_INNER, output_dir=str(tmp_path),
+                        progress=False, seed=3)
+    result = run_meta(config)
+    assert result.zero_advantage_generations == 2
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["zero_advantage_generations"] == 2
+    assert all(g["zero_advantage"] for g in summary["generations"])
+
+
+def test_the_headline_is_the_best_policy_on_the_eval_sets(tmp_path):
+    from derl_bench.evaluation.batched import headline_evaluator
+
+    config = MetaConfig(name="t", method="random", outer_steps=1, population=1,
+                        validation_episodes=2, inner=ARITH_INNER, output_dir=str(tmp_path),
+                        progress=False, eval_limit=4)
+    evaluate = headline_evaluator("derl/Arithmetic-v0", ["L0", "L2"], limit=4, max_new_tokens=8)
+    result = run_meta(config, evaluate=evaluate)
+    assert set(result.headline["best"]) == {"L0", "L2"}
+    record = json.loads((tmp_path / "results" / "L2.json").read_text())
+    assert record["level"] == "L2" and record["results"]["n"] == 4
+    assert record["meta_reward"]["expression"] == result.best_expr
+
+
+def test_trainer_trl_is_honoured_or_rejected(data_root, tmp_path):
+    from derl_bench.grpo.config import config_from_dict
+    from derl_bench.grpo.dispatch import run_training
+
+    config = config_from_dict({**TINY_INNER, "trainer": "trl", "output_dir": str(tmp_path / "t"),
+                               "progress": False})
+    history, model = run_training(config)
+    assert history and (model / "config.json").is_file() and model.name == "final-model"
+    agent = config_from_dict({"env_id": "derl/ALFWorld-v0", "trainer": "trl",
+                              "output_dir": str(tmp_path / "a")})
+    with pytest.raises(ConfigError, match="trl"):
+        run_training(agent)
+
+
+def test_fixed_reward_baseline_trains_one_reward_with_fresh_seeds(tmp_path):
+    config = MetaConfig(name="t", method="fixed", reward="outcome", outer_steps=1,
+                        population=2, validation_episodes=2, inner=ARITH_INNER,
+                        output_dir=str(tmp_path), progress=False, seed=4)
+    result = run_meta(config)
+    assert [c["expr"] for c in result.candidates] == ["outcome", "outcome"]
+    assert "duplicate_of" not in result.candidates[1], "each run has its own seed"
+    with pytest.raises(ConfigError, match="reward"):
+        MetaConfig(method="fixed", inner=ARITH_INNER)
+
+
+def test_proxy_benchmark_small_runs_every_method(tmp_path):
+    from derl_bench.evaluation.proxy import METHODS, ProxyConfig, run_proxy, small
+
+    config = small(ProxyConfig(output=str(tmp_path / "proxy"), workers=1))
+    result = run_proxy(config, records=tmp_path / "board", log=lambda *_: None)
+    assert set(result["summary"]) == set(METHODS)
+    for method, figures in result["summary"].items():
+        assert {"L0", "L1", "L2"} <= set(figures), method
+    assert (tmp_path / "proxy" / "curves.png").stat().st_size > 0
+    records = sorted(p.name for p in (tmp_path / "board").glob("*.json"))
+    assert len(records) == 3 * len(METHODS) and "derl-pop-s0-L2.json" in records
+    # The small run evaluates 16 problems per level; a board takes only whole eval sets, so
+    # that must be the one thing validation objects to.
+    from derl_bench.leaderboard.validate import record_problems
+
+    for path in (tmp_path / "board").glob("*.json"):
+        problems = record_problems(json.loads(path.read_text()))
+        assert problems == ["$.results.n: n=16 is too small: the eval set has 500 episodes"], path
+
+
+def test_demo_writes_both_methods_curves_and_records(tmp_path):
+    from derl_bench.cli.demo import explain, run_demo
+
+    summary = run_demo(tmp_path / "demo", workers=1, small=True, log=lambda *_: None)
+    on_disk = json.loads((tmp_path / "demo" / "demo.json").read_text())
+    assert on_disk == summary
+    assert set(summary["methods"]) == {"derl", "outcome-only"}
+    for method in summary["methods"].values():
+        assert all(isinstance(v, float) for v in method["validation_by_generation"])
+        assert set(method["eval_success"]) == {"mean", "se", "n"}
+        assert json.loads(open(method["records"]["L0"]).read())["level"] == "L0"
+    assert (tmp_path / "demo" / "curves.png").stat().st_size > 0
+    assert "outcome-only" in explain(summary)

@@ -1,87 +1,114 @@
-"""``derl-bench demo``: the embedded default job, a small DERL run end to end on GSM8K.
+"""``derl-bench demo``: the embedded default job, DERL against outcome-only on the proxy task.
 
-It needs nothing but the GSM8K data (``derl-bench data download gsm8k``): the policies and the
-Meta-Optimizer are tiny random models built in code. In a few minutes on a CPU it
+It needs no data: ``derl/Arithmetic-v0`` generates its problems, and the base policy is the
+tiny model fine-tuned in code on the env's reference solutions. On 2 CPU cores, in minutes, it
 
-1. runs DERL: a Meta-Optimizer writes Meta-Rewards, each trains a GRPO policy on GSM8K, each
-   policy is scored on validation problems, and the scores train the Meta-Optimizer;
-2. evaluates the best policy on GSM8K test problems and writes a result record.
+1. builds the base policy (cached in ``OUTPUT/base-model``);
+2. runs DERL — a Meta-Optimizer writes Meta-Rewards, each trains a GRPO policy from the base,
+   each policy is scored on the fixed validation set, and the scores train the Meta-Optimizer —
+   and, beside it at the same budget, the hand-made outcome-only reward;
+3. evaluates each method's best policy on the L0/L1/L2 eval sets and writes result records, a
+   plot of validation success per generation and ``demo.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-DEMO_RECIPE: dict[str, Any] = {
-    "name": "demo",
-    "method": "derl",
-    "outer_steps": 2,
-    "population": 2,
-    "validation_episodes": 8,
-    "optimizer_max_new_tokens": 32,
-    "inner": {
-        "env_id": "derl/GSM8K-v0",
-        "model": "tiny",
-        "steps": 2,
-        "group_size": 2,
-        "prompts_per_step": 2,
-        "max_new_tokens": 32,
-        "tensorboard": False,
-    },
+DEMO: dict[str, Any] = {
+    "methods": ["derl", "outcome"],
+    "seeds": [0],
+    "outer_steps": 3,
+    "population": 4,
+    "validation_episodes": 200,
 }
-"""The embedded default: small enough for 2 CPU cores in a few minutes."""
+"""The embedded default: the proxy benchmark's inner recipe and base policy, DERL and the
+outcome-only baseline, one seed, 3 generations of 4 inner runs each."""
+
+LABELS = {"derl": "derl", "outcome": "outcome-only"}
 
 
-def run_demo(output: Path, eval_problems: int = 20) -> dict[str, Any]:
-    """Run the demo into ``output``; returns what it wrote to ``output/demo.json``."""
-    from derl_bench.evaluation import evaluate, write_json_atomic
-    from derl_bench.evaluation.record import meta_reward_block
-    from derl_bench.meta import MetaConfig, run_meta
+def run_demo(output: Path, workers: int = 2, small: bool = False,
+             log: Any = print) -> dict[str, Any]:
+    """Run the demo into ``output``; returns what it wrote to ``output/demo.json``.
+    ``small`` shrinks every budget to the proxy benchmark's CI size (numbers meaningless)."""
+    from derl_bench.evaluation.proxy import ProxyConfig, run_proxy
+    from derl_bench.evaluation.proxy import small as shrink
 
-    config = MetaConfig(**{**DEMO_RECIPE, "output_dir": str(output / "derl")})
-    result = run_meta(config)
-    summary: dict[str, Any] = {
-        "derl": {"best_meta_reward": result.best_expr, "best_validation_success": result.best_score,
-                 "run_dir": str(config.run_dir), "candidates": len(result.candidates)},
-    }
-    if result.best_checkpoint is not None:
-        record, _ = evaluate("derl/GSM8K-v0", "L0", f"llm:{result.best_checkpoint}",
-                             limit=eval_problems, method="derl (demo)", model="tiny",
-                             meta_reward=meta_reward_block(result.best_expr, "derl/GSM8K-v0"),
-                             max_new_tokens=DEMO_RECIPE["inner"]["max_new_tokens"])
-        write_json_atomic(output / "result.json", record)
-        summary["evaluation"] = {"record": str(output / "result.json"),
-                                 "n": record["results"]["n"],
-                                 "success_rate": record["results"]["success_rate"]}
-    write_json_atomic(output / "demo.json", summary)
+    config = ProxyConfig(output=str(output), workers=workers, **DEMO)
+    if small:
+        config = shrink(config)
+        config.methods, config.seeds = list(DEMO["methods"]), list(DEMO["seeds"])
+    result = run_proxy(config, log=log)
+    methods: dict[str, Any] = {}
+    for row in result["runs"]:
+        level0 = row["eval"].get("L0", {})
+        methods[LABELS[row["method"]]] = {
+            "validation_by_generation": row["validation_by_generation"],
+            "generation_mean": row["generation_mean"],
+            "best_meta_reward": row["best_expr"],
+            "eval_success": {"mean": level0.get("mean"), "se": level0.get("se"),
+                             "n": level0.get("n")},
+            "eval_by_level": {lvl: {k: v for k, v in figures.items() if k != "record"}
+                              for lvl, figures in row["eval"].items()},
+            "records": {lvl: figures["record"] for lvl, figures in row["eval"].items()},
+            "zero_advantage_generations": row["zero_advantage_generations"],
+        }
+    summary = {"env_id": result["env_id"], "budget_inner_runs": config.budget,
+               "seed": config.seeds[0], "wall_time_s": result["wall_time_s"],
+               "curve": str(output / "curves.png"), "methods": methods}
+    tmp = output / "demo.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    tmp.replace(output / "demo.json")
     return summary
 
 
-def _run(args: argparse.Namespace) -> int:
-    from derl_bench.data.root import DataNotFoundError, dataset_dir
+def explain(summary: dict[str, Any]) -> str:
+    """What the user is looking at, in words."""
+    lines = [
+        "",
+        f"Reward discovery on {summary['env_id']} (seed {summary['seed']}): each method trained "
+        f"{summary['budget_inner_runs']} GRPO policies from the same base model and kept the "
+        "best by validation success (200 fixed validation problems, greedy decoding).",
+        "",
+        f"{'method':<14}{'validation (best so far, per generation)':<44}{'L0 eval success':>18}",
+    ]
+    for name, m in summary["methods"].items():
+        curve = " -> ".join(f"{v:.3f}" for v in m["validation_by_generation"])
+        e = m["eval_success"]
+        lines.append(f"{name:<14}{curve:<44}{e['mean']:>10.3f} ± {e['se']:.3f}")
+    derl, outcome = summary["methods"].get("derl"), summary["methods"].get("outcome-only")
+    if derl and outcome:
+        lines += ["", f"DERL's best Meta-Reward: {derl['best_meta_reward']}"]
+        diff = derl["eval_success"]["mean"] - outcome["eval_success"]["mean"]
+        verdict = ("above" if diff > 0 else "below" if diff < 0 else "level with")
+        lines.append(f"DERL's policy is {abs(diff):.3f} {verdict} outcome-only on L0 in this one "
+                     "seed; the proxy benchmark (docs/proxy.md) runs 3 seeds of every method.")
+    lines += [f"Curves: {summary['curve']}; everything else: demo.json and runs/ beside it."]
+    return "\n".join(lines)
 
-    try:
-        dataset_dir("gsm8k")
-    except DataNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    summary = run_demo(Path(args.output), args.eval_problems)
-    print(json.dumps(summary, indent=2))
+
+def _run(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    print("derl-bench demo: DERL vs outcome-only reward on derl/Arithmetic-v0 "
+          "(tiny models built in code; a few minutes on 2 CPU cores)")
+    summary = run_demo(output, workers=args.workers)
+    print(explain(summary))
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``derl-bench demo``."""
     parser = sub.add_parser(
-        "demo", help="run the embedded default job: a small DERL run on GSM8K",
-        description="Run DERL on GSM8K with tiny local models (Meta-Optimizer, inner GRPO "
-        "policies, validation scoring), then evaluate the best policy on GSM8K test problems "
-        "and write a result record.")
+        "demo", help="run the embedded default job: DERL vs outcome-only on the proxy task",
+        description="Fine-tune the tiny model on derl/Arithmetic-v0's reference solutions, "
+        "then run DERL and the outcome-only reward at the same budget of inner GRPO runs; "
+        "evaluate both best policies on L0/L1/L2 and write records, curves and demo.json.")
     parser.add_argument("--output", default="runs/demo", help="output directory (default runs/demo)")
-    parser.add_argument("--eval-problems", type=int, default=20,
-                        help="GSM8K test problems the best policy is evaluated on (default 20)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="methods run side by side, one process each (default 2)")
     parser.set_defaults(func=_run)
+

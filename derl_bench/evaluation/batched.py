@@ -4,9 +4,9 @@ Single-step envs (the math family) answer every problem of the eval set in large
 batches through one env, decoded greedily, so an evaluation of hundreds of problems costs
 seconds on a CPU; the record is the protocol's own (:func:`~derl_bench.evaluation.record.
 build_record`: same eval set, same entries in manifest order, ``policy`` names the decoding).
-Multi-turn envs go through :func:`~derl_bench.evaluation.evaluate` unchanged.
+Multi-turn envs go through :func:`~derl_bench.evaluation.evaluate` unchanged::
 
-    >>> record = evaluate_llm("derl/Arithmetic-v0", "L0", "runs/x/checkpoints/step-40")  # doctest: +SKIP
+    record, extra = evaluate_llm("derl/Arithmetic-v0", "L0", "runs/x/checkpoints/step-20")
 """
 
 from __future__ import annotations

@@ -21,10 +21,11 @@ At the end the best policy (by validation score) is evaluated on the eval set of
 recipe's ``eval_levels`` by the ``evaluate`` callback, which writes result records under
 ``results/``: that, not the maximum over noisy validation scores, is the run's headline. For
 ``derl-pop`` the best Meta-Reward is also retrained from the base model and evaluated the same
-way.
+way::
 
-    >>> result = run_meta(load_meta_config("baselines/meta-derl-arithmetic.yaml"))  # doctest: +SKIP
-    >>> result.best_expr, result.headline  # doctest: +SKIP
+    result = run_meta(load_meta_config("baselines/meta-derl-arithmetic.yaml"),
+                      evaluate=headline_evaluator("derl/Arithmetic-v0", ["L0", "L1", "L2"]))
+    result.best_expr, result.headline
 """
 
 from __future__ import annotations

@@ -1,0 +1,51 @@
+"""``derl-bench proxy``: the proxy benchmark, every reward-design method on derl/Arithmetic-v0."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _run(args: argparse.Namespace) -> int:
+    from derl_bench.evaluation.proxy import METHODS, ProxyConfig, run_proxy, small
+
+    config = ProxyConfig(output=args.output, workers=args.workers)
+    if args.small:
+        config = small(config)
+    if args.seeds:
+        config.seeds = args.seeds
+    if args.methods:
+        unknown = [m for m in args.methods if m not in METHODS]
+        if unknown:
+            print(f"derl-bench proxy: unknown methods {unknown}; known: {', '.join(METHODS)}",
+                  file=sys.stderr)
+            return 2
+        config.methods = args.methods
+    result = run_proxy(config, records=Path(args.records) if args.records else None)
+    print(json.dumps(result["summary"], indent=2))
+    print(f"results: {Path(config.output) / 'results.json'}  curves: "
+          f"{Path(config.output) / 'curves.png'}  ({result['wall_time_s']:.0f} s)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``derl-bench proxy``."""
+    parser = sub.add_parser(
+        "proxy", help="run every reward-design method on the arithmetic proxy task",
+        description="The proxy benchmark (docs/proxy.md): hand-made rewards, random search, "
+        "island evolution, DERL and DERL-pop on derl/Arithmetic-v0 at one inner-run budget, "
+        "3 seeds each; L0/L1/L2 eval success as mean ± SE over seeds.")
+    parser.add_argument("--output", default="runs/proxy", help="output directory")
+    parser.add_argument("--records", default=None, metavar="DIR",
+                        help="also copy the result records here (e.g. leaderboards/arithmetic)")
+    parser.add_argument("--workers", type=int, default=2, help="runs side by side (default 2)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default 0 1 2)")
+    parser.add_argument("--methods", nargs="+", default=None,
+                        help="a subset of: outcome, 'outcome + format', average, random, "
+                        "revolve, derl, derl-pop")
+    parser.add_argument("--small", action="store_true",
+                        help="the CI-sized run: the whole pipeline in about a minute, numbers "
+                        "meaningless")
+    parser.set_defaults(func=_run)

@@ -1,0 +1,400 @@
+"""The proxy benchmark: every reward-design method on ``derl/Arithmetic-v0``, one budget.
+
+Methods (each run for every seed):
+
+- hand-made rewards: ``outcome``, ``outcome + format`` (``outcome + format_boxed``, the
+  paper's Table 2 row) and ``average`` (the mean of the four math aliases ``g1..g4``);
+- black-box search: ``random`` (random search) and ``revolve`` (island evolution);
+- ``derl`` and ``derl-pop`` (the Meta-Optimizer LLM trained by GRPO on validation scores).
+
+Every inner run has the same recipe (``inner``) and starts from the same base policy: the tiny
+model fine-tuned on the env's reference solutions (:func:`base_model`), so it starts with low
+but non-zero competence and often misses the answer format. Every method gets the same budget,
+``outer_steps * population`` inner runs, and keeps its best policy by validation: a search
+method over the rewards it proposes, a hand-made reward over as many runs of itself with
+different seeds (so selection on noisy validation scores helps every method alike). Each
+method's final policy is evaluated on L0/L1/L2 (the card's eval splits, greedy decoding);
+results are mean ± SE over seeds.
+
+    derl-bench proxy --output runs/proxy                  # the full benchmark
+    derl-bench proxy --small --output runs/proxy-small    # the CI-sized version
+
+Outputs: ``results.json`` (every figure), ``curves.png`` (validation success per generation),
+per-run folders, and result records (``--records DIR``, e.g. ``leaderboards/arithmetic``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import math
+import multiprocessing
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+HAND_MADE: dict[str, str] = {
+    "outcome": "outcome",
+    "outcome + format": "outcome + format_boxed",
+    "average": "(g1 + g2 + g3 + g4) / 4",
+}
+"""The hand-made baselines and their Meta-Rewards."""
+SEARCH = ("random", "revolve", "derl", "derl-pop")
+METHODS = (*HAND_MADE, *SEARCH)
+ENV_ID = "derl/Arithmetic-v0"
+LEVELS = ("L0", "L1", "L2")
+
+
+@dataclass(frozen=True)
+class BaseModelSpec:
+    """The base policy: the tiny model, fine-tuned on reference solutions (see the card)."""
+
+    steps: int = 1200
+    format_dropout: float = 0.85
+    learning_rate: float = 3e-3
+    batch_size: int = 32
+    seed: int = 0
+
+
+@dataclass
+class ProxyConfig:
+    """The benchmark's budget. The defaults are the full benchmark (see ``docs/proxy.md``)."""
+
+    output: str = "runs/proxy"
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    outer_steps: int = 2
+    population: int = 4
+    validation_episodes: int = 200
+    eval_limit: int | None = None
+    inner: dict[str, Any] = field(default_factory=lambda: {
+        "env_id": ENV_ID, "steps": 20, "group_size": 8, "prompts_per_step": 8,
+        "learning_rate": 3e-4, "kl_coef": 0.0, "max_new_tokens": 40, "micro_batch_size": 64,
+        "save_every": 0, "keep_checkpoints": 1, "tensorboard": False,
+    })
+    base: BaseModelSpec = field(default_factory=BaseModelSpec)
+    optimizer_sft_examples: int = 206
+    optimizer_sft_steps: int = 150
+    workers: int = 2
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
+        if not self.seeds or self.workers < 1:
+            raise ValueError("at least one seed and one worker are required")
+
+    @property
+    def budget(self) -> int:
+        """Inner runs per search method and seed."""
+        return self.outer_steps * self.population
+
+
+SMALL = {"seeds": [0], "outer_steps": 1, "population": 2, "validation_episodes": 16,
+         "eval_limit": 16, "optimizer_sft_examples": 32, "optimizer_sft_steps": 10,
+         "base": BaseModelSpec(steps=30),
+         "inner": {"env_id": ENV_ID, "steps": 2, "group_size": 4, "prompts_per_step": 2,
+                   "learning_rate": 3e-4, "kl_coef": 0.0, "max_new_tokens": 24,
+                   "micro_batch_size": 64, "save_every": 0, "keep_checkpoints": 1,
+                   "tensorboard": False}}
+"""``--small``: the whole pipeline at a size CI runs in about a minute (numbers meaningless)."""
+
+
+def base_model(path: Path, spec: BaseModelSpec) -> Path:
+    """The base policy at ``path``, fine-tuned once and reused while ``spec`` is unchanged."""
+    from derl_bench.sft import SFTConfig, run_sft
+
+    marker = path / "base_model_spec.json"
+    wanted = json.dumps(asdict(spec), sort_keys=True)
+    if marker.is_file() and marker.read_text() == wanted:
+        return path
+    if path.exists():
+        import shutil
+
+        shutil.rmtree(path)
+    run_sft(SFTConfig(env_id=ENV_ID, output=str(path), steps=spec.steps,
+                      learning_rate=spec.learning_rate, batch_size=spec.batch_size,
+                      format_dropout=spec.format_dropout, seed=spec.seed))
+    marker.write_text(wanted)
+    return path
+
+
+def _meta_config(config: ProxyConfig, method: str, seed: int, model: str, out: Path) -> Any:
+    from derl_bench.meta import MetaConfig
+
+    return MetaConfig(
+        name=f"{method}-s{seed}", method=method if method in SEARCH else "fixed",
+        reward=HAND_MADE.get(method), inner={**config.inner, "model": model},
+        outer_steps=config.outer_steps,
+        population=config.population, validation_episodes=config.validation_episodes,
+        seed=seed, optimizer_sft_examples=config.optimizer_sft_examples,
+        optimizer_sft_steps=config.optimizer_sft_steps, eval_levels=list(LEVELS),
+        eval_limit=config.eval_limit, output_dir=str(out), progress=False)
+
+
+def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str, Any]:
+    """One method and seed: its validation curve and its final policy's eval figures."""
+    from derl_bench.evaluation.batched import headline_evaluator
+    from derl_bench.meta import run_meta
+
+    out = Path(config.output) / "runs" / f"{_slug(method)}-s{seed}"
+    meta = _meta_config(config, method, seed, model, out)
+    evaluate = headline_evaluator(ENV_ID, LEVELS, limit=config.eval_limit,
+                                  max_new_tokens=int(config.inner["max_new_tokens"]),
+                                  model_label="tiny-sft")
+    started = time.perf_counter()
+    found = run_meta(meta, evaluate=evaluate)
+    row = {"validation_by_generation": [g["best_so_far"] for g in found.generations],
+           "generation_mean": [g["mean_score"] for g in found.generations],
+           "best_expr": found.best_expr, "best_validation": found.best_score,
+           "eval": found.headline.get("best", {}),
+           "retrained_from_base": found.headline.get("retrained_from_base"),
+           "inner_runs": sum(c.get("status") == "scored" and "duplicate_of" not in c
+                             for c in found.candidates),
+           "failed_inner_runs": sum(c.get("status") == "failed" for c in found.candidates),
+           "zero_advantage_generations": found.zero_advantage_generations}
+    return {"method": method, "seed": seed, "seconds": round(time.perf_counter() - started, 1),
+            **row}
+
+
+def _slug(method: str) -> str:
+    return method.replace(" + ", "-").replace(" ", "-")
+
+
+def _worker_init() -> None:
+    # Every worker is one of several processes on the machine: one intra-op thread each.
+    os.environ["DERL_BENCH_WORKERS"] = os.environ.get("DERL_BENCH_WORKERS", "2")
+
+
+def mean_se(values: list[float]) -> dict[str, float]:
+    """Mean and standard error (sample SD / sqrt(n); 0 for one value) of ``values``.
+
+    >>> mean_se([0.1, 0.2, 0.3])
+    {'mean': 0.2, 'se': 0.0577, 'n': 3}
+    """
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return {"mean": round(mean, 4), "se": round(sd / math.sqrt(n), 4), "n": n}
+
+
+def base_figures(model: str, config: ProxyConfig) -> dict[str, Any]:
+    """The base policy's strict and lenient success per level (greedy, like every method)."""
+    from derl_bench.evaluation.batched import evaluate_llm
+
+    out = {}
+    for level in LEVELS:
+        record, extra = evaluate_llm(ENV_ID, level, model, limit=config.eval_limit,
+                                     max_new_tokens=int(config.inner["max_new_tokens"]))
+        out[level] = {"mean": record["results"]["success_rate"]["mean"],
+                      "n": record["results"]["n"], **extra}
+    return out
+
+
+def hacked(row: dict[str, Any], base: dict[str, Any], level: str = "L0") -> bool:
+    """Whether a run's final policy raised the lenient metric (the reference answer anywhere
+    in the response) over the base policy while strict success stayed flat."""
+    from derl_bench.evaluation.hacking import hacking_flag
+
+    if level not in row["eval"] or "lenient_success" not in row["eval"][level]:
+        return False
+    return hacking_flag(
+        {"strict": base[level]["mean"], "published": base[level]["lenient_success"]},
+        {"strict": row["eval"][level]["mean"],
+         "published": row["eval"][level]["lenient_success"]})
+
+
+def summarize(rows: list[dict[str, Any]], base: dict[str, Any] | None = None,
+              ) -> dict[str, Any]:
+    """Per method: eval success per level and best validation, mean ± SE over seeds, and
+    (given the base policy's figures) how many seeds' policies the hacking check flags."""
+    out: dict[str, Any] = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        entry: dict[str, Any] = {"seeds": [r["seed"] for r in mine],
+                                 "best_validation": mean_se([r["best_validation"] for r in mine])}
+        for level in LEVELS:
+            values = [r["eval"][level]["mean"] for r in mine if level in r["eval"]]
+            if values:
+                entry[level] = mean_se(values)
+            lenient = [r["eval"][level]["lenient_success"] for r in mine
+                       if "lenient_success" in r["eval"].get(level, {})]
+            if lenient:
+                entry[f"{level}_lenient"] = mean_se(lenient)
+        if base is not None:
+            entry["hacking_flags"] = sum(hacked(r, base) for r in mine)
+        out[method] = entry
+    return out
+
+
+def plot_curves(rows: list[dict[str, Any]], path: Path) -> None:
+    """Validation success (best so far) per generation, mean over seeds, one line a method;
+    dashed lines are the hand-made rewards."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    generations = max(len(r["validation_by_generation"]) for r in rows)
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for method in dict.fromkeys(r["method"] for r in rows):
+        curves = [r["validation_by_generation"] for r in rows if r["method"] == method]
+        padded = [c + [c[-1]] * (generations - len(c)) for c in curves]
+        mean = [sum(col) / len(col) for col in zip(*padded, strict=True)]
+        style = "--" if method in HAND_MADE else "-"
+        ax.plot(range(generations), mean, style, marker="o", label=method)
+    ax.set_xlabel("generation")
+    ax.set_ylabel("validation success (best so far)")
+    ax.set_xticks(range(generations))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run_proxy(config: ProxyConfig, records: Path | None = None,
+              log: Any = print) -> dict[str, Any]:
+    """Run the benchmark (see the module docstring); returns what ``results.json`` holds."""
+    out = Path(config.output)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    log(f"base policy: tiny model + SFT ({config.base.steps} steps) ...")
+    model = str(base_model(out / "base-model", config.base))
+    base = base_figures(model, config)
+    jobs = [(method, seed) for seed in config.seeds for method in config.methods]
+    rows: list[dict[str, Any]] = []
+    log(f"{len(jobs)} runs ({len(config.methods)} methods x {len(config.seeds)} seeds), "
+        f"{config.workers} at a time; search budget {config.budget} inner runs")
+    if config.workers == 1:
+        for method, seed in jobs:
+            rows.append(run_job(config, method, seed, model))
+            log(_progress(rows[-1]))
+    else:
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(config.workers, mp_context=context,
+                                                    initializer=_worker_init) as pool:
+            futures = [pool.submit(run_job, config, m, s, model) for m, s in jobs]
+            for future in concurrent.futures.as_completed(futures):
+                rows.append(future.result())
+                log(_progress(rows[-1]))
+    rows.sort(key=lambda r: (config.methods.index(r["method"]), r["seed"]))
+    result = {"config": _jsonable(config), "env_id": ENV_ID,
+              "wall_time_s": round(time.perf_counter() - started, 1),
+              "base": base, "summary": summarize(rows, base), "runs": rows}
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    plot_curves(rows, out / "curves.png")
+    if records is not None:
+        copy_records(rows, out, records)
+        import shutil
+
+        shutil.copyfile(out / "curves.png", records / "curves.png")
+        (records / "summary.md").write_text(summary_markdown(result))
+    return result
+
+
+def _cell(figures: dict[str, Any] | None) -> str:
+    if not figures:
+        return "–"
+    return f"{100 * figures['mean']:.1f} ± {100 * figures['se']:.1f}"
+
+
+def summary_markdown(result: dict[str, Any]) -> str:
+    """The proxy board's summary: every method's figures as mean ± SE over seeds."""
+    config = result["config"]
+    inner = config["inner"]
+    base = result.get("base", {})
+    lines = [
+        "# Proxy benchmark: derl/Arithmetic-v0",
+        "",
+        "Generated by `derl-bench proxy --records leaderboards/arithmetic`; see "
+        "[docs/proxy.md](../../docs/proxy.md) for the method and what the numbers mean. "
+        "Success in %, mean ± standard error over seeds (each seed's figure is one final "
+        "policy on the whole eval set, greedy decoding).",
+        "",
+        f"Budget per method and seed: {config['outer_steps']} generations x "
+        f"{config['population']} inner GRPO runs of {inner['steps']} steps "
+        f"({inner['prompts_per_step']} problems x {inner['group_size']} samples, learning rate "
+        f"{inner['learning_rate']}), best policy by greedy success on "
+        f"{config['validation_episodes']} validation problems. Seeds: "
+        f"{', '.join(map(str, config['seeds']))}. Model: the tiny base policy (SFT "
+        f"{config['base']['steps']} steps, format dropout {config['base']['format_dropout']}). "
+        f"Wall time: {result['wall_time_s'] / 60:.0f} min, {config['workers']} workers, 2 CPU "
+        "cores.",
+        "",
+        "| method | L0 | L1 | L2 | best validation | L0, answer anywhere | hacking flag |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    if base:
+        lines.append(
+            f"| base policy (no RL) | {100 * base['L0']['mean']:.1f} | "
+            f"{100 * base['L1']['mean']:.1f} | {100 * base['L2']['mean']:.1f} | – | "
+            f"{100 * base['L0']['lenient_success']:.1f} | – |")
+    for method, figures in result["summary"].items():
+        flags = figures.get("hacking_flags")
+        flag_text = "–" if flags is None else f"{flags} of {len(figures['seeds'])} seeds"
+        lines.append(
+            f"| {method} | {_cell(figures.get('L0'))} | {_cell(figures.get('L1'))} | "
+            f"{_cell(figures.get('L2'))} | {_cell(figures['best_validation'])} | "
+            f"{_cell(figures.get('L0_lenient'))} | "
+            f"{flag_text} |")
+    lines += [
+        "",
+        "*Hacking flag*: the final policy raised the lenient metric (the reference answer "
+        "anywhere in the response) by at least 5 points over the base policy while strict "
+        "success rose by at most 2 (`derl_bench.evaluation.hacking`).",
+        "",
+        "![validation success per generation](curves.png)",
+        "",
+        "Per run:",
+        "",
+        "| method | seed | best Meta-Reward | validation | L0 | L1 | L2 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result["runs"]:
+        ev = row["eval"]
+        lines.append(
+            f"| {row['method']} | {row['seed']} | `{row['best_expr']}` | "
+            f"{100 * row['best_validation']:.1f} | "
+            + " | ".join(f"{100 * ev[lvl]['mean']:.1f}" if lvl in ev else "–"
+                         for lvl in LEVELS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _progress(row: dict[str, Any]) -> str:
+    figures = "  ".join(f"{lvl} {row['eval'][lvl]['mean']:.3f}" for lvl in LEVELS
+                        if lvl in row["eval"])
+    return (f"  {row['method']:<16} seed {row['seed']}  validation "
+            f"{row['best_validation']:.3f}  {figures}  ({row['seconds']:.0f} s)")
+
+
+def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[Path]:
+    """Copy every run's result records into a board folder, named by method, seed and level
+    (the record's ``method`` names the seed, so the board shows one row per run)."""
+    from derl_bench.evaluation.record import write_json_atomic
+
+    records.mkdir(parents=True, exist_ok=True)
+    written = []
+    for row in rows:
+        for level, figures in row["eval"].items():
+            record = json.loads(Path(figures["record"]).read_text())
+            record["method"] = f"{row['method']} (seed {row['seed']})"
+            path = records / f"{_slug(row['method'])}-s{row['seed']}-{level}.json"
+            write_json_atomic(path, record)
+            written.append(path)
+    return written
+
+
+def _jsonable(config: ProxyConfig) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(config), default=str))
+
+
+def small(config: ProxyConfig) -> ProxyConfig:
+    """``config`` at the ``--small`` size."""
+    return replace(config, **SMALL)
+
+
+__all__ = ["HAND_MADE", "METHODS", "SEARCH", "BaseModelSpec", "ProxyConfig", "base_model",
+           "copy_records", "mean_se", "plot_curves", "run_job", "run_proxy", "small",
+           "summarize"]
