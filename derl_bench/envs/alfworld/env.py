@@ -1,7 +1,7 @@
 """``derl/ALFWorld-v0``: the real ALFWorld text games behind the Gymnasium API.
 
 The env plays ALFWorld's ``game.tw-pddl`` files with TextWorld's PDDL engine (fast-downward
-plus TextWorld's text grammar, see :mod:`derl_bench.envs.alfworld_engine`); observations and
+plus TextWorld's text grammar, see :mod:`derl_bench.envs.alfworld.engine`); observations and
 admissible commands are the same text alfworld's ``AlfredTWEnv`` produces.
 
 - observation: text; on reset the room description and the goal line (``Your task is to: ...``);
@@ -35,14 +35,10 @@ from typing import Any
 import gymnasium as gym
 
 from derl_bench.data.root import dataset_dir
-from derl_bench.envs import alfworld_games as games_mod
-from derl_bench.envs.alfworld_engine import (
-    NOTHING_HAPPENS,
-    Engine,
-    EngineError,
-    ensure_alfworld_data,
-    load_game,
-)
+from derl_bench.envs.alfworld import games as games_mod
+from derl_bench.envs.alfworld.engine import Engine
+from derl_bench.envs.alfworld.game import load_game
+from derl_bench.envs.alfworld.upstream import EngineError, ensure_alfworld_data
 from derl_bench.envs.spaces import as_text, text_space
 
 DEFAULT_MAX_STEPS = 30
@@ -56,7 +52,7 @@ class ALFWorldEnv(gym.Env[str, str]):
     """One ALFWorld game at a time, chosen from a level's train or eval split.
 
     Args:
-        level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`derl_bench.envs.alfworld_games`).
+        level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`derl_bench.envs.alfworld.games`).
         split: ``"train"`` or ``"eval"``.
         max_steps: the step cap; an episode that reaches it unwon is truncated.
         expert: also report an expert plan from the current state in ``info["expert_plan"]``:
@@ -226,5 +222,3 @@ class ALFWorldEnv(gym.Env[str, str]):
             info["expert_plan"] = [] if won else self._engine.expert_plan()
         return info
 
-
-__all__ = ["ALFWorldEnv", "DEFAULT_MAX_STEPS", "EngineError", "NOTHING_HAPPENS"]
