@@ -23,15 +23,14 @@ from derl_bench.grpo.loss import grpo_loss, token_logprobs
 from derl_bench.meta.search import Proposal
 from derl_bench.policies import TinyModelSpec, init_tiny_model, load_model_and_tokenizer
 from derl_bench.policies.prompts import render
-from derl_bench.reward import ALIASES, TokenConstraint, known_primitives
+from derl_bench.reward import ALIASES, TokenConstraint, known_primitives, language_summary
 from derl_bench.rollout import Episode, Step, collate
 
 PROMPT = """You design reward functions for reinforcement learning.
 Write one arithmetic expression over these primitives, each a number per step:
 {primitives}
 Shorthands: {aliases}.
-Use + - * /, parentheses, numbers, the functions min, max, clip, abs, log1p, sqrt, and the
-trajectory terms mean, sum, last, max, first_third, mid_third, last_third.
+{language}
 Answer with the expression only."""
 
 
@@ -39,7 +38,8 @@ def build_prompt(domain: str) -> list[dict[str, str]]:
     """The Meta-Optimizer's chat messages for ``domain``."""
     aliases = ", ".join(f"{a} = {text}" for a, text in ALIASES[domain].items())
     return [{"role": "user", "content": PROMPT.format(
-        primitives=", ".join(known_primitives(domain)), aliases=aliases)}]
+        primitives=", ".join(known_primitives(domain)), aliases=aliases,
+        language=language_summary())}]
 
 
 class MetaOptimizer:

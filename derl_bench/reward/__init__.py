@@ -14,7 +14,6 @@ See ``docs/meta-reward.md`` for the language reference.
 
 from derl_bench.reward.aliases import ALIASES, DOMAINS, PRIMITIVE_RANGES, known_primitives
 from derl_bench.reward.canonical import canonical_text, distance, levenshtein, stable_hash
-from derl_bench.reward.compiled import DEFAULT_LIMIT, MetaReward, compile_reward, pad_episodes
 from derl_bench.reward.constrained import ExpressionPrefix, TokenConstraint, allowed_next_chars
 from derl_bench.reward.errors import (
     AggregationError,
@@ -28,7 +27,9 @@ from derl_bench.reward.errors import (
     UnknownDomainError,
     UnknownPrimitiveError,
 )
+from derl_bench.reward.functions import POINTWISE, TRAJECTORY, language_summary
 from derl_bench.reward.generate import random_expression
+from derl_bench.reward.meta_reward import DEFAULT_LIMIT, MetaReward, compile_reward, pad_episodes
 from derl_bench.reward.nodes import AGGREGATIONS, FUNCTIONS, MAX_DEPTH, MAX_LENGTH, MAX_POWER
 from derl_bench.reward.structure import Structure
 
@@ -50,8 +51,10 @@ __all__ = [
     "MetaRewardError",
     "MetaRewardSyntaxError",
     "NumberError",
+    "POINTWISE",
     "Structure",
     "TokenConstraint",
+    "TRAJECTORY",
     "TooDeepError",
     "TrajectoryError",
     "UnknownDomainError",
@@ -61,6 +64,7 @@ __all__ = [
     "compile_reward",
     "distance",
     "known_primitives",
+    "language_summary",
     "levenshtein",
     "pad_episodes",
     "random_expression",

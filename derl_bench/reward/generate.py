@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from derl_bench.reward.aliases import ALIASES
 from derl_bench.reward.canonical import to_text
+from derl_bench.reward.functions import POINTWISE
 from derl_bench.reward.nodes import (
     AGGREGATIONS,
     MAX_DEPTH,
@@ -84,20 +85,16 @@ class _Generator:
             return Pow(
                 base if isinstance(base, Prim) else Prim(rng.choice(self.names)), rng.randint(2, 3)
             )
-        fn = rng.choice(("abs", "sqrt", "log1p", "clip", "min", "max"))
-        if fn == "clip":
-            lo = rng.choice((-1.0, 0.0))
-            return Call(
-                fn,
-                (
-                    self.node(depth - 1, inside),
-                    Num(lo) if lo >= 0 else Neg(Num(1.0)),
-                    Num(rng.choice((1.0, 2.0))),
-                ),
-            )
-        if fn in ("min", "max"):
-            return Call(fn, tuple(self.node(depth - 1, inside) for _ in range(width)))
-        return Call(fn, (self.node(depth - 1, inside),))
+        function = POINTWISE[rng.choice(tuple(POINTWISE))]
+        low, high = function.arity
+        if high > low:
+            return Call(function.name, tuple(self.node(depth - 1, inside) for _ in range(width)))
+        constants = function.generated_constants
+        operands = [self.node(depth - 1, inside) for _ in range(low - len(constants))]
+        for choices in constants:
+            value = rng.choice(choices)
+            operands.append(Num(value) if value >= 0 else Neg(Num(-value)))
+        return Call(function.name, tuple(operands))
 
 
 def random_expression(

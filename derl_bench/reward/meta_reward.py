@@ -10,8 +10,8 @@ import numpy as np
 
 from derl_bench.reward.aliases import primitive_range
 from derl_bench.reward.canonical import normalize, stable_hash, to_text
-from derl_bench.reward.compile import Evaluation, prepare
 from derl_bench.reward.errors import MetaRewardError, TrajectoryError
+from derl_bench.reward.evaluate import Evaluation, prepare
 from derl_bench.reward.nodes import Node, primitives_of
 from derl_bench.reward.parser import parse
 from derl_bench.reward.structure import Interval, Structure, analyze
