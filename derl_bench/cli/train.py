@@ -53,13 +53,15 @@ def run_train(args: argparse.Namespace) -> int:
     """Load the recipe, train, print where the results are."""
     from derl_bench.grpo.config import ConfigError, load_config
     from derl_bench.grpo.trainer import ResumeError, train
-    from derl_bench.reward import MetaRewardError
+    from derl_bench.reward import MetaRewardError, compile_reward
 
     overrides = list(args.overrides)
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
     try:
         config = load_config(args.recipe, overrides)
+        # Reject a reward over primitives the env does not emit before any model loads.
+        compile_reward(config.meta_reward, env=config.env_id)
         if config.trainer == "trl":
             from derl_bench.grpo.trl_math import train_trl
 

@@ -23,7 +23,7 @@ from derl_bench.grpo.loss import grpo_loss, token_logprobs
 from derl_bench.meta.search import Proposal
 from derl_bench.policies import TinyModelSpec, init_tiny_model, load_model_and_tokenizer
 from derl_bench.policies.prompts import render
-from derl_bench.reward import ALIASES, TokenConstraint, known_primitives, language_summary
+from derl_bench.reward import TokenConstraint, language_summary, primitive_set
 from derl_bench.rollout import Episode, Step, collate
 
 PROMPT = """You design reward functions for reinforcement learning.
@@ -35,11 +35,12 @@ Answer with the expression only."""
 
 
 def build_prompt(domain: str) -> list[dict[str, str]]:
-    """The Meta-Optimizer's chat messages for ``domain``."""
-    aliases = ", ".join(f"{a} = {text}" for a, text in ALIASES[domain].items())
+    """The Meta-Optimizer's chat messages for ``domain``: an env id, a family or a domain, whose
+    primitives and aliases the random generator draws from too."""
+    chosen = primitive_set(domain)
+    aliases = ", ".join(f"{a} = {text}" for a, text in chosen.aliases.items())
     return [{"role": "user", "content": PROMPT.format(
-        primitives=", ".join(known_primitives(domain)), aliases=aliases,
-        language=language_summary())}]
+        primitives=", ".join(chosen.names), aliases=aliases, language=language_summary())}]
 
 
 class MetaOptimizer:

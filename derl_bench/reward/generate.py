@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-from derl_bench.reward.aliases import ALIASES
 from derl_bench.reward.canonical import to_text
 from derl_bench.reward.functions import POINTWISE
 from derl_bench.reward.nodes import (
@@ -27,7 +26,8 @@ from derl_bench.reward.nodes import (
     Prod,
     Sum,
 )
-from derl_bench.reward.parser import resolve_domain
+from derl_bench.reward.parser import resolve
+from derl_bench.reward.primitives import PrimitiveSet
 
 _CONSTANTS = (0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 0.05, 0.3)
 
@@ -99,7 +99,7 @@ class _Generator:
 
 def random_expression(
     seed: int | random.Random,
-    domain: str,
+    domain: str | PrimitiveSet,
     *,
     max_depth: int = 4,
     max_width: int = 3,
@@ -107,20 +107,22 @@ def random_expression(
     use_aliases: bool = True,
     max_length: int = 400,
 ) -> str:
-    """A random valid expression in ``domain``.
+    """A random valid expression over the primitives of ``domain``: an env id (only the
+    primitives that env declares), a family, or ``"math"``/``"agent"``.
 
     ``seed`` is an int or a :class:`random.Random` (to draw a stream). ``max_depth`` bounds
     the tree height, ``max_width`` the operands per sum/product/min/max, ``max_length`` the text
     (a longer draw is replaced by a fresh one).
     """
     rng = seed if isinstance(seed, random.Random) else random.Random(seed)
-    names = list(resolve_domain(domain, primitives))
+    chosen = resolve(domain, primitives)
+    names = list(chosen.names)
     aliases = [
         a
-        for a, text in ALIASES[domain].items()
+        for a, text in chosen.aliases.items()
         if use_aliases and all(p in names for p in _names_in(text))
     ]
-    episode_aliases = [a for a in aliases if "(" in ALIASES[domain][a]]
+    episode_aliases = [a for a in aliases if "(" in chosen.aliases[a]]
     generator = _Generator(rng, names, aliases, episode_aliases, max(2, max_width))
     depth = max(1, min(max_depth, MAX_DEPTH // 2))
     for _ in range(100):
