@@ -15,11 +15,13 @@ that win from the current state). The env emits no primitives itself: the observ
 :mod:`derl_bench.observers.alfworld` read :meth:`ALFWorldEnv.goal_progress`,
 :attr:`ALFWorldEnv.last_action_admissible` and :attr:`ALFWorldEnv.agent_location`.
 
-    >>> import gymnasium as gym
-    >>> import derl_bench  # noqa: F401
-    >>> env = gym.make("derl/ALFWorld-v0", level="L0", split="eval")  # doctest: +SKIP
-    >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
-    >>> obs, reward, terminated, truncated, info = env.step(info["walkthrough"][0])  # doctest: +SKIP
+With ALFWorld in the data root (``derl-bench data download alfworld``)::
+
+    import gymnasium as gym
+    import derl_bench  # noqa: F401
+    env = gym.make("derl/ALFWorld-v0", level="L0", split="eval")
+    obs, info = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(info["walkthrough"][0])
 
 Games: ``reset(seed=s)`` draws the same game of the split for the same ``s``;
 ``reset(options={"game": game_id})`` plays one game; :meth:`ALFWorldEnv.games` iterates over a
