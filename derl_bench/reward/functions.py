@@ -75,7 +75,7 @@ def _reduce(combine: str) -> Callable[..., Any]:
 class Pointwise:
     """A pointwise function: applied step by step (or to episode values), element-wise.
 
-    ``arity`` is ``(fewest, most)`` arguments. ``scalar`` is its meaning on floats (constant
+    ``arity`` is ``(fewest, most)`` arguments, ``params`` how the docs name them. ``scalar`` is its meaning on floats (constant
     folding), ``array`` the same on the evaluator's array operations (``ops``, then the
     arguments), ``interval`` its range given its arguments' ranges. ``commutative`` functions are
     also associative and idempotent: the canonical form flattens nested calls, sorts the
@@ -89,16 +89,14 @@ class Pointwise:
     scalar: Callable[..., float]
     array: Callable[..., Any]
     interval: Callable[..., Interval]
+    params: str = "x"
     commutative: bool = False
     generated_constants: tuple[tuple[float, ...], ...] = ()
 
     @property
     def signature(self) -> str:
         """How a call is written: ``abs(x)``, ``clip(x, lo, hi)``, ``min(a, b, ...)``."""
-        low, high = self.arity
-        if high > low:
-            return f"{self.name}(a, b, ...)"
-        return f"{self.name}({', '.join(('x', 'lo', 'hi')[:low] if low == 3 else ['x'] * low)})"
+        return f"{self.name}({self.params})"
 
 
 @dataclass(frozen=True)
@@ -139,15 +137,15 @@ POINTWISE: Mapping[str, Pointwise] = {
                   lambda ops, x: ops.sign(x) * ops.log1p(ops.abs(x)), _monotone(_signed_log1p)),
         Pointwise("clip", (3, 3), "`min(max(x, lo), hi)` (so `hi` wins if `lo > hi`)", _clip,
                   lambda ops, x, lo, hi: ops.minimum(ops.maximum(x, lo), hi), _clip_interval,
-                  generated_constants=((-1.0, 0.0), (1.0, 2.0))),
+                  params="x, lo, hi", generated_constants=((-1.0, 0.0), (1.0, 2.0))),
         Pointwise("min", (2, MAX_ARGS), f"smallest of 2 to {MAX_ARGS} arguments",
                   lambda *xs: min(xs), _reduce("minimum"),
                   lambda *args: (min(a[0] for a in args), min(a[1] for a in args)),
-                  commutative=True),
+                  params="a, b, ...", commutative=True),
         Pointwise("max", (2, MAX_ARGS), f"largest of 2 to {MAX_ARGS} arguments",
                   lambda *xs: max(xs), _reduce("maximum"),
                   lambda *args: (max(a[0] for a in args), max(a[1] for a in args)),
-                  commutative=True),
+                  params="a, b, ...", commutative=True),
     )
 }
 """Pointwise functions by name, in the order the docs and the generator list them."""

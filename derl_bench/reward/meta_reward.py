@@ -13,8 +13,8 @@ from derl_bench.reward.errors import MetaRewardError, TrajectoryError
 from derl_bench.reward.evaluate import Evaluation, prepare
 from derl_bench.reward.nodes import Node, primitives_of
 from derl_bench.reward.parser import parse, resolve
-from derl_bench.reward.primitives import PrimitiveSet
-from derl_bench.reward.structure import Interval, Structure, analyze
+from derl_bench.reward.primitives import Interval, PrimitiveSet
+from derl_bench.reward.structure import Structure, analyze
 
 DEFAULT_LIMIT = 1e6
 """Magnitude every output is clipped to when no ``bound`` is given."""

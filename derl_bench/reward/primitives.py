@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 from derl_bench.cards import card_families, load_card
 from derl_bench.reward.errors import UnknownDomainError
+from derl_bench.reward.functions import Interval
 
-INF = math.inf
-Interval = tuple[float, float]
-UNBOUNDED: Interval = (-INF, INF)
+UNBOUNDED: Interval = (-math.inf, math.inf)
 
 DOMAIN_FAMILIES: Mapping[str, tuple[str, ...]] = {
     "math": ("math",),
@@ -93,8 +92,11 @@ def _domain_primitives(domain: str) -> PrimitiveSet:
 
 def primitive_set(source: str | PrimitiveSet) -> PrimitiveSet:
     """The primitives of an env id, a card family or a historical domain (see the module)."""
-    if isinstance(source, PrimitiveSet):
-        return source
+    return source if isinstance(source, PrimitiveSet) else _named_set(source)
+
+
+@functools.cache
+def _named_set(source: str) -> PrimitiveSet:
     if source in DOMAIN_FAMILIES:
         return _domain_primitives(source)
     if source in card_families():

@@ -35,8 +35,6 @@ from derl_bench.reward.nodes import (
     walk,
 )
 
-__all__ = ["Interval", "Structure", "analyze", "interval"]
-
 
 @dataclass(frozen=True)
 class Structure:
