@@ -4,6 +4,8 @@ BIN := $(VENV)/bin
 # Machines without internet fetch data from a mirror of the upstream layout; ../shared/data is
 # one when it exists. Set DATA_MIRROR= (empty) to use the official release URLs.
 DATA_MIRROR ?= $(if $(wildcard ../shared/data/README.md),file://$(abspath ../shared/data),)
+# The tests use the same root and mirror as `make data` (see conftest.py).
+export DATA_MIRROR
 export DERL_BENCH_DATA ?= $(abspath .cache/data)
 
 .PHONY: setup data demo test test-fast benchmarks lint

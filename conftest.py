@@ -1,10 +1,19 @@
 """Shared fixtures.
 
-``data_root``: a data root built once per test run by the real download command
-(``derl-bench data download all --mirror URL``) from a local HTTP server on 127.0.0.1 that
-serves the upstream data (``DERL_BENCH_SHARED_DATA``, default ``../shared/data``). It is cached
-under ``.cache/test-data`` so a second local run only re-verifies; a fresh clone, as in CI,
-downloads, checksums and extracts everything again.
+``data_root``: a complete data root, built or checked by the real download command
+(``derl-bench data download all``). The first of these that exists is used:
+
+1. the upstream data of the workspace (``DERL_BENCH_SHARED_DATA``, default ``../shared/data``):
+   a local HTTP server on 127.0.0.1 serves it as a mirror, and the command builds
+   ``.cache/test-data`` from it (so the download path itself is under test);
+2. otherwise the data root that the README's setup (``make data`` or ``make demo``) built:
+   ``DERL_BENCH_DATA``, default ``.cache/data``; the command only re-verifies it;
+3. otherwise the command downloads into that root from ``DATA_MIRROR`` when set, else from the
+   official release URLs.
+
+``upstream_data`` is a folder in the upstream layout for tests of the download code: the
+workspace's, or else a copy of the data root's plain-file sources (byte for byte what upstream
+publishes).
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import contextlib
 import functools
 import http.server
 import os
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +33,8 @@ import pytest
 REPO = Path(__file__).resolve().parent
 SHARED_DATA = Path(os.environ.get("DERL_BENCH_SHARED_DATA", REPO.parent / "shared" / "data"))
 TEST_DATA_ROOT = REPO / ".cache" / "test-data"
+# Read before any test changes DERL_BENCH_DATA: the root a contributor's setup built.
+SETUP_DATA_ROOT = Path(os.environ.get("DERL_BENCH_DATA") or REPO / ".cache" / "data").resolve()
 
 # Tests never write caches to $HOME or reach for a model hub: every model they load is local.
 os.environ.setdefault("MPLCONFIGDIR", str(REPO / ".cache" / "matplotlib"))
@@ -74,15 +86,51 @@ def serve_directory(directory: Path) -> Iterator[str]:
         server.server_close()
 
 
+def _has_shared_data() -> bool:
+    return (SHARED_DATA / "README.md").is_file()
+
+
+def _download_all(root: Path, mirror: str | None) -> None:
+    from derl_bench.cli import main
+
+    status = main(["data", "download", "all", "--root", str(root), "--quiet",
+                   *(["--mirror", mirror] if mirror else [])])
+    if status != 0:
+        raise RuntimeError(f"building the test data root {root} failed (exit status {status}); "
+                           "set DERL_BENCH_DATA to a built data root, or DATA_MIRROR to a mirror")
+
+
 @pytest.fixture(scope="session")
-def upstream_data() -> Path:
-    """The upstream data folder that the local mirror serves."""
-    if not (SHARED_DATA / "README.md").is_file():
-        raise RuntimeError(
-            f"upstream data not found at {SHARED_DATA}; set DERL_BENCH_SHARED_DATA to the folder "
-            "holding gsm8k/, math/, alfworld/ and scienceworld/"
-        )
-    return SHARED_DATA
+def data_root() -> Iterator[Path]:
+    """A complete data root (see the module docstring for where it comes from)."""
+    if _has_shared_data():
+        with serve_directory(SHARED_DATA) as url:
+            _download_all(TEST_DATA_ROOT, url)
+        root = TEST_DATA_ROOT
+    else:
+        root = SETUP_DATA_ROOT
+        _download_all(root, os.environ.get("DATA_MIRROR") or None)
+    os.environ["DERL_BENCH_DATA"] = str(root)
+    yield root
+
+
+@pytest.fixture(scope="session")
+def upstream_data(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """A folder in the upstream layout that :func:`mirror_url` serves."""
+    if _has_shared_data():
+        return SHARED_DATA
+    from derl_bench.data.sources import DATASETS
+
+    root = request.getfixturevalue("data_root")
+    mirror = tmp_path_factory.mktemp("upstream")
+    for spec in DATASETS.values():
+        for source in spec.sources:
+            if source.kind == "file" and (root / spec.name / ".complete").is_file():
+                (mirror / source.path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(root / source.path, mirror / source.path)
+    if not (mirror / "gsm8k" / "test.jsonl").is_file():
+        raise RuntimeError(f"the data root {root} holds no gsm8k/test.jsonl to serve")
+    return mirror
 
 
 @pytest.fixture(scope="session")
@@ -90,16 +138,3 @@ def mirror_url(upstream_data: Path) -> Iterator[str]:
     """Base URL of a local HTTP mirror of the upstream data."""
     with serve_directory(upstream_data) as url:
         yield url
-
-
-@pytest.fixture(scope="session")
-def data_root(mirror_url: str) -> Path:
-    """A complete data root built by ``derl-bench data download all`` from the local mirror."""
-    from derl_bench.cli import main
-
-    status = main(["data", "download", "all", "--mirror", mirror_url,
-                   "--root", str(TEST_DATA_ROOT), "--quiet"])
-    if status != 0:
-        raise RuntimeError(f"building the test data root failed (exit status {status})")
-    os.environ["DERL_BENCH_DATA"] = str(TEST_DATA_ROOT)
-    return TEST_DATA_ROOT

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from alfworld_upstream import make_alfred_tw_env
 
 import derl_bench  # noqa: F401  (registers the envs)
-from derl_bench.envs import alfworld_games as games
-from derl_bench.envs.alfworld_engine import load_game, make_alfred_tw_env
+from derl_bench.envs.alfworld import games
+from derl_bench.envs.alfworld.game import load_game
 
 pytestmark = pytest.mark.benchmark_suite
 

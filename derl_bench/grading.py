@@ -152,9 +152,10 @@ class MathVerifier:
     ``timeout`` kills the worker (a new one starts on the next call) and counts as not equal,
     so one pathological answer can never hang a grader or a trainer.
 
-        >>> verifier = MathVerifier(timeout=5.0)
-        >>> verifier.equal("\\\\frac{1}{2}", "0.5")  # doctest: +SKIP
+        >>> verifier = MathVerifier(timeout=30.0)
+        >>> verifier.equal("\\\\frac{1}{2}", "0.5")
         True
+        >>> verifier.close()
     """
 
     # A new worker first imports sympy and antlr; that is waited for apart from the timeout.

@@ -15,10 +15,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import derl_bench  # noqa: F401  (registers the envs)
+from benchmarks.alfworld_upstream import make_alfred_tw_env
 from derl_bench.cards import load_card, read_manifest, sha256_lines
-from derl_bench.envs import alfworld_games as games
-from derl_bench.envs.alfworld import ALFWorldEnv, EngineError
-from derl_bench.envs.alfworld_engine import NOTHING_HAPPENS, load_game, make_alfred_tw_env
+from derl_bench.envs.alfworld import NOTHING_HAPPENS, ALFWorldEnv, EngineError, games
+from derl_bench.envs.alfworld.game import load_game
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -232,8 +232,8 @@ def test_nothing_is_written_to_home(data_root, tmp_path):
     script = textwrap.dedent(
         """
         import gymnasium as gym, derl_bench
-        from derl_bench.envs import alfworld_games as games
-        from derl_bench.envs.alfworld_engine import make_alfred_tw_env
+        from derl_bench.envs.alfworld import games
+        from benchmarks.alfworld_upstream import make_alfred_tw_env
         game = games.level_games("L0", "eval")[0]
         upstream = make_alfred_tw_env([str(games.game_path(game))], asynchronous=False)
         upstream.reset()

@@ -6,8 +6,8 @@ import gymnasium as gym
 import pytest
 
 import derl_bench  # noqa: F401  (registers the envs)
-from derl_bench.envs import alfworld_games as games
-from derl_bench.envs.alfworld_engine import EngineError, Goal, Literal, parse_goal
+from derl_bench.envs.alfworld import EngineError, games
+from derl_bench.envs.alfworld.goal import Goal, Literal, parse_goal
 from derl_bench.observers import Observer, ObserveWrapper
 from derl_bench.observers.alfworld import default_observers
 from derl_bench.observers.think_action import ThinkActionWrapper

@@ -7,9 +7,8 @@ import random
 
 import pytest
 
-from derl_bench.envs import alfworld_games as games
-from derl_bench.envs.alfworld import ALFWorldEnv
-from derl_bench.envs.alfworld_replay import random_admissible_episode, replay_walkthrough
+from benchmarks.alfworld_replay import random_admissible_episode, replay_walkthrough
+from derl_bench.envs.alfworld import ALFWorldEnv, games
 
 
 def _sample(data_root) -> list[str]:

@@ -186,6 +186,11 @@ BROKEN: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
      "embedded code string (shell substitution)"),
     ("event-handler-in-key", _set("data_checksums", {"x onload=alert(1)": "0" * 64}),
      "embedded code string (HTML event handler)"),
+    ("tampered-data-checksum", _set("data_checksums", {"gsm8k/test.jsonl": "0" * 64}),
+     "$.data_checksums.gsm8k/test.jsonl: sha256 '0000"),
+    ("data-checksum-of-an-unknown-file", _set("data_checksums", {"gsm8k/extra.jsonl": "0" * 64}),
+     "not a data file this benchmark knows"),
+    ("run-without-data-checksums", _set("data_checksums", {}), "must list the checksums"),
     ("eval-call-in-policy", _set("policy", "eval(input())"), "embedded code string"),
     ("unknown-env", _set("env.id", "derl/Pong-v0"), "unknown env 'derl/Pong-v0'"),
     ("evaluated-on-the-train-split", _set("env.kwargs", {"split": "train"}),
@@ -250,6 +255,33 @@ def test_corpus_is_large_and_every_file_is_rejected_by_the_cli(tmp_path, capsys)
     out = capsys.readouterr().out
     assert out.count("REJECTED") == len(BROKEN)
     assert not [line for line in out.splitlines() if line.startswith("ok")]
+
+
+def test_a_tampered_card_declared_data_checksum_is_rejected(tmp_path):
+    folder = tmp_path / "leaderboards" / "alfworld"
+    folder.mkdir(parents=True)
+    record = json.loads((BOARDS / "alfworld" / "random-none-L1.json").read_text())
+    (key, digest), = record["data_checksums"].items()
+    record["data_checksums"][key] = "0" * 64
+    (folder / "tampered.json").write_text(json.dumps(record), encoding="utf-8")
+    problems = validate_file(folder / "tampered.json").problems
+    assert problems == [f"$.data_checksums.{key}: sha256 '{'0' * 64}' does not match the "
+                        f"recorded {digest}"]
+
+
+def test_recorded_data_checksums_are_those_of_the_downloaded_data(data_root):
+    # The card's and the catalogue's checksums are what an evaluation computes from the data.
+    from derl_bench.leaderboard.validate import known_data_checksums
+
+    computed = {}
+    for env_id in evaluated_env_ids():
+        adapter = adapter_for(env_id)
+        for level in adapter.levels():
+            for path, digest in adapter.data_checksums(adapter.eval_set(level)).items():
+                computed[path] = (digest, known_data_checksums(adapter.family).get(path))
+    assert len(computed) >= 6
+    assert {path: digest in known for path, (digest, known) in computed.items() if known} == (
+        dict.fromkeys(computed, True))
 
 
 def test_file_in_the_wrong_board_folder_is_rejected(tmp_path):

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import derl_bench.reward as reward_package
+from benchmarks.fuzz_reward import MARKER, adversarial_corpus, run_fuzz
 from derl_bench.reward import MetaRewardError, compile_reward, random_expression
-from derl_bench.reward.fuzz import MARKER, adversarial_corpus, run_fuzz
 
 DANGEROUS = [
     "__import__('os')",

@@ -1,7 +1,9 @@
 """``derl-bench reward``: check a Meta-Reward, or evaluate it over logged primitives.
 
-Exit status 2 means the expression (or the trajectory file) was rejected; the typed error and
-its position are printed on stderr.
+``--env ID`` checks the expression against the primitives that env declares (its card);
+``--domain`` against a historical domain's merged list. Exit status 2 means the expression (or
+the trajectory file) was rejected, an unknown primitive included; the typed error, its position
+and close names are printed on stderr.
 """
 
 from __future__ import annotations
@@ -44,11 +46,14 @@ def register(subparsers: Any) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("expr", metavar="EXPR", help="the Meta-Reward expression")
-    parser.add_argument("--domain", choices=DOMAINS, required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--env", metavar="ID", help="an env id: its declared primitives and aliases")
+    source.add_argument("--domain", choices=DOMAINS,
+                        help="a domain: the merged primitives of its families")
     parser.add_argument(
         "--primitives",
         default=None,
-        help="comma-separated known primitive names (default: the domain's)",
+        help="comma-separated known primitive names (default: the env's or the domain's)",
     )
 
 
@@ -61,7 +66,7 @@ def _primitives(args: argparse.Namespace) -> list[str] | None:
 def run_check(args: argparse.Namespace) -> int:
     """Print the analysis of one expression; 2 on rejection."""
     try:
-        reward = compile_reward(args.expr, domain=args.domain, primitives=_primitives(args))
+        reward = compile_reward(args.expr, args.env or args.domain, _primitives(args))
     except MetaRewardError as err:
         print(f"rejected: {err}", file=sys.stderr)
         return REJECTED
@@ -110,7 +115,7 @@ def run_eval(args: argparse.Namespace) -> int:
     """Print one JSON line per episode with its reward; 2 on rejection."""
     try:
         reward = compile_reward(
-            args.expr, domain=args.domain, primitives=_primitives(args), bound=args.bound
+            args.expr, args.env or args.domain, _primitives(args), bound=args.bound
         )
         episodes = _read_episodes(args.trajectories)
         traj, lengths = pad_episodes(episodes, reward.primitives)

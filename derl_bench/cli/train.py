@@ -54,13 +54,15 @@ def run_train(args: argparse.Namespace) -> int:
     from derl_bench.grpo.config import ConfigError, load_config
     from derl_bench.grpo.dispatch import run_training
     from derl_bench.grpo.trainer import ResumeError
-    from derl_bench.reward import MetaRewardError
+    from derl_bench.reward import MetaRewardError, compile_reward
 
     overrides = list(args.overrides)
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
     try:
         config = load_config(args.recipe, overrides)
+        # Reject a reward over primitives the env does not emit before any model loads.
+        compile_reward(config.meta_reward, env=config.env_id)
         history, _model = run_training(config, resume=args.resume)
     except (ConfigError, ResumeError, MetaRewardError) as err:
         print(f"derl-bench train: {err}", file=sys.stderr)

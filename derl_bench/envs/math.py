@@ -3,12 +3,13 @@
 The observation is a problem; the action is the model's whole response; the episode ends
 after that one step with reward 1.0 for a correct final answer and 0.0 otherwise.
 
-    >>> import gymnasium as gym
-    >>> env = gym.make("derl_bench:derl/GSM8K-v0", split="test")  # doctest: +SKIP
-    >>> problem, info = env.reset(seed=0)  # doctest: +SKIP
-    >>> _, reward, terminated, truncated, info = env.step("... so the answer is 18.")  # doctest: +SKIP
-    >>> info["reference_answer"], reward, terminated  # doctest: +SKIP
-    ('18', 1.0, True)
+With GSM8K in the data root (``derl-bench data download gsm8k``)::
+
+    import gymnasium as gym
+    env = gym.make("derl_bench:derl/GSM8K-v0", split="test")
+    problem, info = env.reset(seed=0)
+    _, reward, terminated, truncated, info = env.step("... so the answer is 18.")
+    info["reference_answer"], reward, terminated        # ('18', 1.0, True)
 
 Splits (see ``envs/math.md``): ``train``, ``validation`` (a fixed slice of the upstream train
 file, disjoint from ``train``) and ``test``; MATH also has ``math500``.

@@ -1,7 +1,7 @@
 """The evaluation protocol: run a policy on a level's eval set and write a result record.
 
-    >>> record = evaluate("derl/GSM8K-v0", "L0", "random", limit=5)  # doctest: +SKIP
-    >>> record["results"]["n"], record["results"]["success_rate"]  # doctest: +SKIP
+    >>> record, _ = evaluate("derl/Arithmetic-v0", "L0", "random", limit=5)
+    >>> record["results"]["n"], record["results"]["success_rate"]
     (5, {'mean': 0.0, 'se': 0.0})
 
 See ``docs/evaluation.md`` for the protocol per env and level and the record schema.

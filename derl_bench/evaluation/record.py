@@ -169,9 +169,7 @@ def write_jsonl_atomic(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> N
 
 def meta_reward_block(expression: str, env_id: str) -> dict[str, str]:
     """The ``meta_reward`` block: the compiled expression's canonical form and hash."""
-    from derl_bench.policies import domain_of
     from derl_bench.reward import compile_reward
 
-    domain = domain_of(adapter_for(env_id).family)
-    compiled = compile_reward(expression, domain=domain)
+    compiled = compile_reward(expression, env=env_id)
     return {"expression": compiled.canonical, "hash": compiled.hash}

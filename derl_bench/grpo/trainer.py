@@ -10,7 +10,7 @@ Each step:
 5. one or more optimiser updates of the clipped GRPO loss with k3 KL to the frozen reference;
 6. log, checkpoint.
 
-    >>> history = train(load_config("baselines/gsm8k-outcome.yaml"))  # doctest: +SKIP
+For example ``train(load_config("baselines/gsm8k-outcome.yaml"))`` (the ``train`` command).
 """
 
 from __future__ import annotations
@@ -100,8 +100,11 @@ def meta_reward_fn(config: TrainConfig, domain: str | None = None) -> RewardFn:
     """Score episodes with the run's Meta-Reward over their per-step primitives."""
     from derl_bench.reward import compile_reward
 
-    domain = domain or domain_of(env_family(config.env_id))
-    reward = compile_reward(config.meta_reward, domain=domain)
+    if domain is None:
+        # A derl env id compiles against the primitives that env declares.
+        reward = compile_reward(config.meta_reward, env=config.env_id)
+    else:
+        reward = compile_reward(config.meta_reward, domain=domain)
 
     def score(episodes: Sequence[Episode]) -> np.ndarray:
         return np.asarray(reward.episodic_from_steps([e.primitive_steps for e in episodes]),
@@ -163,7 +166,8 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     run_dir = config.run_dir
     family = family or env_family(config.env_id)
     domain = domain_of(family)
-    score = reward_fn or meta_reward_fn(config, domain)  # a bad expression fails before any write
+    # A bad expression fails before any write.
+    score = reward_fn or meta_reward_fn(config, None if env_factory is None else domain)
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
         raise ResumeError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")

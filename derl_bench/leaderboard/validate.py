@@ -9,6 +9,9 @@ A submission is rejected, with every reason found, when:
 - its env kwargs differ from the protocol's (another split, another step cap);
 - its eval-set block (manifest name, sha256, count, selection, size, episodes checksum) differs
   from the current protocol's;
+- a data checksum names a file the benchmark does not know or differs from the recorded one
+  (the data catalogue's checksums, and the card's ``data_checksums``), or a ``run`` record
+  lists none;
 - a ``run`` record's n is not the eval-set size, its successes disagree with its rate, its SE
   disagrees with n, or its per-task-type breakdown does not add up;
 - a ``reported`` record lacks its citation and the "reported, not reproduced here" note, or
@@ -22,6 +25,7 @@ A submission is rejected, with every reason found, when:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
 import re
@@ -223,6 +227,40 @@ def _eval_set_problems(record: Mapping[str, Any]) -> tuple[list[str], int]:
     return problems, int(expected["size"])
 
 
+@functools.cache
+def known_data_checksums(family: str) -> dict[str, frozenset[str]]:
+    """Data path -> the sha256 values accepted for it: every checksum the data catalogue records
+    (:mod:`derl_bench.data.sources`), plus the ``data_checksums`` of the family's card (for
+    checksums over a selection of files, such as an eval set's games)."""
+    from derl_bench.data.sources import DATASETS
+
+    known: dict[str, set[str]] = {}
+    for spec in DATASETS.values():
+        for source in spec.sources:
+            known.setdefault(source.path, set()).update(source.sha256)
+        for check in spec.checks:
+            if check.sha256:
+                known.setdefault(check.path, set()).add(check.sha256)
+    for path, digest in (load_card(family).get("data_checksums") or {}).items():
+        known.setdefault(str(path), set()).add(str(digest))
+    return {path: frozenset(digests) for path, digests in known.items() if digests}
+
+
+def _data_checksum_problems(record: Mapping[str, Any]) -> list[str]:
+    given = record["data_checksums"]
+    if record["kind"] == "run" and not given:
+        return ["$.data_checksums: a run record must list the checksums of the data it read"]
+    known = known_data_checksums(adapter_for(record["env"]["id"]).family)
+    problems = []
+    for path, digest in given.items():
+        if path not in known:
+            problems.append(f"$.data_checksums.{path}: not a data file this benchmark knows")
+        elif digest not in known[path]:
+            problems.append(f"$.data_checksums.{path}: sha256 {digest!r} does not match the "
+                            f"recorded {' or '.join(sorted(known[path]))}")
+    return problems
+
+
 def _date_problems(text: str) -> list[str]:
     try:
         day = dt.date.fromisoformat(text)
@@ -246,6 +284,7 @@ def record_problems(record: Any, path: Path | None = None) -> list[str]:
         problems.append(f"file is in folder {path.parent.name!r}, but its benchmark is "
                         f"{record['benchmark']!r}")
     if size:
+        problems += _data_checksum_problems(record)
         if record["kind"] == "run":
             problems += _run_problems(record, size)
         else:

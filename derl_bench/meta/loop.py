@@ -70,7 +70,8 @@ class MetaResult:
 
 
 def make_proposer(config: MetaConfig, domain: str) -> Any:
-    """The proposer of ``config.method``."""
+    """The proposer of ``config.method``; ``domain`` names the primitives it may use (the
+    inner env's id: only what that env emits)."""
     if config.method == "random":
         return RandomSearch(domain, config.seed, config.max_depth)
     if config.method == "fixed":
@@ -236,7 +237,8 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None) -> MetaResul
     """Run reward discovery as ``config`` says (see the module docstring); ``evaluate``
     computes the headline of the best policy (none without it)."""
     env_id = config.inner.get("env_id", "derl/GSM8K-v0")
-    domain = domain_of(env_family(env_id))
+    # Proposals use, and compile against, exactly the primitives the inner env emits.
+    domain = env_id
     out = config.run_dir
     out.mkdir(parents=True, exist_ok=True)
     # A run starts clean: nothing an earlier run left here can be scored or reported.
@@ -316,7 +318,8 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None) -> MetaResul
 
 def _write_summary(config: MetaConfig, result: MetaResult, domain: str) -> None:
     _write_json(config.run_dir / "summary.json", {
-        "name": config.name, "method": config.method, "domain": domain,
+        "name": config.name, "method": config.method, "env_id": domain,
+        "domain": domain_of(env_family(domain)),
         "best_expr": result.best_expr,
         "best_validation_score": result.best_score if result.best_expr is not None else None,
         "best_checkpoint": result.best_checkpoint,

@@ -39,15 +39,14 @@ from derl_bench.policies import (
 )
 from derl_bench.policies.prompts import render
 from derl_bench.policies.threads import configure_threads
-from derl_bench.reward import ALIASES, TokenConstraint, known_primitives, random_expression
+from derl_bench.reward import TokenConstraint, language_summary, primitive_set, random_expression
 from derl_bench.rollout import Episode, Step, collate
 
 PROMPT = """You design reward functions for reinforcement learning.
 Write one arithmetic expression over these primitives, each a number per step:
 {primitives}
 Shorthands: {aliases}.
-Use + - * /, parentheses, numbers, the functions min, max, clip, abs, log1p, sqrt, and the
-trajectory terms mean, sum, last, max, first_third, mid_third, last_third.
+{language}
 Answer with the expression only."""
 
 _CLOSERS = (")", ", ", "1")
@@ -60,10 +59,12 @@ TIGHT_CANDIDATES = 16
 
 
 def build_prompt(domain: str) -> list[dict[str, str]]:
-    """The Meta-Optimizer's chat messages for ``domain``."""
-    aliases = ", ".join(f"{a} = {text}" for a, text in ALIASES[domain].items())
+    """The Meta-Optimizer's chat messages for ``domain``: an env id, a family or a domain, whose
+    primitives and aliases the random generator draws from too."""
+    chosen = primitive_set(domain)
+    aliases = ", ".join(f"{a} = {text}" for a, text in chosen.aliases.items())
     return [{"role": "user", "content": PROMPT.format(
-        primitives=", ".join(known_primitives(domain)), aliases=aliases)}]
+        primitives=", ".join(chosen.names), aliases=aliases, language=language_summary())}]
 
 
 def closing_suffix(automaton: Any, text: str, limit: int = 64) -> str | None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from derl_bench.envs.alfworld_engine import NOTHING_HAPPENS
+from derl_bench.envs.alfworld import NOTHING_HAPPENS
 from derl_bench.observers.base import Observer, Transition
 from derl_bench.observers.common import EnvReward, NewLocation, RepeatedAction, StepFraction
 

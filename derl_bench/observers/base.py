@@ -14,8 +14,8 @@ Writing one takes a few lines::
 and :class:`ObserveWrapper` adds it to any env (``gymnasium.make`` of a ``derl/`` id already
 wraps the family's default observers)::
 
-    >>> import gymnasium as gym
-    >>> env = ObserveWrapper(gym.make("derl_bench:derl/GSM8K-v0"), [ShortAnswer()])  # doctest: +SKIP
+    import gymnasium as gym
+    env = ObserveWrapper(gym.make("derl_bench:derl/GSM8K-v0"), [ShortAnswer()])
 """
 
 from __future__ import annotations

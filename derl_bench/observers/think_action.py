@@ -64,10 +64,18 @@ class ThinkActionWrapper(gym.Wrapper):
     response to ``info["raw_response"]``. Put it outside :class:`~derl_bench.observers.ObserveWrapper`
     (as ``gymnasium.make`` returns it) so that the other observers see the plain command::
 
-        >>> env = ThinkActionWrapper(gym.make("derl/ALFWorld-v0"))  # doctest: +SKIP
-        >>> obs, r, term, trunc, info = env.step("<think>…</think><action>look</action>")  # doctest: +SKIP
-        >>> info["primitives"]["format_valid"], info["action"]  # doctest: +SKIP
-        (0.0, 'look')
+        >>> class Echo(gym.Env):
+        ...     def reset(self, *, seed=None, options=None):
+        ...         return "", {"primitives": {"success": 0.0}}
+        ...     def step(self, action):
+        ...         return f"you said {action}", 0.0, False, False, {"primitives": {"success": 0.0}}
+        >>> env = ThinkActionWrapper(Echo())
+        >>> obs, info = env.reset()
+        >>> info["primitives"]
+        {'success': 0.0, 'format_valid': 0.0}
+        >>> obs, r, term, trunc, info = env.step("<think>…</think><action>Look</action>")
+        >>> obs, info["primitives"]["format_valid"], info["action"]
+        ('you said look', 1.0, 'look')
     """
 
     primitive_names: tuple[str, ...] = ("format_valid",)

@@ -1,9 +1,10 @@
 """The LLM policy: a causal LM and its tokenizer, a prompt builder, an action parser, a backend.
 
-    >>> policy = LLMPolicy.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct", family="math")  # doctest: +SKIP
-    >>> ids = policy.math_prompt("What is 2 + 3?")  # doctest: +SKIP
-    >>> [g.text for g in policy.generate([ids, ids])]  # doctest: +SKIP
-    ['2 + 3 = 5, so the answer is \\boxed{5}.', ...]
+For example, with a hub model::
+
+    policy = LLMPolicy.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct", family="math")
+    ids = policy.math_prompt("What is 2 + 3?")
+    [g.text for g in policy.generate([ids, ids])]   # ['2 + 3 = 5, so ... \\boxed{5}.', ...]
 
 ``family`` picks the prompt and parser: ``"math"`` (GSM8K, MATH; the whole response goes to the
 env, which grades it) or ``"alfworld"`` / ``"scienceworld"`` (verl-agent prompt; the response

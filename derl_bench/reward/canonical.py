@@ -15,7 +15,7 @@ import hashlib
 import math
 from collections.abc import Iterable
 
-from derl_bench.reward import semantics
+from derl_bench.reward.functions import POINTWISE, power, safe_div
 from derl_bench.reward.nodes import Agg, Call, Neg, Node, Num, Pow, Prim, Prod, Sum
 from derl_bench.reward.parser import parse
 
@@ -161,7 +161,7 @@ def _make_prod(factors: list[tuple[bool, Node]]) -> Node:
             continue
         if isinstance(factor, Num):
             if divide:
-                coefficient = semantics.safe_div(coefficient, factor.value)
+                coefficient = safe_div(coefficient, factor.value)
             else:
                 coefficient *= factor.value
             continue
@@ -182,11 +182,9 @@ def _make_prod(factors: list[tuple[bool, Node]]) -> Node:
     return body[0][1] if len(body) == 1 else Prod(tuple(body))
 
 
-_SCALAR = {"abs": abs, "sqrt": semantics.safe_sqrt, "log1p": semantics.signed_log1p}
-
-
 def _make_call(fn: str, args: list[Node]) -> Node:
-    if fn in ("min", "max"):
+    function = POINTWISE[fn]
+    if function.commutative:
         flat: list[Node] = []
         for arg in args:
             flat.extend(arg.args if isinstance(arg, Call) and arg.fn == fn else (arg,))
@@ -195,13 +193,7 @@ def _make_call(fn: str, args: list[Node]) -> Node:
         if len(args) == 1:
             return args[0]
     if all(isinstance(a, Num) for a in args):
-        values = [a.value for a in args]  # type: ignore[union-attr]
-        if fn in _SCALAR:
-            folded = _finite_num(_SCALAR[fn](values[0]))
-        elif fn == "clip":
-            folded = _finite_num(semantics.clip(*values))
-        else:
-            folded = _finite_num(min(values) if fn == "min" else max(values))
+        folded = _finite_num(function.scalar(*(a.value for a in args)))  # type: ignore[union-attr]
         if folded is not None:
             return folded
     return Call(fn, tuple(args))
@@ -224,7 +216,7 @@ def normalize(node: Node) -> Node:
         if node.exponent == 1:
             return base
         if isinstance(base, Num):
-            folded = _finite_num(semantics.power(base.value, node.exponent))
+            folded = _finite_num(power(base.value, node.exponent))
             if folded is not None:
                 return folded
         return Pow(base, node.exponent)

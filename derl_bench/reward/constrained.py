@@ -17,7 +17,6 @@ import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from derl_bench.reward.aliases import ALIASES
 from derl_bench.reward.lexer import NUMBER_RE
 from derl_bench.reward.nodes import (
     AGGREGATIONS,
@@ -27,7 +26,7 @@ from derl_bench.reward.nodes import (
     MAX_LENGTH,
     MAX_POWER,
 )
-from derl_bench.reward.parser import resolve_domain
+from derl_bench.reward.parser import resolve
 
 ALPHABET = frozenset(string.ascii_letters + string.digits + "_ +-*/(),.")
 NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_")
@@ -66,13 +65,15 @@ def _mark_aggregation(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
 
 
 class ExpressionPrefix:
-    """The automaton for one domain (and optionally a custom primitive set)."""
+    """The automaton for the primitives of an env id, a family or a domain (and optionally a
+    custom primitive set)."""
 
     def __init__(self, domain: str, primitives: Iterable[str] | None = None) -> None:
-        known = resolve_domain(domain, primitives)
+        chosen = resolve(domain, primitives)
+        known = chosen.names
         aliases = {
             a: t
-            for a, t in ALIASES[domain].items()
+            for a, t in chosen.aliases.items()
             if all(p in known for p in _names(t) if p not in AGGREGATIONS)
         }
         self.episode_aliases = frozenset(a for a, t in aliases.items() if "(" in t)

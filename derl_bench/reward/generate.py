@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-from derl_bench.reward.aliases import ALIASES
 from derl_bench.reward.canonical import to_text
+from derl_bench.reward.functions import POINTWISE
 from derl_bench.reward.nodes import (
     AGGREGATIONS,
     MAX_DEPTH,
@@ -26,7 +26,8 @@ from derl_bench.reward.nodes import (
     Prod,
     Sum,
 )
-from derl_bench.reward.parser import resolve_domain
+from derl_bench.reward.parser import resolve
+from derl_bench.reward.primitives import PrimitiveSet
 
 _CONSTANTS = (0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 0.05, 0.3)
 
@@ -84,25 +85,21 @@ class _Generator:
             return Pow(
                 base if isinstance(base, Prim) else Prim(rng.choice(self.names)), rng.randint(2, 3)
             )
-        fn = rng.choice(("abs", "sqrt", "log1p", "clip", "min", "max"))
-        if fn == "clip":
-            lo = rng.choice((-1.0, 0.0))
-            return Call(
-                fn,
-                (
-                    self.node(depth - 1, inside),
-                    Num(lo) if lo >= 0 else Neg(Num(1.0)),
-                    Num(rng.choice((1.0, 2.0))),
-                ),
-            )
-        if fn in ("min", "max"):
-            return Call(fn, tuple(self.node(depth - 1, inside) for _ in range(width)))
-        return Call(fn, (self.node(depth - 1, inside),))
+        function = POINTWISE[rng.choice(tuple(POINTWISE))]
+        low, high = function.arity
+        if high > low:
+            return Call(function.name, tuple(self.node(depth - 1, inside) for _ in range(width)))
+        constants = function.generated_constants
+        operands = [self.node(depth - 1, inside) for _ in range(low - len(constants))]
+        for choices in constants:
+            value = rng.choice(choices)
+            operands.append(Num(value) if value >= 0 else Neg(Num(-value)))
+        return Call(function.name, tuple(operands))
 
 
 def random_expression(
     seed: int | random.Random,
-    domain: str,
+    domain: str | PrimitiveSet,
     *,
     max_depth: int = 4,
     max_width: int = 3,
@@ -110,20 +107,22 @@ def random_expression(
     use_aliases: bool = True,
     max_length: int = 400,
 ) -> str:
-    """A random valid expression in ``domain``.
+    """A random valid expression over the primitives of ``domain``: an env id (only the
+    primitives that env declares), a family, or ``"math"``/``"agent"``.
 
     ``seed`` is an int or a :class:`random.Random` (to draw a stream). ``max_depth`` bounds
     the tree height, ``max_width`` the operands per sum/product/min/max, ``max_length`` the text
     (a longer draw is replaced by a fresh one).
     """
     rng = seed if isinstance(seed, random.Random) else random.Random(seed)
-    names = list(resolve_domain(domain, primitives))
+    chosen = resolve(domain, primitives)
+    names = list(chosen.names)
     aliases = [
         a
-        for a, text in ALIASES[domain].items()
+        for a, text in chosen.aliases.items()
         if use_aliases and all(p in names for p in _names_in(text))
     ]
-    episode_aliases = [a for a in aliases if "(" in ALIASES[domain][a]]
+    episode_aliases = [a for a in aliases if "(" in chosen.aliases[a]]
     generator = _Generator(rng, names, aliases, episode_aliases, max(2, max_width))
     depth = max(1, min(max_depth, MAX_DEPTH // 2))
     for _ in range(100):

@@ -1,4 +1,5 @@
-"""The expression tree and the language's fixed vocabulary (functions, limits).
+"""The expression tree and the language's limits (the functions are in
+:mod:`derl_bench.reward.functions`).
 
 Sums and products are n-ary, so ``a + b + c + ...`` stays one shallow node however long it
 is: tree depth only grows with parentheses and calls, which the parser bounds.
@@ -9,36 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from derl_bench.reward.functions import POINTWISE, TRAJECTORY
+
 MAX_LENGTH = 4096
 """Longest accepted expression, in characters."""
 MAX_DEPTH = 32
 """Deepest accepted nesting of parentheses and calls."""
 MAX_POWER = 8
 """Largest accepted exponent of ``**`` (an integer literal 0..MAX_POWER)."""
-MAX_ARGS = 16
-"""Most arguments of the pointwise ``min``/``max``."""
-
-# Pointwise functions: name -> (fewest, most) arguments.
-FUNCTIONS: dict[str, tuple[int, int]] = {
-    "abs": (1, 1),
-    "sqrt": (1, 1),
-    "log1p": (1, 1),
-    "clip": (3, 3),
-    "min": (2, MAX_ARGS),
-    "max": (2, MAX_ARGS),
-}
-# Trajectory terms: one argument, a step-level expression. ``min``/``max`` with one argument
-# are the trajectory min/max; with two or more they are pointwise.
-AGGREGATIONS: tuple[str, ...] = (
-    "mean",
-    "sum",
-    "last",
-    "max",
-    "min",
-    "first_third",
-    "mid_third",
-    "last_third",
-)
+# Views of the function table (:mod:`derl_bench.reward.functions`) that the parser and the
+# constrained decoder check names and argument counts against.
+FUNCTIONS: dict[str, tuple[int, int]] = {name: f.arity for name, f in POINTWISE.items()}
+"""Pointwise functions: name -> (fewest, most) arguments."""
+AGGREGATIONS: tuple[str, ...] = tuple(TRAJECTORY)
+"""Trajectory terms: one argument, a step-level expression."""
 CALLABLE_NAMES: frozenset[str] = frozenset(FUNCTIONS) | frozenset(AGGREGATIONS)
 AMBIGUOUS_NAMES: frozenset[str] = frozenset(FUNCTIONS) & frozenset(AGGREGATIONS)
 

@@ -18,14 +18,12 @@ import keyword
 import math
 from collections.abc import Iterable, Mapping
 
-from derl_bench.reward.aliases import ALIASES, DOMAINS, PRIMITIVE_RANGES
 from derl_bench.reward.errors import (
     AggregationError,
     ForbiddenConstructError,
     MetaRewardSyntaxError,
     NumberError,
     TooDeepError,
-    UnknownDomainError,
     UnknownPrimitiveError,
 )
 from derl_bench.reward.lexer import NAME_RE, Token, check_name_allowed, tokenize
@@ -46,23 +44,27 @@ from derl_bench.reward.nodes import (
     Sum,
     contains_aggregation,
 )
+from derl_bench.reward.primitives import Interval, PrimitiveSet, primitive_set
 
 
-def resolve_domain(domain: str, primitives: Iterable[str] | None) -> tuple[str, ...]:
-    """The known primitive names: the domain's table, or ``primitives`` when given."""
-    if domain not in PRIMITIVE_RANGES:
-        raise UnknownDomainError(f"{domain!r}; choose one of {', '.join(DOMAINS)}")
+def resolve(
+    source: str | PrimitiveSet,
+    primitives: Iterable[str] | Mapping[str, Interval] | None = None,
+) -> PrimitiveSet:
+    """The primitive set to compile against: ``source``'s (an env id, a family, a domain, see
+    :func:`~derl_bench.reward.primitives.primitive_set`), or ``primitives`` with its aliases."""
+    declared = primitive_set(source)
     if primitives is None:
-        return tuple(PRIMITIVE_RANGES[domain])
-    names = tuple(dict.fromkeys(primitives))
-    for name in names:
+        return declared
+    chosen = declared.with_primitives(primitives)
+    for name in chosen.names:
         if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
             raise MetaRewardSyntaxError(f"primitive name {name!r} is not an identifier")
-        if name in CALLABLE_NAMES or name in ALIASES[domain] or "__" in name:
+        if name in CALLABLE_NAMES or name in declared.aliases or "__" in name:
             raise ForbiddenConstructError(f"{name!r} cannot be a primitive name")
         if keyword.iskeyword(name) or keyword.issoftkeyword(name):
             raise ForbiddenConstructError(f"{name!r} cannot be a primitive name")
-    return names
+    return chosen
 
 
 class _Parser:
@@ -234,14 +236,14 @@ class _Parser:
         return Call(name, tuple(args))
 
 
-_ALIAS_CACHE: dict[tuple[str, tuple[str, ...]], dict[str, Node]] = {}
+_ALIAS_CACHE: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], dict[str, Node]] = {}
 
 
-def _alias_nodes(domain: str, known: tuple[str, ...]) -> dict[str, Node]:
-    key = (domain, known)
+def _alias_nodes(aliases: Mapping[str, str], known: tuple[str, ...]) -> dict[str, Node]:
+    key = (tuple(aliases.items()), known)
     if key not in _ALIAS_CACHE:
         nodes: dict[str, Node] = {}
-        for alias, text in ALIASES[domain].items():
+        for alias, text in aliases.items():
             try:
                 nodes[alias] = _Parser(text, known, {}).parse()
             except UnknownPrimitiveError:
@@ -252,11 +254,16 @@ def _alias_nodes(domain: str, known: tuple[str, ...]) -> dict[str, Node]:
     return _ALIAS_CACHE[key]
 
 
-def parse(expr: str, domain: str, primitives: Iterable[str] | None = None) -> Node:
-    """Parse ``expr`` in ``domain`` into a tree with aliases already substituted.
+def parse(
+    expr: str,
+    domain: str | PrimitiveSet,
+    primitives: Iterable[str] | Mapping[str, Interval] | None = None,
+) -> Node:
+    """Parse ``expr`` over the primitives of ``domain`` (an env id, a family, a domain) into a
+    tree with aliases already substituted.
 
     >>> parse("g1 * 2", "math")
     Prod(factors=((False, Prim(name='outcome')), (False, Num(value=2.0))))
     """
-    known = resolve_domain(domain, primitives)
-    return _Parser(expr, known, _alias_nodes(domain, known)).parse()
+    chosen = resolve(domain, primitives)
+    return _Parser(expr, chosen.names, _alias_nodes(chosen.aliases, chosen.names)).parse()

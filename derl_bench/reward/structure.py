@@ -18,8 +18,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from derl_bench.reward import semantics
 from derl_bench.reward.canonical import to_text
+from derl_bench.reward.functions import POINTWISE, TRAJECTORY, Interval, power
 from derl_bench.reward.nodes import (
     Agg,
     Call,
@@ -34,9 +34,6 @@ from derl_bench.reward.nodes import (
     primitives_of,
     walk,
 )
-
-Interval = tuple[float, float]
-LINEAR_AGGREGATIONS = frozenset({"mean", "sum", "last", "first_third", "mid_third", "last_third"})
 
 
 @dataclass(frozen=True)
@@ -72,15 +69,11 @@ def _div(a: Interval, b: Interval) -> Interval:
 
 
 def _pow(a: Interval, exponent: int) -> Interval:
-    lo, hi = semantics.power(a[0], exponent), semantics.power(a[1], exponent)
+    lo, hi = power(a[0], exponent), power(a[1], exponent)
     if exponent % 2 == 1:
         return lo, hi
     low = 0.0 if a[0] <= 0 <= a[1] else min(lo, hi)
     return low, max(lo, hi)
-
-
-def _monotone(fn: Callable[[float], float], a: Interval) -> Interval:
-    return fn(a[0]), fn(a[1])
 
 
 def interval(node: Node, ranges: Callable[[str], Interval]) -> Interval:
@@ -106,26 +99,9 @@ def interval(node: Node, ranges: Callable[[str], Interval]) -> Interval:
     if isinstance(node, Pow):
         return _pow(interval(node.base, ranges), node.exponent)
     if isinstance(node, Call):
-        args = [interval(a, ranges) for a in node.args]
-        if node.fn == "abs":
-            lo, hi = args[0]
-            return (0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
-        if node.fn == "sqrt":
-            return _monotone(semantics.safe_sqrt, args[0])
-        if node.fn == "log1p":
-            return _monotone(semantics.signed_log1p, args[0])
-        if node.fn == "clip":
-            return (
-                semantics.clip(args[0][0], args[1][0], args[2][0]),
-                semantics.clip(args[0][1], args[1][1], args[2][1]),
-            )
-        pick = min if node.fn == "min" else max
-        return pick(a[0] for a in args), pick(a[1] for a in args)
+        return POINTWISE[node.fn].interval(*(interval(a, ranges) for a in node.args))
     if isinstance(node, Agg):
-        lo, hi = interval(node.arg, ranges)
-        if node.fn == "sum":
-            return (-math.inf if lo < 0 else 0.0), (math.inf if hi > 0 else 0.0)
-        return min(lo, 0.0), max(hi, 0.0)  # an empty episode gives 0
+        return TRAJECTORY[node.fn].interval(interval(node.arg, ranges))
     raise TypeError(f"not an expression node: {node!r}")
 
 
@@ -148,7 +124,7 @@ def _is_linear(node: Node) -> bool:
             and all(_is_linear(f) for _, f in variable)
         )
     if isinstance(node, Agg):
-        return node.fn in LINEAR_AGGREGATIONS and _is_linear(node.arg)
+        return TRAJECTORY[node.fn].linear and _is_linear(node.arg)
     return _is_constant(node)
 
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from derl_bench.reward.aliases import primitive_range
 from derl_bench.reward.canonical import normalize, stable_hash, to_text
-from derl_bench.reward.compile import Evaluation, prepare
 from derl_bench.reward.errors import MetaRewardError, TrajectoryError
+from derl_bench.reward.evaluate import Evaluation, prepare
 from derl_bench.reward.nodes import Node, primitives_of
-from derl_bench.reward.parser import parse
-from derl_bench.reward.structure import Interval, Structure, analyze
+from derl_bench.reward.parser import parse, resolve
+from derl_bench.reward.primitives import Interval, PrimitiveSet
+from derl_bench.reward.structure import Structure, analyze
 
 DEFAULT_LIMIT = 1e6
 """Magnitude every output is clipped to when no ``bound`` is given."""
@@ -23,35 +23,24 @@ DEFAULT_LIMIT = 1e6
 class MetaReward:
     """A compiled Meta-Reward. Build one with :func:`compile_reward`.
 
-    >>> r = compile_reward("g1 + 0.5 * mean(format_valid)", domain="agent")
+    >>> r = compile_reward("g1 + 0.5 * mean(format_valid)", env="derl/ALFWorld-v0")
     >>> r.primitives
     ('format_valid', 'success')
     >>> r.episodic({"success": [[0, 1]], "format_valid": [[1, 0]]}, [2]).tolist()
     [1.25]
     """
 
-    def __init__(
-        self,
-        expr: str,
-        domain: str,
-        tree: Node,
-        known: tuple[str, ...],
-        ranges: Mapping[str, Interval] | None,
-        bound: float | None,
-    ) -> None:
+    def __init__(self, expr: str, primitives: PrimitiveSet, tree: Node, bound: float | None) -> None:
         self.expr = expr
-        self.domain = domain
-        self.known = known
+        self.domain = primitives.name
+        self.known = primitives.names
         self.bound = bound
         self.limit = DEFAULT_LIMIT if bound is None else float(bound)
         self.tree = normalize(tree)
         self.canonical = to_text(self.tree)
         self.hash = stable_hash(self.canonical)
         self.primitives = primitives_of(self.tree)
-        declared = dict(ranges or {})
-        self.structure: Structure = analyze(
-            self.tree, lambda name: declared.get(name, primitive_range(domain, name))
-        )
+        self.structure: Structure = analyze(self.tree, primitives.range)
 
     def __repr__(self) -> str:
         return f"MetaReward({self.canonical!r}, domain={self.domain!r}, hash={self.hash})"
@@ -129,25 +118,28 @@ def pad_episodes(
 
 def compile_reward(
     expr: str,
-    domain: str,
+    domain: str | PrimitiveSet | None = None,
     primitives: Iterable[str] | Mapping[str, Interval] | None = None,
     bound: float | None = None,
+    *,
+    env: str | None = None,
 ) -> MetaReward:
-    """Parse and compile ``expr`` for ``domain`` (``"math"`` or ``"agent"``).
+    """Parse and compile ``expr`` against the primitives ``env`` declares (an env id such as
+    ``"derl/ALFWorld-v0"``), or those of ``domain`` (a family, or ``"math"``/``"agent"``).
 
-    ``primitives`` replaces the domain's known names (for envs with their own observers); a
-    mapping also declares each name's ``(low, high)`` range for structure analysis. ``bound``
-    clips every output to ``[-bound, bound]`` (default ``DEFAULT_LIMIT``).
+    ``primitives`` replaces the known names (for envs with their own observers); a mapping
+    also declares each name's ``(low, high)`` range for structure analysis. ``bound`` clips
+    every output to ``[-bound, bound]`` (default ``DEFAULT_LIMIT``).
 
-    Raises a :class:`MetaRewardError` subclass, with position, on any rejected expression.
+    Raises a :class:`MetaRewardError` subclass, with position, on any rejected expression: an
+    unknown primitive is an :class:`UnknownPrimitiveError` with close names as suggestions.
     """
     if bound is not None and not (
         isinstance(bound, (int, float)) and math.isfinite(bound) and bound > 0
     ):
         raise MetaRewardError(f"bound must be a positive finite number, not {bound!r}")
-    ranges = primitives if isinstance(primitives, Mapping) else None
-    names = tuple(primitives) if primitives is not None else None
-    tree = parse(expr, domain, names)
-    from derl_bench.reward.parser import resolve_domain
-
-    return MetaReward(expr, domain, tree, resolve_domain(domain, names), ranges, bound)
+    source = env if env is not None else domain
+    if source is None:
+        raise MetaRewardError("compile_reward needs env= (an env id) or domain=")
+    chosen = resolve(source, primitives)
+    return MetaReward(expr, chosen, parse(expr, chosen), bound)

@@ -14,6 +14,7 @@ import numpy as np
 
 from derl_bench.reward.backend import NumpyOps, TorchOps, is_torch
 from derl_bench.reward.errors import TrajectoryError
+from derl_bench.reward.functions import POINTWISE
 from derl_bench.reward.nodes import Agg, Call, Neg, Node, Num, Pow, Prim, Prod, Sum
 
 THIRDS = {"first_third": 0, "mid_third": 1, "last_third": 2}
@@ -107,20 +108,7 @@ class Evaluation:
         raise TypeError(f"not an expression node: {node!r}")
 
     def _call(self, node: Call, args: list[Any]) -> Any:
-        ops = self.ops
-        if node.fn == "abs":
-            return ops.abs(args[0])
-        if node.fn == "sqrt":
-            return ops.sqrt(ops.maximum(args[0], 0.0))
-        if node.fn == "log1p":
-            return ops.sign(args[0]) * ops.log1p(ops.abs(args[0]))
-        if node.fn == "clip":
-            return ops.minimum(ops.maximum(args[0], args[1]), args[2])
-        combine = ops.minimum if node.fn == "min" else ops.maximum
-        out = args[0]
-        for arg in args[1:]:
-            out = combine(out, arg)
-        return out
+        return POINTWISE[node.fn].array(self.ops, *args)
 
     # -- trajectory terms ---------------------------------------------------------------
     def _steps_of(self, node: Agg) -> Any:

@@ -1,7 +1,7 @@
 """``derl/ALFWorld-v0``: the real ALFWorld text games behind the Gymnasium API.
 
 The env plays ALFWorld's ``game.tw-pddl`` files with TextWorld's PDDL engine (fast-downward
-plus TextWorld's text grammar, see :mod:`derl_bench.envs.alfworld_engine`); observations and
+plus TextWorld's text grammar, see :mod:`derl_bench.envs.alfworld.engine`); observations and
 admissible commands are the same text alfworld's ``AlfredTWEnv`` produces.
 
 - observation: text; on reset the room description and the goal line (``Your task is to: ...``);
@@ -15,11 +15,13 @@ that win from the current state). The env emits no primitives itself: the observ
 :mod:`derl_bench.observers.alfworld` read :meth:`ALFWorldEnv.goal_progress`,
 :attr:`ALFWorldEnv.last_action_admissible` and :attr:`ALFWorldEnv.agent_location`.
 
-    >>> import gymnasium as gym
-    >>> import derl_bench  # noqa: F401
-    >>> env = gym.make("derl/ALFWorld-v0", level="L0", split="eval")  # doctest: +SKIP
-    >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
-    >>> obs, reward, terminated, truncated, info = env.step(info["walkthrough"][0])  # doctest: +SKIP
+With ALFWorld in the data root (``derl-bench data download alfworld``)::
+
+    import gymnasium as gym
+    import derl_bench  # noqa: F401
+    env = gym.make("derl/ALFWorld-v0", level="L0", split="eval")
+    obs, info = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(info["walkthrough"][0])
 
 Games: ``reset(seed=s)`` draws the same game of the split for the same ``s``;
 ``reset(options={"game": game_id})`` plays one game; :meth:`ALFWorldEnv.games` iterates over a
@@ -35,14 +37,10 @@ from typing import Any
 import gymnasium as gym
 
 from derl_bench.data.root import dataset_dir
-from derl_bench.envs import alfworld_games as games_mod
-from derl_bench.envs.alfworld_engine import (
-    NOTHING_HAPPENS,
-    Engine,
-    EngineError,
-    ensure_alfworld_data,
-    load_game,
-)
+from derl_bench.envs.alfworld import games as games_mod
+from derl_bench.envs.alfworld.engine import Engine
+from derl_bench.envs.alfworld.game import load_game
+from derl_bench.envs.alfworld.upstream import EngineError, ensure_alfworld_data
 from derl_bench.envs.spaces import as_text, text_space
 
 DEFAULT_MAX_STEPS = 30
@@ -56,7 +54,7 @@ class ALFWorldEnv(gym.Env[str, str]):
     """One ALFWorld game at a time, chosen from a level's train or eval split.
 
     Args:
-        level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`derl_bench.envs.alfworld_games`).
+        level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`derl_bench.envs.alfworld.games`).
         split: ``"train"`` or ``"eval"``.
         max_steps: the step cap; an episode that reaches it unwon is truncated.
         expert: also report an expert plan from the current state in ``info["expert_plan"]``:
@@ -226,5 +224,3 @@ class ALFWorldEnv(gym.Env[str, str]):
             info["expert_plan"] = [] if won else self._engine.expert_plan()
         return info
 
-
-__all__ = ["ALFWorldEnv", "DEFAULT_MAX_STEPS", "EngineError", "NOTHING_HAPPENS"]

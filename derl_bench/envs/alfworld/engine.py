@@ -1,0 +1,190 @@
+"""The engine: a lean driver of TextWorld's PDDL engine for ALFWorld games.
+
+alfworld's ``AlfredTWEnv`` plays a game through ``textworld.gym`` → ``PddlEnv`` and wrappers.
+That stack translates the game's PDDL to SAS four times per episode (twice on load, twice on
+reset, one of them only for the planner) and, on every step, re-derives the text of every
+admissible command through the grammar and copies all facts. The game logic is the same
+everywhere, so this module keeps the engine (fast-downward's library and TextWorld's grammar)
+and drops the repeated work:
+
+- a game's SAS translation, parsed grammar and goal are built once and cached per process;
+- a command's text depends only on its operator (the grammar queries static facts), so it is
+  derived once per operator and reused;
+- the expert plan is the walkthrough's rest while the agent follows it; the planner (and its
+  own SAS translation) runs only when the agent leaves the plan;
+- feedback text is derived with the game's own grammar, so observations are identical to
+  ``AlfredTWEnv``'s (tests compare the two on real games).
+
+Nothing here writes outside the system temp folder: fast-downward copies its library there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from derl_bench.envs.alfworld.game import GameData, replan_sas
+from derl_bench.envs.alfworld.state import lean_state_class
+from derl_bench.envs.alfworld.textgen import derive_text
+from derl_bench.envs.alfworld.upstream import EngineError, demangler_class, import_engine
+
+NOTHING_HAPPENS = "Nothing happens."
+
+
+# fast-downward keeps its task in globals, so each live engine needs its own copy of the library.
+# Copies are never unloaded: dlclose-ing one leaves C++ symbols that later copies bind to
+# dangling (a segfault on the next load). Closed engines return their copy here for reuse.
+_FREE_LIBS: list[Any] = []
+
+
+def _take_lib() -> Any:
+    if _FREE_LIBS:
+        return _FREE_LIBS.pop()
+    import fast_downward
+
+    return fast_downward.load_lib()
+
+
+
+class Engine:
+    """One game being played: fast-downward's state plus TextWorld's text generation.
+
+    Each engine loads its own copy of fast-downward's library (the library keeps global state),
+    so several engines can live in one process. :meth:`close` unloads it.
+    """
+
+    def __init__(self) -> None:
+        import fast_downward
+
+        self._pddl_logic = import_engine()
+        self._lib = _take_lib()
+        self._operator_type = fast_downward.Operator
+        self.game: GameData | None = None
+        self._expert_loaded_for: str | None = None
+
+    # -- lifecycle
+    def close(self) -> None:
+        """Give the library copy back to the process's pool (see :func:`_take_lib`)."""
+        if self._lib is not None:
+            _FREE_LIBS.append(self._lib)
+            self._lib = None
+            self.game = None
+
+    def start(self, game: GameData) -> str:
+        """Start ``game`` from its initial state and return the intro text."""
+        if self._lib is None:
+            raise EngineError("the engine is closed")
+        self.game = game
+        lib = self._lib
+        lib.load_sas(game.sas.encode("utf-8"))
+        # The walkthrough wins from the initial state, so it is the first expert plan; the
+        # planner runs only once the agent leaves the plan (see step()).
+        self._plan: list[str] | None = list(game.walkthrough) or None
+        state = lean_state_class()(lib, game)
+        self.state = state
+        self.facts: set[tuple[str, ...]] = set(game.static_facts) | state.fluent_facts
+        self.entity_infos = self._entity_infos(state)
+        self._names = {k: info.name for k, info in self.entity_infos.items()}
+        self._refresh_commands()
+        return self._derive("#intro#", {}, {})
+
+    def _entity_infos(self, state: Any) -> dict[str, Any]:
+        from textworld.generator.game import EntityInfo
+
+        infos = {v.name: EntityInfo(v.name, v.type) for fact in state.facts for v in fact.arguments}
+        for info in infos.values():
+            info.name, info.definite, info.indefinite = info.id, "the", "a"
+        demangler = demangler_class()(game_infos=infos, shuffle=False)
+        for info in infos.values():
+            info.name = demangler.demangle_alfred_name(info.id)
+        return infos
+
+    # -- play
+    def step(self, command: str) -> tuple[str, bool]:
+        """Apply a command; return ``(feedback, admissible)``."""
+        command = command.strip()
+        operator = self._by_command.get(command)
+        if operator is None:
+            return NOTHING_HAPPENS, False  # the state, and so the plan, is unchanged
+        # The rest of a plan still wins after its first command (actions are deterministic).
+        self._plan = self._plan[1:] if self._plan and self._plan[0] == command else None
+        action = self._action(operator)
+        effects = self.state.apply_operator(operator)
+        for positive, fact in effects:
+            if positive:
+                self.facts.add(fact)
+            else:
+                self.facts.discard(fact)
+        variables = {ph.name: self.entity_infos[var.name] for ph, var in action.mapping.items()}
+        feedback = self._derive(action.feedback_rule, variables, action.mapping)
+        self._refresh_commands()
+        return feedback, True
+
+    @property
+    def won(self) -> bool:
+        return bool(self._lib.check_goal())
+
+    @property
+    def admissible_commands(self) -> list[str]:
+        return self._admissible
+
+    def goal_progress(self) -> float:
+        assert self.game is not None
+        return self.game.goal.progress(self.facts, self.game.objects_by_type)
+
+    def agent_location(self) -> str:
+        for fact in self.facts:
+            if fact[0] == "atlocation":
+                return fact[2]
+        return ""
+
+    def expert_plan(self) -> list[str]:
+        """Commands that win from the current state: the walkthrough's rest while the agent
+        follows it, else fast-downward's plan (searched once per state the agent reaches off
+        the plan; the planner's SAS translation is made on first use)."""
+        if self._plan is None:
+            assert self.game is not None
+            if self._expert_loaded_for != self.game.path:
+                self._lib.load_sas_replan(replan_sas(self.game).encode("utf-8"))
+                self._expert_loaded_for = self.game.path
+            self._plan = self.state.replan(self.entity_infos)
+        return list(self._plan)
+
+    # -- internals
+    def _refresh_commands(self) -> None:
+        lib = self._lib
+        count = lib.get_applicable_operators_count()
+        operators = (self._operator_type * count)()
+        lib.get_applicable_operators(operators)
+        self.state._operators = {op.id: op for op in operators}
+        by_command: dict[str, Any] = {}
+        cache = self.game.commands
+        for op in operators:
+            name = op.name
+            command = cache.get(name)
+            if command is None:
+                action = self._action(op)
+                context = self._context(
+                    {ph.name: self.entity_infos[var.name] for ph, var in action.mapping.items()},
+                    action.mapping,
+                )
+                action.command_template = derive_text(self.game.logic.grammar, action.command_template, context)
+                command = cache[name] = action.format_command(self._names)
+            by_command.setdefault(command, op)
+        self._by_command = by_command
+        self._admissible = sorted(by_command)
+
+    def _action(self, op: Any) -> Any:
+        return self.state.action_of(op)
+
+    def _context(self, variables: dict[str, Any], mapping: dict[Any, Any]) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "facts": self.state.facts,
+            "variables": variables,
+            "mapping": mapping,
+            "entity_infos": self.entity_infos,
+        }
+
+    def _derive(self, rule: str, variables: dict[str, Any], mapping: dict[Any, Any]) -> str:
+        return derive_text(self.game.logic.grammar, rule, self._context(variables, mapping))
+

@@ -1,0 +1,118 @@
+"""A game's data before play: its PDDL translated to SAS, its grammar parsed and its goal,
+built once per game and process."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from derl_bench.envs.alfworld.goal import Goal, parse_goal
+from derl_bench.envs.alfworld.textgen import parsed_symbols
+from derl_bench.envs.alfworld.upstream import import_engine
+
+
+@dataclass
+class GameData:
+    """What a game needs before play, built once per game and process (see :func:`load_game`)."""
+
+    path: str
+    walkthrough: list[str]
+    task: Any  # fast-downward's parsed task
+    sas: str
+    logic: Any  # textworld.envs.pddl.logic.GameLogic
+    goal: Goal
+    objects_by_type: dict[str, list[str]]
+    static_facts: set[tuple[str, ...]]
+    commands: dict[str, str] = field(default_factory=dict)  # operator name -> command text
+    sas_replan: str | None = None
+
+
+def _pddl2sas(domain: str, problem: str, optimize: bool = False) -> tuple[Any, str]:
+    import fast_downward
+
+    argv = sys.argv  # fast-downward's translator overwrites sys.argv; give it back
+    try:
+        return fast_downward.pddl2sas(domain, problem, optimize=optimize)
+    finally:
+        sys.argv = argv
+
+
+@functools.lru_cache(maxsize=16)
+def load_game(path: str) -> GameData:
+    """Read and translate one ``game.tw-pddl`` file (cached per process)."""
+    import_engine()
+    from fast_downward.translate.pddl import conditions
+
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    task, sas = _pddl2sas(data["pddl_domain"], data["pddl_problem"])
+    logic = _game_logic(data["pddl_domain"], data["grammar"])
+    fluents = {eff.literal.predicate for action in task.actions for eff in action.effects}
+    objects_by_type: dict[str, list[str]] = defaultdict(list)
+    for obj in task.objects:
+        objects_by_type[obj.type_name].append(obj.name)
+    static = {
+        (atom.predicate, *atom.args)
+        for atom in task.init
+        if isinstance(atom, conditions.Atom) and atom.predicate != "=" and atom.predicate not in fluents
+    }
+    return GameData(
+        path=path,
+        walkthrough=list(data.get("walkthrough") or []),
+        task=task,
+        sas=sas,
+        logic=logic,
+        goal=parse_goal(data["pddl_problem"], fluents),
+        objects_by_type=dict(objects_by_type),
+        static_facts=static,
+    )
+
+
+# Games differ only in their grammar's "task" line; the rest of the grammar is parsed once.
+_TASK_RULE = re.compile(r'("task"\s*:\s*\[\s*\{\s*"rhs"\s*:\s*)("(?:[^"\\]|\\.)*")(\s*\}\s*\])')
+_TASK_PLACEHOLDER = '"#task placeholder#"'
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_logic(domain: str, grammar_without_task: str) -> Any:
+    return import_engine().GameLogic(domain=domain, grammar=grammar_without_task)
+
+
+def _game_logic(domain: str, grammar: str) -> Any:
+    """``GameLogic(domain, grammar)``, reusing the parse of everything but the task line."""
+    from textworld.envs.pddl.textgen import ContextSensitiveGrammar, ProductionRule
+
+    match = _TASK_RULE.search(grammar)
+    if match is None or len(_TASK_RULE.findall(grammar)) != 1:
+        return import_engine().GameLogic(domain=domain, grammar=grammar)
+    shared = _shared_logic(domain, _TASK_RULE.sub(lambda m: m[1] + _TASK_PLACEHOLDER + m[3], grammar))
+    logic = copy.copy(shared)
+    logic.grammar = ContextSensitiveGrammar()
+    logic.grammar._rules = defaultdict(list, shared.grammar._rules)
+    task_text = json.loads(match[2])
+    logic.grammar._rules["task"] = [
+        ProductionRule(lhs="task", rhs=list(parsed_symbols(task_text)), condition="")
+    ]
+    return logic
+
+
+def replan_sas(game: GameData) -> str:
+    if game.sas_replan is None:
+        with open(game.path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        game.sas_replan = _pddl2sas(data["pddl_domain"], data["pddl_problem"], optimize=True)[1]
+    return game.sas_replan
+
+
+def parse_atom(name: str) -> tuple[bool, tuple[str, ...]]:
+    """``"Atom pred(a, b)"`` -> ``(True, ("pred", "a", "b"))``; ``NegatedAtom`` -> False."""
+    kind, rest = name.split(" ", 1)
+    pred, args = rest.split("(", 1)
+    args = args[:-1]
+    return kind == "Atom", (pred, *(a for a in args.split(", ") if a))

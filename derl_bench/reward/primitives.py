@@ -1,0 +1,136 @@
+"""Which primitives a Meta-Reward may read: the env's, as its card declares them.
+
+Each env family's card (``envs/<family>.md``) lists its primitives with their ranges under
+``primitives:`` and its ``g1..g4`` aliases under ``aliases:``; tests check that the family's
+observers emit exactly those names. A Meta-Reward is compiled against one
+:class:`PrimitiveSet`, named by an env id (``"derl/ALFWorld-v0"``), a family (``"alfworld"``)
+or one of the two historical domains: ``"math"`` (the math card) and ``"agent"`` (ALFWorld and
+ScienceWorld merged, so an agent reward may read primitives only one of them emits)::
+
+    >>> "score" in primitive_set("derl/ScienceWorld-v0").names
+    True
+    >>> "score" in primitive_set("derl/ALFWorld-v0").names
+    False
+    >>> primitive_set("math").aliases["g1"]
+    'outcome'
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from derl_bench.cards import card_families, load_card
+from derl_bench.reward.errors import UnknownDomainError
+from derl_bench.reward.functions import Interval
+
+UNBOUNDED: Interval = (-math.inf, math.inf)
+
+DOMAIN_FAMILIES: Mapping[str, tuple[str, ...]] = {
+    "math": ("math",),
+    "agent": ("alfworld", "scienceworld"),
+}
+"""The historical domains and the families each merges."""
+
+
+@dataclass(frozen=True)
+class PrimitiveSet:
+    """The primitives (name -> declared range, in order) and aliases an expression compiles
+    against; ``name`` says where they came from (an env id, a family or a domain)."""
+
+    name: str
+    ranges: Mapping[str, Interval]
+    aliases: Mapping[str, str]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.ranges)
+
+    def range(self, name: str) -> Interval:
+        """The declared range of ``name``; unbounded for a name the set does not declare."""
+        return self.ranges.get(name, UNBOUNDED)
+
+    def with_primitives(self, primitives: Iterable[str] | Mapping[str, Interval]) -> PrimitiveSet:
+        """The same aliases over other primitive names; a mapping also declares their ranges
+        (names given without one keep this set's range, if any)."""
+        ranges = (
+            {str(n): (float(lo), float(hi)) for n, (lo, hi) in primitives.items()}
+            if isinstance(primitives, Mapping)
+            else {n: self.range(n) for n in dict.fromkeys(primitives)}
+        )
+        return PrimitiveSet(self.name, ranges, self.aliases)
+
+
+@functools.cache
+def family_primitives(family: str) -> PrimitiveSet:
+    """The primitive set a family's card declares."""
+    card = load_card(family)
+    declared = card.get("primitives") or {}
+    if isinstance(declared, Mapping):
+        ranges = {str(n): (float(lo), float(hi)) for n, (lo, hi) in declared.items()}
+    else:  # a plain list of names declares no ranges
+        ranges = {str(n): UNBOUNDED for n in declared}
+    return PrimitiveSet(family, ranges, {str(k): str(v) for k, v in (card.get("aliases") or {}).items()})
+
+
+@functools.cache
+def _domain_primitives(domain: str) -> PrimitiveSet:
+    ranges: dict[str, Interval] = {}
+    aliases: dict[str, str] = {}
+    for family in DOMAIN_FAMILIES[domain]:
+        part = family_primitives(family)
+        for name, (lo, hi) in part.ranges.items():
+            old = ranges.get(name, (lo, hi))
+            ranges[name] = (min(lo, old[0]), max(hi, old[1]))
+        for alias, text in part.aliases.items():
+            if aliases.setdefault(alias, text) != text:
+                raise UnknownDomainError(f"{domain!r}: its families define alias {alias} twice")
+    return PrimitiveSet(domain, ranges, aliases)
+
+
+def primitive_set(source: str | PrimitiveSet) -> PrimitiveSet:
+    """The primitives of an env id, a card family or a historical domain (see the module)."""
+    return source if isinstance(source, PrimitiveSet) else _named_set(source)
+
+
+@functools.cache
+def _named_set(source: str) -> PrimitiveSet:
+    if source in DOMAIN_FAMILIES:
+        return _domain_primitives(source)
+    if source in card_families():
+        return family_primitives(source)
+    if "/" in source:
+        import gymnasium as gym
+
+        from derl_bench.registration import env_id_family
+
+        try:
+            family = env_id_family(source.rsplit(":", 1)[-1])
+        except gym.error.UnregisteredEnv:
+            raise UnknownDomainError(f"{source!r} is not a derl-bench env id") from None
+        return PrimitiveSet(source, family_primitives(family).ranges,
+                            family_primitives(family).aliases)
+    raise UnknownDomainError(
+        f"{source!r}; give an env id, a family ({', '.join(card_families())}) or a domain "
+        f"({', '.join(DOMAIN_FAMILIES)})"
+    )
+
+
+def known_primitives(source: str) -> tuple[str, ...]:
+    """The primitive names of an env id, family or domain, in card order.
+
+    >>> known_primitives("math")[:2]
+    ('outcome', 'format_boxed')
+    """
+    return primitive_set(source).names
+
+
+DOMAINS: tuple[str, ...] = tuple(DOMAIN_FAMILIES)
+PRIMITIVE_RANGES: Mapping[str, Mapping[str, Interval]] = {
+    d: primitive_set(d).ranges for d in DOMAINS
+}
+"""The historical domains' primitives and ranges (views of the cards)."""
+ALIASES: Mapping[str, Mapping[str, str]] = {d: primitive_set(d).aliases for d in DOMAINS}
+"""The historical domains' ``g1..g4`` aliases (views of the cards)."""
