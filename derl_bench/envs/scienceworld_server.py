@@ -151,7 +151,9 @@ class SimulatorProcess:
 
     ``jvm_memory`` is the heap cap passed as ``-Xmx`` (e.g. ``"512m"``, ``"1g"``); ``port`` is
     the gateway port, 0 (the default) letting the OS choose a free one. ``jvm_options`` are
-    added to the java command line.
+    added to the java command line. ``fixed_object_order=False`` drops
+    :data:`DETERMINISTIC_JVM_OPTIONS`, giving upstream's behaviour: object order (and with it
+    some outcomes) changes on every load.
     """
 
     def __init__(
@@ -162,6 +164,7 @@ class SimulatorProcess:
         java_path: str | None = None,
         jvm_options: tuple[str, ...] = (),
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
+        fixed_object_order: bool = True,
     ) -> None:
         from py4j.java_gateway import GatewayParameters, JavaGateway, find_jar_path
 
@@ -174,7 +177,8 @@ class SimulatorProcess:
         classpath = os.pathsep.join([find_jar_path(), str(jar)])
         command = [
             java, f"-Xmx{jvm_memory}", "-XX:+UseSerialGC",
-            "-Xss4m", *DETERMINISTIC_JVM_OPTIONS, *jvm_options, "-classpath", classpath,
+            "-Xss4m", *(DETERMINISTIC_JVM_OPTIONS if fixed_object_order else ()), *jvm_options,
+            "-classpath", classpath,
             "py4j.GatewayServer", "--die-on-broken-pipe", str(int(port)),
         ]
         self.command = command
@@ -354,6 +358,20 @@ class SimulatorProcess:
         text = self._call("step", lambda: self._agent.step(action).toString())
         observation, score, completed = text[1:-1].rsplit(",", 2)
         return observation or UNKNOWN_ACTION, float(score), completed == "true"
+
+    def moves(self) -> int:
+        """Simulator ticks since the load (upstream's ``get_num_moves``; ``wait`` costs 10)."""
+        if self._agent is None:
+            return 0
+        return int(self._call("moves", self._agent.getCurIterations))
+
+    def possible_actions(self) -> list[str]:
+        """The action templates (``open OBJ``, ...), as upstream's ``help`` lists them."""
+        return self._joined("possible_actions", self.server.getPossibleActions)
+
+    def possible_objects(self) -> list[str]:
+        """The object referents the agent can name now, as upstream's ``objects`` lists them."""
+        return self._joined("possible_objects", self.server.getPossibleObjects)
 
     def valid_actions(self) -> list[str]:
         """The simulator's valid action-object combinations in the current state."""

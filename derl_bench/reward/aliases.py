@@ -25,6 +25,7 @@ PRIMITIVE_RANGES: Mapping[str, Mapping[str, tuple[float, float]]] = {
     },
     "agent": {
         "success": (0.0, 1.0),
+        "published_success": (0.0, 1.0),
         "failed": (0.0, 1.0),
         # ScienceWorld's score over 100, floored at 0; the env reward is the raw change over
         # 100, and the raw score runs from -100 (failure) to 100.
