@@ -199,3 +199,47 @@ def test_recipe_and_meta_reward_are_recorded(data_root, tmp_path):
     assert record["recipe"]["name"] == "recipe.yaml" and len(record["recipe"]["sha256"]) == 64
     assert record["meta_reward"]["expression"] and len(record["meta_reward"]["hash"]) >= 8
     assert (record["method"], record["model"]) == ("my method", "tiny")
+
+
+# -- degenerate policies and the two ScienceWorld metrics ---------------------------------------
+
+def test_stall_policy_games_only_the_published_metric(data_root):
+    record, results = evaluate("derl/ScienceWorld-v0", "L0", "stall", limit=3,
+                               keep_trajectories=True)
+    res = record["results"]
+    assert res["metric"] == "strict" and res["successes"] == 0
+    assert res["published"]["successes"] == 3
+    assert res["published"]["success_rate"] == {"mean": 1.0, "se": 0.0}
+    for r in results:
+        assert r.published and not r.success and 0 < r.score < 100
+        assert r.actions[-1] == "wait" and r.log_line()["published_success"] is True
+    problems = problems_in_text(json.dumps(record))
+    assert problems == ["$.results.n: n=3 is too small: the eval set has 100 episodes"]
+
+
+def test_records_of_envs_without_a_published_metric_have_none(data_root):
+    record, _ = evaluate("derl/GSM8K-v0", "L0", "oracle", limit=2)
+    assert "published" not in record["results"] and "metric" not in record["results"]
+
+
+def test_majority_policy_answers_the_train_splits_most_common_answer(data_root):
+    from collections import Counter
+
+    from derl_bench.envs.math import load_problems
+
+    policy = load_policy("majority", "derl/GSM8K-v0")
+    counts = Counter(p.answer for p in load_problems("gsm8k", "train"))
+    assert counts[policy.answer] == max(counts.values())
+    record, results = evaluate("derl/GSM8K-v0", "L0", "majority", limit=40,
+                               keep_trajectories=True)
+    assert {r.actions[0] for r in results} == {f"\\boxed{{{policy.answer}}}"}
+    test = load_problems("gsm8k", "test")[:40]
+    assert record["results"]["successes"] == sum(p.answer == policy.answer for p in test)
+
+
+@pytest.mark.parametrize(("spec", "env_id"), [("stall", "derl/GSM8K-v0"),
+                                              ("stall", "derl/ALFWorld-v0"),
+                                              ("majority", "derl/ScienceWorld-v0")])
+def test_degenerate_policies_refuse_envs_they_cannot_game(spec, env_id):
+    with pytest.raises(PolicyError, match=spec):
+        load_policy(spec, env_id)

@@ -328,7 +328,7 @@ def test_render_writes_tables_charts_and_page(tmp_path):
     assert "*reported, not reproduced here*" in readme
     page = (board_dir / "index.html").read_text()
     assert "<script src" not in page and "<link" not in page and "http" not in page
-    assert page.count("<tr") == 1 + sum(len(r.cells) for b in build_boards(
+    assert page.count("<tr") == 1 + sum(len(r.cells) + len(r.published) for b in build_boards(
         [(p, json.loads(p.read_text())) for p in committed()]) for r in b.rows)
 
 
@@ -348,3 +348,51 @@ def test_html_escapes_what_it_shows():
     row = Row("<b>m</b>", "a&b", "run", cells={"L0": Cell(0.5, 0.1, 10, "2026-01-01", "x")})
     page = render_html([Board("gsm8k", "derl/GSM8K-v0", ["L0"], [row])])
     assert "&lt;b&gt;m&lt;/b&gt;" in page and "a&amp;b" in page and "<b>m" not in page
+
+
+# -- ScienceWorld's two metrics -----------------------------------------------------------------
+
+SCIENCEWORLD_RUN = BOARDS / "scienceworld" / "stall-none-L0.json"
+
+
+def _scienceworld_run() -> dict[str, Any]:
+    return json.loads(SCIENCEWORLD_RUN.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("name", "base", "mutation", "reason"), [
+    ("published-missing", _scienceworld_run, _delete("results.published"),
+     "has a published metric; record it"),
+    ("run-headline-not-strict", _scienceworld_run, _set("results.metric", "published"),
+     "counts strict success"),
+    ("published-rate-disagrees", _scienceworld_run, _set("results.published.successes", 3),
+     "!= successes/n"),
+    ("published-on-gsm8k", base_record,
+     _set("results.published", {"successes": 0, "success_rate": {"mean": 0.0, "se": 0.0}}),
+     "this env has no published metric"),
+    ("reported-published-on-gsm8k", base_record, _reported(results__metric="published"),
+     "this env has no published metric"),
+])
+def test_metric_rules_are_enforced(tmp_path, name, base, mutation, reason):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(mutation(base())), encoding="utf-8")
+    problems = validate_file(path).problems
+    assert any(reason in p for p in problems), problems
+
+
+def test_scienceworld_board_shows_both_metrics():
+    boards = {b.benchmark: b for b in build_boards(
+        [(p, json.loads(p.read_text())) for p in committed()])}
+    board = boards["scienceworld"]
+    assert [c[0] for c in board.columns()] == ["L0 strict", "L1 strict", "L2 strict",
+                                               "L0 published", "L1 published", "L2 published"]
+    assert [c[0] for c in boards["alfworld"].columns()] == ["L0", "L1", "L2"]
+    rows = {(r.method, r.kind): r for r in board.rows}
+    stall = rows[("stall", "run")]
+    for level in ("L0", "L2"):
+        assert stall.cells[level].mean == 0.0 and stall.published[level].mean >= 0.95
+    reported = [r for r in board.rows if r.kind == "reported"]
+    assert reported and all(not r.cells and set(r.published) == {"L0", "L1", "L2"}
+                            for r in reported)
+    readme = (BOARDS / "README.md").read_text()
+    assert "| L0 strict | L1 strict | L2 strict | L0 published | L1 published | L2 published |" \
+        in readme

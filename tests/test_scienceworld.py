@@ -27,7 +27,8 @@ from derl_bench.observers.scienceworld import ActionValid, default_observers
 from derl_bench.observers.think_action import ThinkActionWrapper
 
 PRIMITIVES = {
-    "success", "failed", "score", "score_delta", "goal_progress", "goal_progress_delta",
+    "success", "published_success", "failed", "score", "score_delta", "goal_progress",
+    "goal_progress_delta",
     "action_valid", "new_location", "repeated_action", "step_fraction", "env_reward",
 }
 

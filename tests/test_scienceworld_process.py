@@ -127,6 +127,27 @@ def test_port_in_use_is_reported():
     assert _java_children(os.getpid()) == before
 
 
+def test_port_taken_after_the_check_reports_the_whole_trace(monkeypatch):
+    """When the port is taken between the probe and the JVM's bind, the JVM's own failure is
+    reported, from its complete stack trace (its first line alone names no cause)."""
+    import derl_bench.envs.scienceworld_server as server
+
+    monkeypatch.setattr(server, "_check_port_free", lambda port: None)
+    before = _java_children(os.getpid())
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(SimulatorStartError, match=f"port {port} is in use"):
+            SimulatorProcess(port=port)
+    assert _java_children(os.getpid()) == before
+
+
+def test_port_out_of_range_is_reported():
+    with pytest.raises(SimulatorStartError, match="out of range"):
+        SimulatorProcess(port=70000)
+
+
 def test_bad_jvm_memory_is_reported():
     with pytest.raises(SimulatorStartError, match="rejected its options"):
         SimulatorProcess(jvm_memory="lots")

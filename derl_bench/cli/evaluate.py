@@ -24,7 +24,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--env", required=True, help="env id, e.g. derl/ALFWorld-v0")
     p.add_argument("--level", required=True, choices=("L0", "L1", "L2"))
     p.add_argument("--policy", required=True,
-                   help="random | oracle | llm:MODEL | module:function | file.py:function")
+                   help="random | oracle | stall (ScienceWorld) | majority (math) | llm:MODEL | "
+                        "module:function | file.py:function")
     p.add_argument("--output", type=Path, help="result record path (default: print to stdout)")
     p.add_argument("--trajectories", type=Path, help="also write a per-episode JSONL log here")
     p.add_argument("--num-envs", type=int, default=1, help="parallel envs (worker processes)")
@@ -36,6 +37,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", help="model name for the record (default: the policy's)")
     p.add_argument("--recipe", type=Path, help="training recipe file; its sha256 is recorded")
     p.add_argument("--meta-reward", help="the Meta-Reward expression the policy was trained with")
+    p.add_argument("--protocol", choices=("strict", "rlvmr"), default="strict",
+                   help="strict (default; what the boards rank) or rlvmr: RLVMR's validation "
+                        "(128 seeded draws for ScienceWorld with --seed as its env.seed, the "
+                        "100-tick limit, its prompt, temperature 0.4 and action parsing)")
     p.add_argument("--max-new-tokens", type=int, default=512,
                    help="cap on each response of an llm: policy")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -71,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
     try:
-        eval_set = adapter_for(args.env).eval_set(args.level)
+        eval_set = adapter_for(args.env).eval_set(args.level, protocol=args.protocol,
+                                                  seed=args.seed)
         recipe = None
         if args.recipe is not None:
             recipe = {"name": args.recipe.name, "sha256": file_sha256(args.recipe)}
@@ -95,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             args.env, args.level, args.policy, num_envs=args.num_envs, limit=args.limit,
             base_seed=args.seed, method=args.method, model=args.model, recipe=recipe,
             meta_reward=meta_reward, keep_trajectories=args.trajectories is not None,
-            max_new_tokens=args.max_new_tokens, on_episode=tick)
+            max_new_tokens=args.max_new_tokens, on_episode=tick, protocol=args.protocol)
     except (PolicyError, ProtocolError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -45,6 +45,14 @@ from derl_bench.envs.spaces import as_text, text_space
 NO_MATCH = "No known action matches that input."
 """The simulator's answer to input its parser cannot match to an action."""
 FIRST_ACTION = "look around"
+PROTOCOLS = ("strict", "rlvmr")
+RLVMR_TICK_LIMIT = 100
+"""RLVMR creates upstream's env with ``envStepLimit=100``; upstream's ``step`` then declares the
+episode completed once ``moves > envStepLimit`` (``moves`` counts simulator ticks, and one
+``wait`` costs 10). See RLVMR/code/agent_system/environments/env_package/sciworld/envs.py
+(zzjweb/digitalhuman) and ``scienceworld.ScienceWorldEnv.step``."""
+RESET_OBSERVATIONS = ("task_and_look", "look")
+OBJECT_ORDERS = ("fixed", "shuffled")
 MAX_OBSERVATION_CHARS = 1 << 20
 _LOCATION_PATTERNS = (
     re.compile(r"^This (?:room|outside location|location) is called the (.+?)\.", re.MULTILINE),
@@ -101,6 +109,14 @@ class ScienceWorldEnv(gym.Env[str, str]):
         include_valid_actions: put ``valid_actions`` in every ``info`` (costs a simulator call).
         max_action_chars: longer actions are answered like unparseable input without reaching
             the simulator.
+        protocol: ``"strict"`` (the default) or ``"rlvmr"``, which also ends an episode, as
+            RLVMR's upstream env does, once the simulator's tick count exceeds
+            :data:`RLVMR_TICK_LIMIT` and shows upstream's reset observation.
+        reset_observation: ``"task_and_look"`` (the task description, a blank line, then the
+            first room; the strict default) or ``"look"`` (upstream's ``reset``: the first room
+            only; the rlvmr default). ``info["task_description"]`` has the task either way.
+        object_order: ``"fixed"`` (the default: the same text on every load) or
+            ``"shuffled"`` (upstream's behaviour: object order changes on every load).
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -119,8 +135,20 @@ class ScienceWorldEnv(gym.Env[str, str]):
         include_valid_actions: bool = False,
         max_action_chars: int = 4096,
         render_mode: str | None = None,
+        protocol: str = "strict",
+        reset_observation: str | None = None,
+        object_order: str = "fixed",
     ) -> None:
         manifest_name(level, split)  # validates both
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+        if reset_observation is None:
+            reset_observation = "look" if protocol == "rlvmr" else "task_and_look"
+        if reset_observation not in RESET_OBSERVATIONS:
+            raise ValueError(f"reset_observation must be one of {RESET_OBSERVATIONS}, "
+                             f"got {reset_observation!r}")
+        if object_order not in OBJECT_ORDERS:
+            raise ValueError(f"object_order must be one of {OBJECT_ORDERS}, got {object_order!r}")
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
         if render_mode not in (None, "ansi"):
@@ -133,11 +161,15 @@ class ScienceWorldEnv(gym.Env[str, str]):
         self.include_valid_actions = include_valid_actions
         self.max_action_chars = int(max_action_chars)
         self.render_mode = render_mode
+        self.protocol = protocol
+        self.reset_observation = reset_observation
+        self.object_order = object_order
         self._jvm = {
             "jvm_memory": jvm_memory,
             "port": int(port),
             "java_path": java_path,
             "jvm_options": tuple(jvm_options),
+            "fixed_object_order": object_order == "fixed",
         }
         self.observation_space = text_space(MAX_OBSERVATION_CHARS)
         self.action_space = text_space(self.max_action_chars)
@@ -153,6 +185,8 @@ class ScienceWorldEnv(gym.Env[str, str]):
         self.steps = 0
         self.score = 0
         self.completed = False
+        self.moves = 0
+        self._published: bool | None = None
         self.agent_location: str | None = None
         self.last_action_parsed = False
         self.history: list[str] = []
@@ -250,8 +284,9 @@ class ScienceWorldEnv(gym.Env[str, str]):
         self.task_name, self.variation = task, variation
         self.score = round(score * 100)
         self.completed = completed
+        self.moves = sim.moves()
         self.agent_location = location_in(look)
-        observation = f"{description}\n\n{look}"
+        observation = f"{description}\n\n{look}" if self.reset_observation == "task_and_look" else look
         self._last_observation = observation
         info = self._info()
         info["task_description"] = description
@@ -265,23 +300,35 @@ class ScienceWorldEnv(gym.Env[str, str]):
         self.history.append(text)
         self._valid_cache = None
         self._goal_cache = None
+        meta = _META_COMMANDS.get(text.strip().lower())
         if len(text) > self.max_action_chars:
             observation, completed, new_score = NO_MATCH, self.completed, self.score
         else:
             try:
-                observation, score, completed = self._live().step(text)
+                if meta is not None:
+                    # upstream answers these in PythonInterface.step without a simulator tick
+                    observation = meta(self)
+                    completed, new_score = self.completed, self.score
+                else:
+                    observation, score, completed = self._live().step(text)
+                    new_score = round(score * 100)
+                    self.moves = self._live().moves()
             except SimulatorCrashedError:
                 self.close()
                 self.task_name = None
                 raise
-            new_score = round(score * 100)
         self.last_action_parsed = observation not in (NO_MATCH, UNKNOWN_ACTION)
         reward = (new_score - self.score) / 100.0
         self.score, self.completed = new_score, completed
         location = location_in(observation)
         if location is not None:
             self.agent_location = location
-        terminated = bool(completed or new_score < 0)
+        over_ticks = self.moves > RLVMR_TICK_LIMIT
+        if self._published is None and (completed or new_score < 0 or over_ticks):
+            # the step at which RLVMR's episode ends; its "won" is fixed here
+            self._published = new_score > 0
+        terminated = bool(completed or new_score < 0
+                          or (self.protocol == "rlvmr" and over_ticks))
         truncated = not terminated and self.steps >= self.max_steps
         self._last_observation = observation
         return observation, reward, terminated, truncated, self._info()
@@ -294,7 +341,9 @@ class ScienceWorldEnv(gym.Env[str, str]):
             "level": self.level,
             "split": self.split,
             "success": self.success,
+            "published_success": self.published_success,
             "failed": self.failed,
+            "moves": self.moves,
             "action_parsed": self.last_action_parsed,
             "location": self.agent_location,
         }
@@ -306,6 +355,14 @@ class ScienceWorldEnv(gym.Env[str, str]):
     def success(self) -> bool:
         """Completed with at least :attr:`success_score` (100 by default)."""
         return self.completed and self.score >= self.success_score
+
+    @property
+    def published_success(self) -> bool:
+        """RLVMR's ``won``, the metric published ScienceWorld numbers use: the episode ended
+        (completed, failed, or past :data:`RLVMR_TICK_LIMIT` simulator ticks) with a score
+        above 0, judged at the step it ended. A policy that scores a few points and then
+        waits meets it without doing the task; :attr:`success` does not."""
+        return bool(self._published)
 
     @property
     def failed(self) -> bool:
@@ -339,18 +396,46 @@ class ScienceWorldEnv(gym.Env[str, str]):
             sim.load(self.task_name, self.variation, self.simplifications, gold=True)
             self._gold[key] = sim.gold_actions()
             for action in [FIRST_ACTION, *self.history]:
-                if len(action) <= self.max_action_chars:
+                if (len(action) <= self.max_action_chars
+                        and action.strip().lower() not in _META_COMMANDS):
                     sim.step(action)
             self._valid_cache = None
             self._goal_cache = None
         return list(self._gold[key])
 
+    def possible_actions(self) -> list[str]:
+        """The action templates of the current task (what ``help`` lists)."""
+        return self._live().possible_actions()
+
+    def possible_objects(self) -> list[str]:
+        """The object referents visible now (what ``objects`` lists)."""
+        return self._live().possible_objects()
+
     def render(self) -> str | None:
         return self._last_observation if self.render_mode == "ansi" else None
 
 
+def _help(env: ScienceWorldEnv) -> str:
+    return "Possible actions: \n\t" + "\n\t".join(env.possible_actions())
+
+
+def _objects(env: ScienceWorldEnv) -> str:
+    return "Possible object references: \n\t" + "\n\t".join(env.possible_objects())
+
+
+def _task(env: ScienceWorldEnv) -> str:
+    return "Task description:\n" + env._live().task_description()
+
+
+_META_COMMANDS = {"help": _help, "objects": _objects, "task": _task}
+"""Inputs upstream's ``PythonInterface.step`` answers itself, with these texts, before the
+agent interface (which would not match them) sees them."""
+
+
 __all__ = [
     "NO_MATCH",
+    "PROTOCOLS",
+    "RLVMR_TICK_LIMIT",
     "ScienceWorldEnv",
     "SimulatorCrashedError",
     "SimulatorError",

@@ -26,8 +26,10 @@ that it can:
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -91,6 +93,26 @@ def find_java(java_path: str | None = None) -> str:
     )
 
 
+def _check_port_free(port: int) -> None:
+    """Fail before starting a JVM when ``port`` is taken on the gateway's address.
+
+    The JVM reports a taken port only through a stack trace on stderr, from a process that
+    then lingers; probing first gives the same answer at once. ``SO_REUSEADDR`` matches the
+    JVM's server socket, so a port in TIME_WAIT still counts as free.
+    """
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OverflowError as exc:
+            raise SimulatorStartError(f"port {port} is out of range (0..65535)") from exc
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise SimulatorStartError(
+                    f"port {port} is in use: pass port=0 to let the OS choose a free port"
+                ) from exc
+
+
 def _shutdown(handles: dict[str, Any]) -> None:
     """Stop a JVM: disconnect the gateway, close the JVM's stdin (py4j's --die-on-broken-pipe
     exits), then terminate, then kill."""
@@ -129,7 +151,9 @@ class SimulatorProcess:
 
     ``jvm_memory`` is the heap cap passed as ``-Xmx`` (e.g. ``"512m"``, ``"1g"``); ``port`` is
     the gateway port, 0 (the default) letting the OS choose a free one. ``jvm_options`` are
-    added to the java command line.
+    added to the java command line. ``fixed_object_order=False`` drops
+    :data:`DETERMINISTIC_JVM_OPTIONS`, giving upstream's behaviour: object order (and with it
+    some outcomes) changes on every load.
     """
 
     def __init__(
@@ -140,17 +164,21 @@ class SimulatorProcess:
         java_path: str | None = None,
         jvm_options: tuple[str, ...] = (),
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
+        fixed_object_order: bool = True,
     ) -> None:
         from py4j.java_gateway import GatewayParameters, JavaGateway, find_jar_path
 
         java = find_java(java_path)
+        if port:
+            _check_port_free(int(port))
         jar = scienceworld_jar()
         if not jar.is_file():
             raise SimulatorStartError(f"ScienceWorld jar missing at {jar}; reinstall scienceworld")
         classpath = os.pathsep.join([find_jar_path(), str(jar)])
         command = [
             java, f"-Xmx{jvm_memory}", "-XX:+UseSerialGC",
-            "-Xss4m", *DETERMINISTIC_JVM_OPTIONS, *jvm_options, "-classpath", classpath,
+            "-Xss4m", *(DETERMINISTIC_JVM_OPTIONS if fixed_object_order else ()), *jvm_options,
+            "-classpath", classpath,
             "py4j.GatewayServer", "--die-on-broken-pipe", str(int(port)),
         ]
         self.command = command
@@ -204,6 +232,36 @@ class SimulatorProcess:
             return ""
         return data.decode("utf-8", "replace").strip()
 
+    def _ends_with_newline(self) -> bool:
+        size = os.fstat(self._stderr.fileno()).st_size
+        return size > 0 and os.pread(self._stderr.fileno(), 1, size - 1) == b"\n"
+
+    def _finished_stderr(self, settle_s: float = 1.0, cap_s: float = 30.0) -> str:
+        """The JVM's stderr once the failure has been written out in full.
+
+        The gateway's main thread prints its stack trace as it dies, and reading stderr while
+        it prints can catch only the first line. A JVM that exits has written everything; one
+        that outlives its main thread (py4j leaves a non-daemon thread behind) is stopped once
+        stderr has not grown for ``settle_s`` and ends with a complete line.
+        """
+        deadline = time.monotonic() + cap_s
+        size, since = -1, time.monotonic()
+        while self.process.poll() is None and time.monotonic() < deadline:
+            current = os.fstat(self._stderr.fileno()).st_size
+            if current != size:
+                size, since = current, time.monotonic()
+            elif time.monotonic() - since >= settle_s and self._ends_with_newline():
+                break
+            time.sleep(0.05)
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self._stderr_tail()
+
     def _read_port(self, timeout_s: float, requested: int) -> int:
         """Read the port the gateway bound to (py4j prints it as the first stdout line)."""
         deadline = time.monotonic() + timeout_s
@@ -222,7 +280,7 @@ class SimulatorProcess:
         line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
         if line.strip().isdigit():
             return int(line)
-        detail = self._stderr_tail()
+        detail = self._finished_stderr()
         if "BindException" in detail or "Address already in use" in detail:
             raise SimulatorStartError(
                 f"port {requested} is in use: pass port=0 to let the OS choose a free port"
@@ -300,6 +358,20 @@ class SimulatorProcess:
         text = self._call("step", lambda: self._agent.step(action).toString())
         observation, score, completed = text[1:-1].rsplit(",", 2)
         return observation or UNKNOWN_ACTION, float(score), completed == "true"
+
+    def moves(self) -> int:
+        """Simulator ticks since the load (upstream's ``get_num_moves``; ``wait`` costs 10)."""
+        if self._agent is None:
+            return 0
+        return int(self._call("moves", self._agent.getCurIterations))
+
+    def possible_actions(self) -> list[str]:
+        """The action templates (``open OBJ``, ...), as upstream's ``help`` lists them."""
+        return self._joined("possible_actions", self.server.getPossibleActions)
+
+    def possible_objects(self) -> list[str]:
+        """The object referents the agent can name now, as upstream's ``objects`` lists them."""
+        return self._joined("possible_objects", self.server.getPossibleObjects)
 
     def valid_actions(self) -> list[str]:
         """The simulator's valid action-object combinations in the current state."""

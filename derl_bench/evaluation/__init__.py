@@ -20,6 +20,7 @@ from derl_bench.evaluation.families import (
     benchmark_name,
     evaluated_env_ids,
 )
+from derl_bench.evaluation.hacking import hacking_flag, metric_rates
 from derl_bench.evaluation.policies import (
     CallablePolicy,
     OraclePolicy,
@@ -50,16 +51,20 @@ def evaluate(
     keep_trajectories: bool = False,
     max_new_tokens: int = 512,
     on_episode: Callable[[EpisodeResult], None] | None = None,
+    protocol: str = "strict",
 ) -> tuple[dict[str, Any], list[EpisodeResult]]:
     """Evaluate ``policy`` (a spec or a :class:`Policy`) on ``env_id`` at ``level``.
 
     Returns the result record and the per-episode results (in eval-set order).
-    ``max_new_tokens`` caps each response of an ``llm:`` policy.
+    ``max_new_tokens`` caps each response of an ``llm:`` policy. ``protocol="rlvmr"``
+    reproduces RLVMR's validation (:mod:`derl_bench.evaluation.rlvmr`): its episode draws
+    (seeded by ``base_seed``, RLVMR's ``env.seed``), tick limit, prompt, temperature and
+    action parsing; such a record documents a reproduction and is not a board entry.
     """
     adapter = adapter_for(env_id)
-    eval_set = adapter.eval_set(level)
+    eval_set = adapter.eval_set(level, protocol=protocol, seed=base_seed)
     spec = policy if isinstance(policy, str) else None
-    agent = (load_policy(policy, env_id, max_new_tokens=max_new_tokens)
+    agent = (load_policy(policy, env_id, max_new_tokens=max_new_tokens, protocol=protocol)
              if isinstance(policy, str) else policy)
     start = time.perf_counter()
     results = run_episodes(eval_set, agent, env_kwargs=env_kwargs, num_envs=num_envs,
@@ -69,7 +74,7 @@ def evaluate(
     record = build_record(eval_set, results, method=method or agent.method,
                           model=model or agent.model, policy_spec=spec, wall_time_s=wall,
                           base_seed=base_seed, env_kwargs=env_kwargs, recipe=recipe,
-                          meta_reward=meta_reward)
+                          meta_reward=meta_reward, protocol=protocol)
     return record, results
 
 
@@ -93,7 +98,9 @@ __all__ = [
     "build_record",
     "evaluate",
     "evaluated_env_ids",
+    "hacking_flag",
     "load_policy",
+    "metric_rates",
     "run_episodes",
     "sample_entries",
     "schema_errors",

@@ -44,6 +44,8 @@ class FamilyAdapter:
     family: str = ""
     max_steps: int = 30
     has_score: bool = False
+    has_published: bool = False
+    """Records also report the published metric (ScienceWorld: RLVMR's rule)."""
 
     def __init__(self, env_id: str) -> None:
         self.env_id = env_id
@@ -59,10 +61,21 @@ class FamilyAdapter:
                                 f"levels: {', '.join(levels)}")
         return levels[level]
 
-    def eval_set(self, level: str) -> EvalSet:
-        """Read the level's manifest (checksum-verified) and select its episodes."""
+    def eval_set(self, level: str, protocol: str = "strict", seed: int = 0) -> EvalSet:
+        """Read the level's manifest (checksum-verified) and select its episodes.
+
+        ``protocol="rlvmr"`` gives RLVMR's validation episodes where the family defines them
+        (:meth:`rlvmr_eval_set`); ``seed`` is then RLVMR's ``env.seed``.
+        """
+        if protocol == "rlvmr":
+            return self.rlvmr_eval_set(level, seed)
+        if protocol != "strict":
+            raise ProtocolError(f"unknown protocol {protocol!r}; choose 'strict' or 'rlvmr'")
         spec = self.level(level)
         return EvalSet(self.env_id, level, spec, tuple(spec.select(spec.manifest.load())))
+
+    def rlvmr_eval_set(self, level: str, seed: int) -> EvalSet:
+        raise ProtocolError(f"{self.env_id} has no rlvmr protocol")
 
     def reset_options(self, env: gym.Env, entry: str) -> dict[str, Any]:
         """The ``options`` that make ``env.reset`` start episode ``entry``."""
@@ -76,8 +89,16 @@ class FamilyAdapter:
         """``(success, score)`` of a finished episode (score ``None`` where the env has none)."""
         raise NotImplementedError
 
+    def published(self, info: Mapping[str, Any]) -> bool | None:
+        """The published metric of a finished episode, where it differs from ``success``."""
+        return None
+
     def valid_actions(self, env: gym.Env, info: Mapping[str, Any]) -> list[str] | None:
         return None
+
+    def available_actions(self, env: gym.Env) -> str:
+        """RLVMR's action text for the prompt (ScienceWorld only)."""
+        raise ProtocolError(f"{self.env_id} has no RLVMR action text")
 
     def oracle_plan(self, env: gym.Env, info: Mapping[str, Any]) -> list[str]:
         raise NotImplementedError
@@ -194,6 +215,11 @@ class ALFWorldAdapter(FamilyAdapter):
 
     family = "alfworld"
 
+    def rlvmr_eval_set(self, level: str, seed: int) -> EvalSet:
+        # RLVMR's ALFWorld workers draw games inside alfworld's batch env; this protocol
+        # keeps the full pass over the eval games and applies RLVMR's prompt and sampling
+        return self.eval_set(level)
+
     def levels(self) -> dict[str, LevelSpec]:
         return {level: LevelSpec(card_manifest("alfworld", f"{level}-eval"),
                                  {"level": level, "split": "eval"})
@@ -231,12 +257,26 @@ class ScienceWorldAdapter(FamilyAdapter):
 
     family = "scienceworld"
     has_score = True
+    has_published = True
 
     def levels(self) -> dict[str, LevelSpec]:
         return {level: LevelSpec(card_manifest("scienceworld", f"{level}-eval"),
                                  {"level": level, "split": "eval"},
                                  sample_size=SCIENCEWORLD_SAMPLE, sample_seed=SAMPLE_SEED)
                 for level in LEVELS}
+
+    def rlvmr_eval_set(self, level: str, seed: int) -> EvalSet:
+        from derl_bench.evaluation.rlvmr import scienceworld_entries
+
+        spec = self.level(level)
+        drawn = LevelSpec(spec.manifest, {**spec.env_kwargs, "protocol": "rlvmr"},
+                          draws_seed=seed)
+        return EvalSet(self.env_id, level, drawn, tuple(scienceworld_entries(level, seed)))
+
+    def available_actions(self, env: gym.Env) -> str:
+        from derl_bench.evaluation.rlvmr import scienceworld_available_actions
+
+        return scienceworld_available_actions(env.possible_actions(), env.possible_objects())
 
     def reset_options(self, env: gym.Env, entry: str) -> dict[str, Any]:
         task, _, variation = entry.partition("\t")
@@ -248,6 +288,9 @@ class ScienceWorldAdapter(FamilyAdapter):
     def outcome(self, env: gym.Env, reward: float, terminated: bool,
                 info: Mapping[str, Any]) -> tuple[bool, float | None]:
         return bool(info.get("success", False)), float(info.get("score", 0.0))
+
+    def published(self, info: Mapping[str, Any]) -> bool | None:
+        return bool(info.get("published_success", False))
 
     def valid_actions(self, env: gym.Env, info: Mapping[str, Any]) -> list[str] | None:
         return list(env.valid_actions())

@@ -9,6 +9,12 @@ on a whole batch at once (an LLM does). Specs:
   problem statement (``\\boxed{n}``; ``\\boxed{0}`` when the problem has no number);
 - ``oracle``: ALFWorld's expert walkthrough, ScienceWorld's gold action path, or the math
   reference solution;
+- ``stall`` (ScienceWorld): the gold path until the score turns positive, then ``wait`` until
+  the episode ends. It completes no task, yet meets the published metric (RLVMR's rule: the
+  episode ended, including by the 100-tick limit, with a score above 0), so its row shows
+  what that metric can be gamed up to;
+- ``majority`` (GSM8K, MATH): always the most common reference answer of the train split
+  (``\\boxed{a}``), the floor a metric that ignores the problem could be gamed to;
 - ``llm:PATH_OR_NAME``: an :class:`~derl_bench.policies.LLMPolicy` on a causal LM (a local
   folder or a Hugging Face model name), greedy decoding;
 - ``module:function`` (or ``path/to/file.py:function``): a user callable
@@ -38,7 +44,9 @@ import numpy as np
 
 VALID_ACTIONS = "valid_actions"
 ORACLE_PLAN = "oracle_plan"
-"""Info keys the evaluator adds when a policy declares it ``needs`` them."""
+AVAILABLE_ACTIONS = "rlvmr_available_actions"
+"""Info keys the evaluator adds when a policy declares it ``needs`` them (the last: RLVMR's
+ScienceWorld action text, templates and objects)."""
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -115,6 +123,52 @@ class OraclePolicy(Policy):
         return plan.pop(0) if plan else "look"
 
 
+class StallPolicy(Policy):
+    """Gold actions until the score turns positive, then ``wait`` (ScienceWorld only)."""
+
+    needs = frozenset({ORACLE_PLAN})
+    method = "stall"
+
+    def __init__(self) -> None:
+        self._plans: dict[int, list[str]] = {}
+
+    def reset(self, slot: int, observation: str, info: Mapping[str, Any], seed: int) -> None:
+        plan = info.get(ORACLE_PLAN)
+        if plan is None:
+            raise PolicyError("the env supplied no oracle plan for this episode")
+        self._plans[slot] = list(plan)
+
+    def act(self, slot: int, observation: str, info: Mapping[str, Any]) -> str:
+        plan = self._plans[slot]
+        if float(info.get("score", 0) or 0) > 0 or not plan:
+            return "wait"
+        return plan.pop(0)
+
+
+class MajorityAnswerPolicy(Policy):
+    """Answers every problem with the train split's most common reference answer."""
+
+    method = "majority answer"
+
+    def __init__(self, dataset: str) -> None:
+        self.answer = most_common_answer(dataset)
+
+    def act(self, slot: int, observation: str, info: Mapping[str, Any]) -> str:
+        return f"\\boxed{{{self.answer}}}"
+
+
+def most_common_answer(dataset: str, split: str = "train") -> str:
+    """The most frequent reference answer of ``split`` (ties: the first in split order)."""
+    from collections import Counter
+
+    from derl_bench.envs.math import load_problems
+
+    answers = [p.answer.strip() for p in load_problems(dataset, split) if p.answer.strip()]
+    if not answers:
+        raise PolicyError(f"{dataset} {split} has no reference answers")
+    return Counter(answers).most_common(1)[0][0]
+
+
 class CallablePolicy(Policy):
     """Wraps a user function ``f(observation, info) -> action``."""
 
@@ -135,20 +189,36 @@ class LLMEvalPolicy(Policy):
     Math envs get the whole response; agent envs get the command parsed from the response's
     ``<action>`` tag, with the verl-agent prompt (task, recent history, valid actions).
     Sampling is seeded from the episode seeds of the batch, so a rerun repeats itself.
+
+    ``protocol="rlvmr"`` (agent envs) switches to RLVMR's validation settings: its prompts
+    (:class:`~derl_bench.policies.rlvmr_prompts.RLVMRPrompt`), temperature 0.4 and
+    verl-agent's action projection (:func:`~derl_bench.observers.think_action.parse_verl_agent`).
     """
 
     needs = frozenset({VALID_ACTIONS})
     method = "llm"
 
-    def __init__(self, model: str, env_id: str, max_new_tokens: int = 512) -> None:
+    def __init__(self, model: str, env_id: str, max_new_tokens: int = 512,
+                 protocol: str = "strict") -> None:
         from derl_bench.policies import LLMPolicy, SamplingConfig, env_family
 
         # a board shows a local checkpoint by its folder name; the record's policy keeps the path
         self.model = Path(model).name if Path(model).is_dir() else model
         self._max_new_tokens = max_new_tokens
         self._sampling_cls = SamplingConfig
-        self._llm = LLMPolicy.from_pretrained(model, family=env_family(env_id))
+        self._family = env_family(env_id)
+        self._llm = LLMPolicy.from_pretrained(model, family=self._family)
         self._state: dict[int, dict[str, Any]] = {}
+        self._rlvmr = None
+        self._temperature: float | None = None
+        if protocol == "rlvmr" and self._llm.domain == "agent":
+            from derl_bench.evaluation.rlvmr import TEMPERATURE
+            from derl_bench.policies.rlvmr_prompts import RLVMRPrompt
+
+            self._rlvmr = RLVMRPrompt(self._family)
+            self._temperature = TEMPERATURE
+            if self._family == "scienceworld":
+                self.needs = frozenset({AVAILABLE_ACTIONS})
 
     def reset(self, slot: int, observation: str, info: Mapping[str, Any], seed: int) -> None:
         from derl_bench.rollout.collect import task_description
@@ -163,6 +233,15 @@ class LLMEvalPolicy(Policy):
 
         if self._llm.domain == "math":
             prompts = [self._llm.math_prompt(obs) for obs in observations]
+        elif self._rlvmr is not None:
+            prompts = [
+                self._llm.encode(self._rlvmr.messages(AgentTurn(
+                    task=self._state[s]["task"], observation=obs,
+                    admissible=list(info.get(VALID_ACTIONS) or []),
+                    history=self._state[s]["history"], step=len(self._state[s]["history"])),
+                    str(info.get(AVAILABLE_ACTIONS, ""))))
+                for s, obs, info in zip(slots, observations, infos, strict=True)
+            ]
         else:
             prompts = [
                 self._llm.agent_prompt(AgentTurn(
@@ -173,8 +252,16 @@ class LLMEvalPolicy(Policy):
             ]
         seed = sum(self._state[s]["seed"] * 1009 + len(self._state[s]["history"]) for s in slots)
         sampling = self._sampling_cls(max_new_tokens=self._max_new_tokens, seed=seed)
+        if self._temperature is not None:
+            sampling = self._sampling_cls(max_new_tokens=self._max_new_tokens, seed=seed,
+                                          temperature=self._temperature)
         texts = [g.text for g in self._llm.generate(prompts, sampling)]
-        actions = [self._llm.parse_action(t) for t in texts]
+        if self._rlvmr is not None:
+            from derl_bench.observers.think_action import parse_verl_agent
+
+            actions = [parse_verl_agent(t, self._family)[0] for t in texts]
+        else:
+            actions = [self._llm.parse_action(t) for t in texts]
         for s, obs, action in zip(slots, observations, actions, strict=True):
             self._state[s]["history"].append((obs, action))
         return actions
@@ -186,8 +273,8 @@ class LLMEvalPolicy(Policy):
 def _import_target(target: str) -> Any:
     module_name, _, attr = target.rpartition(":")
     if not module_name or not attr:
-        raise PolicyError(f"policy {target!r} is not 'random', 'oracle', 'llm:MODEL' or "
-                          "'module:function'")
+        raise PolicyError(f"policy {target!r} is not 'random', 'oracle', 'stall', 'majority', "
+                          "'llm:MODEL' or 'module:function'")
     if module_name.endswith(".py"):
         path = Path(module_name)
         if not path.is_file():
@@ -207,19 +294,37 @@ def _import_target(target: str) -> Any:
         raise PolicyError(f"module {module_name!r} has no attribute {attr!r}") from None
 
 
-def load_policy(spec: str, env_id: str | None = None, max_new_tokens: int = 512) -> Policy:
+def _degenerate(spec: str, env_id: str | None) -> Policy:
+    from derl_bench.policies import env_family
+
+    family = env_family(env_id) if env_id else None
+    if spec == "stall":
+        if family != "scienceworld":
+            raise PolicyError("the stall policy needs ScienceWorld's score and gold path; "
+                              f"not available for {env_id}")
+        return StallPolicy()
+    if family not in ("gsm8k", "math"):
+        raise PolicyError(f"the majority policy answers math problems; not available for {env_id}")
+    return MajorityAnswerPolicy(family)
+
+
+def load_policy(spec: str, env_id: str | None = None, max_new_tokens: int = 512,
+                protocol: str = "strict") -> Policy:
     """Resolve a ``--policy`` spec (see the module docstring) to a fresh :class:`Policy`.
 
-    ``max_new_tokens`` caps each response of an ``llm:`` policy.
+    ``max_new_tokens`` caps each response of an ``llm:`` policy; ``protocol="rlvmr"`` gives an
+    ``llm:`` policy RLVMR's prompt, temperature and action parsing.
     """
     if spec == "random":
         return RandomPolicy()
     if spec == "oracle":
         return OraclePolicy()
+    if spec in ("stall", "majority"):
+        return _degenerate(spec, env_id)
     if spec.startswith("llm:"):
         if env_id is None:
             raise PolicyError("an llm: policy needs the env id to pick its prompt")
-        return LLMEvalPolicy(spec[4:], env_id, max_new_tokens=max_new_tokens)
+        return LLMEvalPolicy(spec[4:], env_id, max_new_tokens=max_new_tokens, protocol=protocol)
     target = _import_target(spec)
     if isinstance(target, type) and issubclass(target, Policy):
         policy = target()

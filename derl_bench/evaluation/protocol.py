@@ -70,6 +70,8 @@ class LevelSpec:
     env_kwargs: dict[str, Any]
     sample_size: int | None = None
     sample_seed: int = 0
+    draws_seed: int | None = None
+    """Set for an eval set drawn with replacement by a protocol's own rule (``rlvmr``)."""
 
     @property
     def sampled(self) -> bool:
@@ -84,6 +86,18 @@ class LevelSpec:
 
         Without ``entries`` a sampled set reads its manifest to checksum the sample.
         """
+        if self.draws_seed is not None:
+            if entries is None:
+                raise ProtocolError("an eval set of draws is described from its entries")
+            return {
+                "manifest": self.manifest.name,
+                "manifest_sha256": self.manifest.sha256,
+                "manifest_count": self.manifest.count,
+                "selection": "draws",
+                "sample_seed": self.draws_seed,
+                "size": len(entries),
+                "episodes_sha256": sha256_lines(list(entries)),
+            }
         if self.sampled:
             chosen = list(entries) if entries is not None else self.select(self.manifest.load())
             episodes_sha = sha256_lines(chosen)

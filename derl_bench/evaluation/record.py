@@ -69,8 +69,10 @@ def _rate(successes: int, n: int) -> dict[str, float]:
     return {"mean": mean, "se": binomial_se(mean, n)}
 
 
-def summarize(results: Sequence[EpisodeResult], has_score: bool = False) -> dict[str, Any]:
-    """The ``results`` block (without wall time): n, success rate ± SE, per task type."""
+def summarize(results: Sequence[EpisodeResult], has_score: bool = False,
+              has_published: bool = False) -> dict[str, Any]:
+    """The ``results`` block (without wall time): n, success rate ± SE, per task type; with
+    ``has_published`` also the published metric (``results.published``)."""
     n = len(results)
     if n == 0:
         return {"n": None, "successes": None, "success_rate": {"mean": 0.0, "se": None},
@@ -84,6 +86,11 @@ def summarize(results: Sequence[EpisodeResult], has_score: bool = False) -> dict
         scores = [r.score for r in rs if r.score is not None]
         return sum(scores) / len(scores) if has_score and scores else None
 
+    extra: dict[str, Any] = {}
+    if has_published:
+        published = sum(bool(r.published) for r in results)
+        extra = {"metric": "strict",
+                 "published": {"successes": published, "success_rate": _rate(published, n)}}
     return {
         "n": n,
         "successes": successes,
@@ -96,6 +103,7 @@ def summarize(results: Sequence[EpisodeResult], has_score: bool = False) -> dict
             for name, rs in sorted(by_type.items())
         },
         "mean_steps": sum(r.steps for r in results) / n,
+        **extra,
     }
 
 
@@ -118,13 +126,15 @@ def build_record(
     meta_reward: Mapping[str, str] | None = None,
     data_checksums: Mapping[str, str] | None = None,
     date: dt.date | None = None,
+    protocol: str = "strict",
 ) -> dict[str, Any]:
     """A complete ``kind: run`` result record for ``results`` on ``eval_set``."""
     adapter = adapter_for(eval_set.env_id)
-    summary = summarize(results, adapter.has_score)
+    summary = summarize(results, adapter.has_score, adapter.has_published)
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "run",
+        **({} if protocol == "strict" else {"protocol": protocol}),
         "benchmark": benchmark_name(eval_set.env_id),
         "env": {"id": eval_set.env_id,
                 "card_version": int(load_card(adapter.family)["card_version"]),

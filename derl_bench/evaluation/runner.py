@@ -23,7 +23,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from derl_bench.evaluation.families import FamilyAdapter, adapter_for
-from derl_bench.evaluation.policies import ORACLE_PLAN, VALID_ACTIONS, Policy
+from derl_bench.evaluation.policies import AVAILABLE_ACTIONS, ORACLE_PLAN, VALID_ACTIONS, Policy
 from derl_bench.evaluation.protocol import EvalSet
 
 OUTCOME = "eval_outcome"
@@ -44,6 +44,7 @@ class EpisodeResult:
     task_type: str
     success: bool = False
     score: float | None = None
+    published: bool | None = None
     steps: int = 0
     total_reward: float = 0.0
     actions: list[str] = field(default_factory=list)
@@ -55,7 +56,7 @@ class EpisodeResult:
         return {
             "index": self.index, "entry": self.entry, "seed": self.seed,
             "task_type": self.task_type, "success": self.success, "score": self.score,
-            "steps": self.steps, "total_reward": self.total_reward,
+            "published_success": self.published, "steps": self.steps, "total_reward": self.total_reward,
             "observations": self.observations, "actions": self.actions, "rewards": self.rewards,
         }
 
@@ -78,6 +79,8 @@ class EpisodeSlot(gym.Wrapper):
     def _extras(self, info: dict[str, Any]) -> dict[str, Any]:
         if VALID_ACTIONS in self.needs:
             info[VALID_ACTIONS] = self.adapter.valid_actions(self.env.unwrapped, info)
+        if AVAILABLE_ACTIONS in self.needs:
+            info[AVAILABLE_ACTIONS] = self.adapter.available_actions(self.env.unwrapped)
         return info
 
     def reset(
@@ -108,7 +111,8 @@ class EpisodeSlot(gym.Wrapper):
             self._idle = True
             success, score = self.adapter.outcome(self.env.unwrapped, float(reward),
                                                   bool(terminated), info)
-            info[OUTCOME] = {"success": bool(success), "score": score}
+            info[OUTCOME] = {"success": bool(success), "score": score,
+                             "published": self.adapter.published(info)}
             return obs, reward, terminated, truncated, info
         return obs, reward, terminated, truncated, self._extras(info)
 
@@ -222,6 +226,8 @@ def run_episodes(
                     episode.success = bool(outcome.get("success", False))
                     score = outcome.get("score")
                     episode.score = None if score is None else float(score)
+                    published = outcome.get("published")
+                    episode.published = None if published is None else bool(published)
                     results.append(episode)
                     finished[s] = True
                     if on_episode is not None:

@@ -48,6 +48,8 @@ RESULT_SCHEMA: dict[str, Any] = {
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
         "kind": {"enum": ["run", "reported"]},
+        # absent for the strict protocol, which is what a board ranks
+        "protocol": {"enum": ["strict", "rlvmr"]},
         "benchmark": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,40}$"},
         "env": {
             "type": "object",
@@ -69,7 +71,7 @@ RESULT_SCHEMA: dict[str, Any] = {
                 "manifest": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]{1,64}$"},
                 "manifest_sha256": _HEX64,
                 "manifest_count": {"type": "integer", "minimum": 1},
-                "selection": {"enum": ["all", "sample"]},
+                "selection": {"enum": ["all", "sample", "draws"]},
                 "sample_seed": {"type": ["integer", "null"], "minimum": 0},
                 "size": {"type": "integer", "minimum": 1},
                 "episodes_sha256": _HEX64,
@@ -153,6 +155,15 @@ RESULT_SCHEMA: dict[str, Any] = {
                 },
                 "mean_steps": {"type": ["number", "null"], "minimum": 0},
                 "wall_time_s": {"type": ["number", "null"], "minimum": 0},
+                # what success_rate counts; absent means "strict" (the board's default)
+                "metric": {"enum": ["strict", "published"]},
+                # ScienceWorld runs: the published (RLVMR) metric next to the strict one
+                "published": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["successes", "success_rate"],
+                    "properties": {"successes": _COUNT, "success_rate": _SUCCESS_RATE},
+                },
             },
         },
         "source": {

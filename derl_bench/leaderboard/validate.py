@@ -14,9 +14,12 @@ A submission is rejected, with every reason found, when:
   lists none;
 - a ``run`` record's n is not the eval-set size, its successes disagree with its rate, its SE
   disagrees with n, or its per-task-type breakdown does not add up;
+- a ScienceWorld ``run`` record lacks the published metric next to the strict one, or says its
+  ``success_rate`` counts anything but strict success;
 - a ``reported`` record lacks its citation and the "reported, not reproduced here" note, or
   claims a standard error;
-- its date is not a real date or lies in the future.
+- its date is not a real date or lies in the future;
+- it was run under another protocol than the strict one (``protocol: rlvmr``).
 
     >>> problems_in_text('{"a": 1, "a": 2}')
     ["malformed JSON: duplicate key 'a'"]
@@ -175,6 +178,7 @@ def _run_problems(record: Mapping[str, Any], size: int) -> list[str]:
         if sum(b["successes"] for b in types.values()) != successes:
             problems.append("$.results.per_task_type: the successes do not add up")
     adapter = adapter_for(record["env"]["id"])
+    problems += _published_problems(res, n, adapter.has_published)
     if res["mean_steps"] > adapter.max_steps:
         problems.append(f"$.results.mean_steps: {res['mean_steps']} exceeds the "
                         f"{adapter.max_steps}-step cap")
@@ -183,8 +187,28 @@ def _run_problems(record: Mapping[str, Any], size: int) -> list[str]:
     return problems
 
 
+def _published_problems(res: Mapping[str, Any], n: int, has_published: bool) -> list[str]:
+    """A run counts strict success; where the env has a published metric it reports that too."""
+    if res.get("metric", "strict") != "strict":
+        return ["$.results.metric: a run record's success_rate counts strict success"]
+    block = res.get("published")
+    if not has_published:
+        return [] if block is None else ["$.results.published: this env has no published metric"]
+    if block is None:
+        return ["$.results.published: this env has a published metric; record it"]
+    return _rate_problems(block["success_rate"], n, block["successes"],
+                          "$.results.published.success_rate")
+
+
 def _reported_problems(record: Mapping[str, Any]) -> list[str]:
     problems = []
+    results = record["results"]
+    if "published" in results:
+        problems.append("$.results.published: a reported record gives one rate, labelled by "
+                        "$.results.metric")
+    if (results.get("metric") == "published"
+            and not adapter_for(record["env"]["id"]).has_published):
+        problems.append("$.results.metric: this env has no published metric")
     source = record["source"]
     if source is None:
         problems.append("$.source: a reported record must cite its source")
@@ -278,6 +302,9 @@ def record_problems(record: Any, path: Path | None = None) -> list[str]:
     if problems:
         return problems
     problems += _date_problems(record["date"])
+    if record.get("protocol", "strict") != "strict":
+        problems.append(f"$.protocol: a {record['protocol']} record reproduces another "
+                        "protocol; boards rank the strict protocol")
     eval_problems, size = _eval_set_problems(record)
     problems += eval_problems
     if path is not None and path.parent.name != record["benchmark"]:

@@ -32,6 +32,18 @@ class Success(Observer):
         return {"success": float(env.success)}
 
 
+class PublishedSuccess(Observer):
+    """``published_success``: 1.0 when RLVMR's rule counts the episode as won (it ended,
+    including by the 100-tick limit, with a score above 0; see
+    :attr:`~derl_bench.envs.scienceworld.ScienceWorldEnv.published_success`). A reward built on
+    it can be gamed by scoring a few points and waiting; ``success`` cannot."""
+
+    names = ("published_success",)
+
+    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+        return {"published_success": float(env.published_success)}
+
+
 class Failed(Observer):
     """``failed``: 1.0 when the simulator declared the task failed (score below zero)."""
 
@@ -126,6 +138,7 @@ def default_observers(env: gym.Env | None = None) -> list[Observer]:
     """The observers ``gymnasium.make("derl/ScienceWorld-v0")`` attaches."""
     return [
         Success(),
+        PublishedSuccess(),
         Failed(),
         Score(),
         GoalProgress(),
@@ -142,6 +155,7 @@ __all__ = [
     "Failed",
     "GoalProgress",
     "NewLocation",
+    "PublishedSuccess",
     "Score",
     "Success",
     "default_observers",

@@ -13,6 +13,8 @@ command exactly as verl-agent's ALFWorld projection does, so scores are comparab
 
 One deliberate difference: a ``</action>`` that comes *before* the first ``<action>`` counts as
 missing tags (upstream would extract an empty action and call the format valid).
+:func:`parse_verl_agent` is the projection exactly as verl-agent writes it, per family, for
+the ``rlvmr`` protocol (ScienceWorld keeps case and falls back to the last 20 characters).
 
     >>> parse_think_action("<think>the mug is in the sink</think><action>Go to Sinkbasin 1</action>")
     ('go to sinkbasin 1', True)
@@ -56,6 +58,30 @@ def parse_think_action(text: str) -> tuple[str, bool]:
     return action, has_think and not _CJK.search(text)
 
 
+def parse_verl_agent(text: str, family: str = "alfworld") -> tuple[str, bool]:
+    """``(action, format_valid)`` exactly as verl-agent's projections compute them.
+
+    Transcribed from RLVMR/code/agent_system/environments/env_package/alfworld/projection.py
+    (``alfworld_projection``: lower-cased, 30-character fallback) and
+    .../sciworld/projection.py (``sciworld_projection``: case kept, 20-character fallback),
+    zzjweb/digitalhuman. Both slice between the first ``<action>`` and the first
+    ``</action>`` wherever they are, so a closing tag before the opening one gives ``''``:
+
+        >>> parse_verl_agent("</action><think>x</think><action>look</action>", "scienceworld")
+        ('', True)
+        >>> parse_verl_agent("<think>t</think><action>Focus on Door</action>", "scienceworld")
+        ('Focus on Door', True)
+    """
+    scienceworld = family == "scienceworld"
+    work = text if scienceworld else text.lower()
+    start, end = work.find(ACTION_OPEN), work.find(ACTION_CLOSE)
+    if start == -1 or end == -1:
+        return work[-(20 if scienceworld else FALLBACK_CHARS):], False
+    action = work[start + len(ACTION_OPEN) : end].strip()
+    valid = text.find(THINK_OPEN) != -1 and text.find(THINK_CLOSE) != -1
+    return action, valid and not _CJK.search(text)
+
+
 class ThinkActionWrapper(gym.Wrapper):
     """Let an env that takes plain commands take whole ``<think>…<action>…`` responses.
 
@@ -80,6 +106,14 @@ class ThinkActionWrapper(gym.Wrapper):
 
     primitive_names: tuple[str, ...] = ("format_valid",)
 
+    def __init__(self, env: gym.Env, parser: str = "default", family: str = "alfworld") -> None:
+        """``parser="verl-agent"`` uses :func:`parse_verl_agent` for ``family`` (the rlvmr
+        protocol); the default is :func:`parse_think_action`."""
+        super().__init__(env)
+        if parser not in ("default", "verl-agent"):
+            raise ValueError(f"parser must be 'default' or 'verl-agent', got {parser!r}")
+        self.parser, self.family = parser, family
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
@@ -88,7 +122,8 @@ class ThinkActionWrapper(gym.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         response = as_text(action)
-        command, valid = parse_think_action(response)
+        command, valid = (parse_verl_agent(response, self.family) if self.parser == "verl-agent"
+                          else parse_think_action(response))
         obs, reward, terminated, truncated, info = self.env.step(command)
         info = _with_primitive(info, float(valid))
         info["raw_response"] = response

@@ -1,0 +1,193 @@
+"""RLVMR's agent prompts, verbatim, for the ``rlvmr`` evaluation protocol.
+
+Transcribed from RLVMR/code/agent_system/environments/prompts/{sciworld,alfworld}.py and the
+``build_text_obs`` methods of RLVMR/code/agent_system/environments/env_manager.py
+(zzjweb/digitalhuman, built on verl-agent), the non-meta-thinking variants that its GRPO and
+GiGPO baselines use. The differences from :class:`~derl_bench.policies.prompts.AgentPrompt`:
+
+- ScienceWorld lists the action templates and the objects that can replace OBJ (not the valid
+  action-object combinations), shows every earlier action and the last 2 observations, and
+  numbers the first history entry of step 2 as step 0 (as RLVMR's code does);
+- ALFWorld shows the whole episode's history, and no task line on the first step.
+
+    >>> turn = AgentTurn(task="boil water", observation="This room is called the kitchen.",
+    ...                  admissible=(), history=(), step=0)
+    >>> text = RLVMRPrompt("scienceworld").messages(turn, "Valid_actions: ['wait']")[0]["content"]
+    >>> "Your current task is: boil water" in text and "Valid_actions: ['wait']" in text
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from derl_bench.policies.prompts import AgentTurn, Messages
+
+SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
+    '',
+    'You are an expert agent operating in the ScienceWorld environment, which is a text-based virtual environment centered around accomplishing tasks from the elementary science curriculum.',
+    'Your current task is: {task_description}',
+    '',
+    'Your current observation is: {current_observation}',
+    'Here are the actions you may take:',
+    '[',
+    '{{"action": "open OBJ", "description": "open a container"}},',
+    '{{"action": "close OBJ", "description": "close a container"}},',
+    '{{"action": "activate OBJ", "description": "activate a device"}},',
+    '{{"action": "deactivate OBJ", "description": "deactivate a device"}},',
+    '{{"action": "connect OBJ to OBJ", "description": "connect electrical components"}},',
+    '{{"action": "disconnect OBJ", "description": "disconnect electrical components"}},',
+    '{{"action": "use OBJ [on OBJ]", "description": "use a device/item"}},',
+    '{{"action": "look around", "description": "describe the current room"}},',
+    '{{"action": "look at OBJ", "description": "describe an object in detail"}},',
+    '{{"action": "look in OBJ", "description": "describe a container\'s contents"}},',
+    '{{"action": "read OBJ", "description": "read a note or book"}},',
+    '{{"action": "move OBJ to OBJ", "description": "move an object to a container"}},',
+    '{{"action": "pick up OBJ", "description": "move an object to the inventory"}},',
+    '{{"action": "put down OBJ", "description": "drop an inventory item"}},',
+    '{{"action": "pour OBJ into OBJ", "description": "pour a liquid into a container"}},',
+    '{{"action": "dunk OBJ into OBJ", "description": "dunk a container into a liquid"}},',
+    '{{"action": "mix OBJ", "description": "chemically mix a container"}},',
+    '{{"action": "go to LOC", "description": "move to a new location"}},',
+    '{{"action": "eat OBJ", "description": "eat a food"}},',
+    '{{"action": "flush OBJ", "description": "flush a toilet"}},',
+    '{{"action": "focus on OBJ", "description": "signal intent on a task object"}},',
+    '{{"action": "wait", "description": "take no action for 10 iterations"}},',
+    '{{"action": "wait1", "description": "take no action for 1 iteration"}},',
+    '{{"action": "task", "description": "describe current task"}},',
+    '{{"action": "inventory", "description": "list your inventory"}}',
+    ']',
+    '',
+    'Current available actions:',
+    '{available_actions}',
+    '',
+    "Now it's your turn to take an action.",
+    'You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed within <think> </think> tags. ',
+    "Once you've finished your reasoning, you should choose an appropriate action for the current step and present it within <action> </action> tags.",
+    '',
+])
+
+SCIWORLD_TEMPLATE = "\n".join([
+    '',
+    'You are an expert agent operating in the ScienceWorld environment, which is a text-based virtual environment centered around accomplishing tasks from the elementary science curriculum.',
+    'Your current task is: {task_description}',
+    '',
+    'Prior to this step, you have already taken {step_count} step(s). Below are the most recent {history_length} observations and the corresponding actions you took: {action_history}',
+    'You are now at step {current_step} and your current observation is: {current_observation}',
+    'Here are the actions you may take:',
+    '[',
+    '{{"action": "open OBJ", "description": "open a container"}},',
+    '{{"action": "close OBJ", "description": "close a container"}},',
+    '{{"action": "activate OBJ", "description": "activate a device"}},',
+    '{{"action": "deactivate OBJ", "description": "deactivate a device"}},',
+    '{{"action": "connect OBJ to OBJ", "description": "connect electrical components"}},',
+    '{{"action": "disconnect OBJ", "description": "disconnect electrical components"}},',
+    '{{"action": "use OBJ [on OBJ]", "description": "use a device/item"}},',
+    '{{"action": "look around", "description": "describe the current room"}},',
+    '{{"action": "look at OBJ", "description": "describe an object in detail"}},',
+    '{{"action": "look in OBJ", "description": "describe a container\'s contents"}},',
+    '{{"action": "read OBJ", "description": "read a note or book"}},',
+    '{{"action": "move OBJ to OBJ", "description": "move an object to a container"}},',
+    '{{"action": "pick up OBJ", "description": "move an object to the inventory"}},',
+    '{{"action": "put down OBJ", "description": "drop an inventory item"}},',
+    '{{"action": "pour OBJ into OBJ", "description": "pour a liquid into a container"}},',
+    '{{"action": "dunk OBJ into OBJ", "description": "dunk a container into a liquid"}},',
+    '{{"action": "mix OBJ", "description": "chemically mix a container"}},',
+    '{{"action": "go to LOC", "description": "move to a new location"}},',
+    '{{"action": "eat OBJ", "description": "eat a food"}},',
+    '{{"action": "flush OBJ", "description": "flush a toilet"}},',
+    '{{"action": "focus on OBJ", "description": "signal intent on a task object"}},',
+    '{{"action": "wait", "description": "take no action for 10 iterations"}},',
+    '{{"action": "wait1", "description": "take no action for 1 iteration"}},',
+    '{{"action": "task", "description": "describe current task"}},',
+    '{{"action": "inventory", "description": "list your inventory"}}',
+    ']',
+    '',
+    'Current available actions:',
+    '{available_actions}',
+    '',
+    "Now it's your turn to take an action. You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed within <think> </think> tags.",
+    "Once you've finished your reasoning, you should choose an appropriate action for the current step and present it within <action> </action> tags.",
+    '',
+])
+
+ALFWORLD_TEMPLATE_NO_HIS = "\n".join([
+    '',
+    'You are an expert agent operating in the ALFRED Embodied Environment.',
+    'Your current observation is: {current_observation}',
+    'Your admissible actions of the current situation are: [{admissible_actions}].',
+    '',
+    "Now it's your turn to take an action.",
+    'You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed within <think> </think> tags. ',
+    "Once you've finished your reasoning, you should choose an admissible action for current step and present it within <action> </action> tags.",
+    '',
+])
+
+ALFWORLD_TEMPLATE = "\n".join([
+    '',
+    'You are an expert agent operating in the ALFRED Embodied Environment. Your task is to: {task_description}',
+    'Prior to this step, you have already taken {step_count} step(s). Below are the most recent {history_length} observaitons and the corresponding actions you took: {action_history}',
+    'You are now at step {current_step} and your current observation is: {current_observation}',
+    'Your admissible actions of the current situation are: [{admissible_actions}].',
+    '',
+    "Now it's your turn to take an action.",
+    'You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed within <think> </think> tags. ',
+    "Once you've finished your reasoning, you should choose an admissible action for current step and present it within <action> </action> tags.",
+    '',
+])
+
+@dataclass(frozen=True)
+class RLVMRPrompt:
+    """RLVMR's prompt for ``family`` (``"scienceworld"`` or ``"alfworld"``)."""
+
+    family: str
+    observations_shown: int = 2
+    """ScienceWorld: how many recent observations the history shows."""
+
+    def __post_init__(self) -> None:
+        if self.family not in ("scienceworld", "alfworld"):
+            raise ValueError(f"no RLVMR prompt for family {self.family!r}")
+
+    def messages(self, turn: AgentTurn, available_actions: str = "") -> Messages:
+        """Chat messages for one step. ``available_actions`` is ScienceWorld's action text
+        (:func:`derl_bench.evaluation.rlvmr.scienceworld_available_actions`); ALFWorld lists
+        ``turn.admissible``."""
+        text = (self._scienceworld(turn, available_actions) if self.family == "scienceworld"
+                else self._alfworld(turn))
+        return [{"role": "user", "content": text}]
+
+    def _scienceworld(self, turn: AgentTurn, available: str) -> str:
+        history = list(turn.history)
+        if not history:
+            return SCIWORLD_TEMPLATE_NO_HIS.format(
+                task_description=turn.task, current_observation=turn.observation,
+                available_actions=available)
+        recent = history[-self.observations_shown:]
+        # negative for a short history, as in RLVMR, which then numbers entries from 0
+        recent_start = len(history) - self.observations_shown
+        lines = [f"\n[Step {j + 1}, Action {j + 1}: '{history[j][1]}']"
+                 for j in range(recent_start)]
+        lines += [f"\n[Step {recent_start + j + 1}, Observation {recent_start + j + 1}: "
+                  f"'{obs}', Action {recent_start + j + 1}: '{action}']"
+                  for j, (obs, action) in enumerate(recent)]
+        return SCIWORLD_TEMPLATE.format(
+            task_description=turn.task, step_count=len(history), history_length=len(recent),
+            action_history="".join(lines).strip(), current_step=len(history) + 1,
+            current_observation=turn.observation, available_actions=available)
+
+    def _alfworld(self, turn: AgentTurn) -> str:
+        admissible = "\n ".join(f"'{s}'" for s in turn.admissible if s != "help")
+        history = list(turn.history)
+        if not history:
+            return ALFWORLD_TEMPLATE_NO_HIS.format(current_observation=turn.observation,
+                                                   admissible_actions=admissible)
+        lines = [f"\n[Observation {j + 1}: '{obs}', Action {j + 1}: '{action}']"
+                 for j, (obs, action) in enumerate(history)]
+        return ALFWORLD_TEMPLATE.format(
+            task_description=turn.task, step_count=len(history), history_length=len(history),
+            action_history="".join(lines).strip(), current_step=len(history) + 1,
+            current_observation=turn.observation, admissible_actions=admissible)
+
+
+__all__ = ["ALFWORLD_TEMPLATE", "ALFWORLD_TEMPLATE_NO_HIS", "SCIWORLD_TEMPLATE",
+           "SCIWORLD_TEMPLATE_NO_HIS", "RLVMRPrompt"]
