@@ -42,10 +42,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
-
 from derl_bench.cards import CardError, load_card, sha256_lines
-from derl_bench.envs.spaces import as_text, text_space
+from derl_bench.envs.math import ProblemEnv
+from derl_bench.envs.spaces import text_space
 from derl_bench.grading import Grade, grade_math, last_boxed
 
 _NUMBER = re.compile(r"-?\d{1,30}(?:\.\d{1,30})?")
@@ -189,7 +188,7 @@ def generate_split(split: str) -> tuple[Problem, ...]:
     return tuple(problems)
 
 
-class ArithmeticEnv(gym.Env[str, str]):
+class ArithmeticEnv(ProblemEnv):
     """A single-step env over generated arithmetic problems.
 
     Args:
@@ -198,44 +197,15 @@ class ArithmeticEnv(gym.Env[str, str]):
         render_mode: ``"ansi"`` renders the question.
     """
 
-    metadata = {"render_modes": ["ansi"]}
-    max_steps = 1
-
     def __init__(self, split: str = "train", render_mode: str | None = None) -> None:
         self.split = split
         self.problems = generate_split(split)
         self.render_mode = render_mode
         self.observation_space = text_space(max(len(p.question) for p in self.problems))
         self.action_space = text_space(1 << 20)
-        self._index: int | None = None
-        self._done = True
-
-    @property
-    def problem(self) -> Problem:
-        """The current problem (after :meth:`reset`)."""
-        if self._index is None:
-            raise gym.error.ResetNeeded("call reset() before reading the problem")
-        return self.problems[self._index]
 
     def _info(self) -> dict[str, Any]:
-        p = self.problem
-        return {"problem_id": p.problem_id, "split": self.split, "index": self._index,
-                "problem_type": p.kind, "reference_answer": p.answer,
-                "reference_solution": p.solution}
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None,
-              ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
-        options = options or {}
-        if "index" in options:
-            index = int(options["index"])
-            if not 0 <= index < len(self.problems):
-                raise IndexError(f"index {index} out of range for {len(self.problems)} problems")
-        else:
-            index = int(self.np_random.integers(len(self.problems)))
-        self._index = index
-        self._done = False
-        return self.problem.question, self._info()
+        return {**super()._info(), "problem_type": self.problem.kind}
 
     def grade(self, response: str) -> Grade:
         """Grade ``response`` as MATH is graded: its last ``\\boxed{}`` must hold the answer.
@@ -247,25 +217,6 @@ class ArithmeticEnv(gym.Env[str, str]):
             return Grade(float(extracted) == float(self.problem.answer), extracted)
         return grade_math(response, self.problem.answer)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._done:
-            raise gym.error.ResetNeeded("the episode is over; call reset() first")
-        response = as_text(action)
-        try:
-            grade = self.grade(response)
-        except Exception:  # a grader bug must never crash a training run: count it wrong
-            grade = Grade(False, None)
-        self._done = True
-        info = self._info()
-        info.update(extracted_answer=grade.extracted, correct=grade.correct,
-                    grading_timed_out=grade.timed_out, response=response)
-        return "", float(grade.correct), True, False, info
 
-    def render(self) -> str | None:
-        if self.render_mode == "ansi" and self._index is not None:
-            return self.problem.question
-        return None
-
-
-__all__ = ["PROBLEM_TYPES", "ArithmeticEnv", "Problem", "SplitSpec", "generate_split",
-           "bucket", "make_problem", "split_spec"]
+__all__ = ["PROBLEM_TYPES", "ArithmeticEnv", "Problem", "SplitSpec", "bucket", "generate_split",
+           "make_problem", "split_spec"]

@@ -110,41 +110,25 @@ def load_problems(dataset: str, split: str, root: str | None = None) -> tuple[Pr
     return tuple(problems)
 
 
-class MathEnv(gym.Env[str, str]):
-    """A single-step env over GSM8K or MATH problems.
+class ProblemEnv(gym.Env[str, str]):
+    """A single-step env over a tuple of problems: ``reset`` picks one (by seed, or by
+    ``options={"index": i}``), ``step`` grades the whole response with :meth:`grade`.
 
-    Args:
-        dataset: ``"gsm8k"`` or ``"math"``.
-        split: ``train``, ``validation``, ``test`` (and ``math500`` for MATH).
-        data_root: data root to read from (default: ``$DERL_BENCH_DATA``).
-        grader_timeout: seconds math-verify may spend on one answer before it counts as wrong.
+    Subclasses set ``problems`` (each with ``problem_id``, ``question``, ``answer`` and
+    ``solution``), ``split`` and the spaces, and implement :meth:`grade`; :meth:`_info` may
+    add fields.
     """
 
     metadata = {"render_modes": ["ansi"]}
     max_steps = 1
-
-    def __init__(
-        self,
-        dataset: str = "gsm8k",
-        split: str = "train",
-        data_root: str | None = None,
-        grader_timeout: float = 5.0,
-        render_mode: str | None = None,
-    ) -> None:
-        if dataset not in ("gsm8k", "math"):
-            raise ValueError(f"dataset must be 'gsm8k' or 'math', not {dataset!r}")
-        self.dataset = dataset
-        self.split = split
-        self.problems = load_problems(dataset, split, data_root)
-        self.render_mode = render_mode
-        self.observation_space = text_space(max(len(p.question) for p in self.problems))
-        self.action_space = text_space(1 << 20)
-        self._verifier = MathVerifier(grader_timeout) if dataset == "math" else None
-        self._index: int | None = None
-        self._done = True
+    problems: tuple[Any, ...]
+    split: str
+    render_mode: str | None = None
+    _index: int | None = None
+    _done: bool = True
 
     @property
-    def problem(self) -> Problem:
+    def problem(self) -> Any:
         """The current problem (after :meth:`reset`)."""
         if self._index is None:
             raise gym.error.ResetNeeded("call reset() before reading the problem")
@@ -177,9 +161,7 @@ class MathEnv(gym.Env[str, str]):
 
     def grade(self, response: str) -> Grade:
         """Grade ``response`` against the current problem's reference answer."""
-        if self.dataset == "gsm8k":
-            return grade_gsm8k(response, self.problem.answer)
-        return grade_math(response, self.problem.answer, self._verifier)
+        raise NotImplementedError
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done:
@@ -203,6 +185,48 @@ class MathEnv(gym.Env[str, str]):
         if self.render_mode == "ansi" and self._index is not None:
             return self.problem.question
         return None
+
+
+class MathEnv(ProblemEnv):
+    """A single-step env over GSM8K or MATH problems.
+
+    Args:
+        dataset: ``"gsm8k"`` or ``"math"``.
+        split: ``train``, ``validation``, ``test`` (and ``math500`` for MATH).
+        data_root: data root to read from (default: ``$DERL_BENCH_DATA``).
+        grader_timeout: seconds math-verify may spend on one answer before it counts as wrong.
+    """
+
+    def __init__(
+        self,
+        dataset: str = "gsm8k",
+        split: str = "train",
+        data_root: str | None = None,
+        grader_timeout: float = 5.0,
+        render_mode: str | None = None,
+    ) -> None:
+        if dataset not in ("gsm8k", "math"):
+            raise ValueError(f"dataset must be 'gsm8k' or 'math', not {dataset!r}")
+        self.dataset = dataset
+        self.split = split
+        self.problems = load_problems(dataset, split, data_root)
+        self.render_mode = render_mode
+        self.observation_space = text_space(max(len(p.question) for p in self.problems))
+        self.action_space = text_space(1 << 20)
+        self._verifier = MathVerifier(grader_timeout) if dataset == "math" else None
+        self._index: int | None = None
+        self._done = True
+
+    @property
+    def problem(self) -> Problem:
+        """The current problem (after :meth:`reset`)."""
+        return super().problem
+
+    def grade(self, response: str) -> Grade:
+        """Grade ``response`` against the current problem's reference answer."""
+        if self.dataset == "gsm8k":
+            return grade_gsm8k(response, self.problem.answer)
+        return grade_math(response, self.problem.answer, self._verifier)
 
     def close(self) -> None:
         if self._verifier is not None:
