@@ -40,24 +40,21 @@ def make_env(
     return ObserveWrapper(env, [*observers, *(extra_observers or [])])
 
 
-@functools.cache
-def _id_families() -> dict[str, str]:
-    from derl_bench.cards import card_families, load_card
-
-    return {env_id: fam for fam in card_families() for env_id in load_card(fam).get("ids", {})}
-
-
 def env_id_family(env_id: str) -> str:
     """Return the card family that defines ``env_id``."""
+    from derl_bench.cards import id_families
+
     try:
-        return _id_families()[env_id]
+        return id_families()[env_id]
     except KeyError:
         raise gym.error.UnregisteredEnv(f"{env_id!r} is not a derl-bench env") from None
 
 
 def register_envs() -> None:
     """Register all card ids with Gymnasium (idempotent)."""
-    for env_id in _id_families():
+    from derl_bench.cards import id_families
+
+    for env_id in id_families():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=functools.partial(make_env, env_id),
                          disable_env_checker=False)

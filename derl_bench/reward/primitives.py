@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from derl_bench.cards import card_families, load_card
+from derl_bench.cards import card_families, id_families, load_card
 from derl_bench.reward.errors import UnknownDomainError
 from derl_bench.reward.functions import Interval
 
@@ -102,14 +102,9 @@ def _named_set(source: str) -> PrimitiveSet:
     if source in card_families():
         return family_primitives(source)
     if "/" in source:
-        import gymnasium as gym
-
-        from derl_bench.registration import env_id_family
-
-        try:
-            family = env_id_family(source.rsplit(":", 1)[-1])
-        except gym.error.UnregisteredEnv:
-            raise UnknownDomainError(f"{source!r} is not a derl-bench env id") from None
+        family = id_families().get(source.rsplit(":", 1)[-1])
+        if family is None:
+            raise UnknownDomainError(f"{source!r} is not a derl-bench env id")
         return PrimitiveSet(source, family_primitives(family).ranges,
                             family_primitives(family).aliases)
     raise UnknownDomainError(
