@@ -143,8 +143,9 @@ def test_leaderboard_page_in_headless_chromium(browser, tmp_path):
     boards = build_boards(records)
     page = tmp_path / "index.html"
     page.write_text(render_html(boards), encoding="utf-8")
-    expected = [(b.title, level, r.method, r.model, f"{100 * c.mean:.1f}")
-                for b in boards for r in b.rows for level, c in r.cells.items()]
+    expected = [(b.title, level, r.method, r.model, f"{100 * c.mean:.1f}", metric)
+                for b in boards for r in b.rows for metric in b.metrics
+                for level, c in r.metric_cells(metric).items()]
 
     browser.send("Page.enable")
     browser.send("Emulation.setDeviceMetricsOverride",
@@ -164,7 +165,9 @@ def test_leaderboard_page_in_headless_chromium(browser, tmp_path):
     headers = browser.evaluate(HEADERS_JS)
     assert headers[:6] == ["benchmark", "level", "method", "model", "source", "success %"]
     rows = browser.evaluate(ROWS_JS)
-    assert sorted((r[0], r[1], r[2], r[3], r[5]) for r in rows) == sorted(expected)
+    assert headers[-1] == "metric"
+    assert sorted((r[0], r[1], r[2], r[3], r[5], r[-1]) for r in rows) == sorted(expected)
+    assert any(r[0] == "ScienceWorld" and r[-1] == "published" for r in rows)
 
     success = headers.index("success %")
     browser.evaluate(f"document.querySelectorAll('#results th')[{success}].click()")

@@ -6,6 +6,9 @@ score over 100, so an episode's rewards sum to its final score minus its score a
 few tasks award points for the starting room), in ``[-1, 1]``. ``terminated``
 is set when the simulator declares the task completed or failed (score below zero, e.g. after
 focusing on the wrong object); ``truncated`` when the step cap (30 by default) is reached.
+``info`` holds two success flags: ``success`` (strict: completed with score 100) and
+``published_success`` (RLVMR's rule, which published numbers use: the episode ended, including
+by upstream's 100-tick limit, with a score above 0; gameable by scoring a little and waiting).
 
     >>> import gymnasium as gym
     >>> env = gym.make("derl_bench:derl/ScienceWorld-v0", level="L0", split="eval")  # doctest: +SKIP
