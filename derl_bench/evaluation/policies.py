@@ -13,8 +13,8 @@ on a whole batch at once (an LLM does). Specs:
   the episode ends. It completes no task, yet meets the published metric (RLVMR's rule: the
   episode ended, including by the 100-tick limit, with a score above 0), so its row shows
   what that metric can be gamed up to;
-- ``majority`` (GSM8K, MATH): always the most common reference answer of the train split
-  (``\\boxed{a}``), the floor a metric that ignores the problem could be gamed to;
+- ``majority`` (GSM8K, MATH, Arithmetic): always the most common reference answer of the train
+  split (``\\boxed{a}``), the floor a metric that ignores the problem could be gamed to;
 - ``llm:PATH_OR_NAME``: an :class:`~derl_bench.policies.LLMPolicy` on a causal LM (a local
   folder or a Hugging Face model name), greedy decoding;
 - ``module:function`` (or ``path/to/file.py:function``): a user callable
@@ -161,9 +161,15 @@ def most_common_answer(dataset: str, split: str = "train") -> str:
     """The most frequent reference answer of ``split`` (ties: the first in split order)."""
     from collections import Counter
 
-    from derl_bench.envs.math import load_problems
+    if dataset == "arithmetic":
+        from derl_bench.envs.arithmetic import generate_split
 
-    answers = [p.answer.strip() for p in load_problems(dataset, split) if p.answer.strip()]
+        problems: tuple[Any, ...] = generate_split(split)
+    else:
+        from derl_bench.envs.math import load_problems
+
+        problems = load_problems(dataset, split)
+    answers = [p.answer.strip() for p in problems if p.answer.strip()]
     if not answers:
         raise PolicyError(f"{dataset} {split} has no reference answers")
     return Counter(answers).most_common(1)[0][0]
@@ -187,7 +193,8 @@ class LLMEvalPolicy(Policy):
     """A causal LM through :class:`derl_bench.policies.LLMPolicy`, batched over slots.
 
     Math envs get the whole response; agent envs get the command parsed from the response's
-    ``<action>`` tag, with the verl-agent prompt (task, recent history, valid actions).
+    ``<action>`` tag, with the prompt training rollouts use (task, recent history, and the admissible
+    actions the env reports: ALFWorld lists them, ScienceWorld shows its action templates).
     Sampling is seeded from the episode seeds of the batch, so a rerun repeats itself.
 
     ``protocol="rlvmr"`` (agent envs) switches to RLVMR's validation settings: its prompts
@@ -195,7 +202,10 @@ class LLMEvalPolicy(Policy):
     verl-agent's action projection (:func:`~derl_bench.observers.think_action.parse_verl_agent`).
     """
 
-    needs = frozenset({VALID_ACTIONS})
+    # The default prompt is built from the env's own info, exactly as training rollouts build
+    # it, so a trained policy is evaluated on the prompts it was trained on; only RLVMR's
+    # prompts need the evaluator's extra action lists.
+    needs: frozenset[str] = frozenset()
     method = "llm"
 
     def __init__(self, model: str, env_id: str, max_new_tokens: int = 512,
@@ -217,8 +227,8 @@ class LLMEvalPolicy(Policy):
 
             self._rlvmr = RLVMRPrompt(self._family)
             self._temperature = TEMPERATURE
-            if self._family == "scienceworld":
-                self.needs = frozenset({AVAILABLE_ACTIONS})
+            self.needs = frozenset({AVAILABLE_ACTIONS if self._family == "scienceworld"
+                                    else VALID_ACTIONS})
 
     def reset(self, slot: int, observation: str, info: Mapping[str, Any], seed: int) -> None:
         from derl_bench.rollout.collect import task_description
@@ -243,10 +253,12 @@ class LLMEvalPolicy(Policy):
                 for s, obs, info in zip(slots, observations, infos, strict=True)
             ]
         else:
+            from derl_bench.rollout.collect import admissible_actions
+
             prompts = [
                 self._llm.agent_prompt(AgentTurn(
                     task=self._state[s]["task"], observation=obs,
-                    admissible=list(info.get(VALID_ACTIONS) or []),
+                    admissible=admissible_actions(info),
                     history=self._state[s]["history"], step=len(self._state[s]["history"])))
                 for s, obs, info in zip(slots, observations, infos, strict=True)
             ]
@@ -303,7 +315,7 @@ def _degenerate(spec: str, env_id: str | None) -> Policy:
             raise PolicyError("the stall policy needs ScienceWorld's score and gold path; "
                               f"not available for {env_id}")
         return StallPolicy()
-    if family not in ("gsm8k", "math"):
+    if family not in ("gsm8k", "math", "arithmetic"):
         raise PolicyError(f"the majority policy answers math problems; not available for {env_id}")
     return MajorityAnswerPolicy(family)
 
