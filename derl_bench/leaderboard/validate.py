@@ -255,7 +255,8 @@ def _eval_set_problems(record: Mapping[str, Any]) -> tuple[list[str], int]:
 def known_data_checksums(family: str) -> dict[str, frozenset[str]]:
     """Data path -> the sha256 values accepted for it: every checksum the data catalogue records
     (:mod:`derl_bench.data.sources`), plus the ``data_checksums`` of the family's card (for
-    checksums over a selection of files, such as an eval set's games)."""
+    checksums over a selection of files, such as an eval set's games), plus the manifest
+    checksum of each generated split (``<family>/<split>``)."""
     from derl_bench.data.sources import DATASETS
 
     known: dict[str, set[str]] = {}
@@ -265,8 +266,14 @@ def known_data_checksums(family: str) -> dict[str, frozenset[str]]:
         for check in spec.checks:
             if check.sha256:
                 known.setdefault(check.path, set()).add(check.sha256)
-    for path, digest in (load_card(family).get("data_checksums") or {}).items():
+    card = load_card(family)
+    for path, digest in (card.get("data_checksums") or {}).items():
         known.setdefault(str(path), set()).add(str(digest))
+    # A family that generates its problems (derl/Arithmetic-v0) reads no files: the data of a
+    # split is its generated manifest, checksummed on the card.
+    for split, spec in (card.get("splits") or {}).items():
+        if isinstance(spec, Mapping) and spec.get("manifest_sha256"):
+            known.setdefault(f"{family}/{split}", set()).add(str(spec["manifest_sha256"]))
     return {path: frozenset(digests) for path, digests in known.items() if digests}
 
 
