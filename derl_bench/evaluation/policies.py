@@ -123,20 +123,10 @@ class OraclePolicy(Policy):
         return plan.pop(0) if plan else "look"
 
 
-class StallPolicy(Policy):
+class StallPolicy(OraclePolicy):
     """Gold actions until the score turns positive, then ``wait`` (ScienceWorld only)."""
 
-    needs = frozenset({ORACLE_PLAN})
     method = "stall"
-
-    def __init__(self) -> None:
-        self._plans: dict[int, list[str]] = {}
-
-    def reset(self, slot: int, observation: str, info: Mapping[str, Any], seed: int) -> None:
-        plan = info.get(ORACLE_PLAN)
-        if plan is None:
-            raise PolicyError("the env supplied no oracle plan for this episode")
-        self._plans[slot] = list(plan)
 
     def act(self, slot: int, observation: str, info: Mapping[str, Any]) -> str:
         plan = self._plans[slot]

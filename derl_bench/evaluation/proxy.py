@@ -30,6 +30,7 @@ import json
 import math
 import multiprocessing
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -111,8 +112,6 @@ def base_model(path: Path, spec: BaseModelSpec) -> Path:
     if marker.is_file() and marker.read_text() == wanted:
         return path
     if path.exists():
-        import shutil
-
         shutil.rmtree(path)
     run_sft(SFTConfig(env_id=ENV_ID, output=str(path), steps=spec.steps,
                       learning_rate=spec.learning_rate, batch_size=spec.batch_size,
@@ -287,8 +286,6 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
     plot_curves(rows, out / "curves.png")
     if records is not None:
         copy_records(rows, out, records)
-        import shutil
-
         shutil.copyfile(out / "curves.png", records / "curves.png")
         (records / "summary.md").write_text(summary_markdown(result))
     return result
