@@ -128,7 +128,7 @@ def test_meta_config_rejects_bad_recipes(tmp_path):
 def test_random_search_run_end_to_end(data_root, tmp_path):
     config = MetaConfig(name="t", method="random", outer_steps=1, population=2,
                         validation_episodes=2, inner=TINY_INNER, output_dir=str(tmp_path),
-                        progress=False, seed=5)
+                        progress=False, executor="local", seed=5)
     result = run_meta(config)
     lines = [json.loads(line) for line in (tmp_path / "candidates.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and all(rec["valid"] for rec in lines)
@@ -146,7 +146,7 @@ def test_random_search_run_end_to_end(data_root, tmp_path):
 def test_derl_pop_warm_starts_from_the_best_policy(data_root, tmp_path):
     config = MetaConfig(name="p", method="derl-pop", outer_steps=2, population=2,
                         validation_episodes=2, inner=TINY_INNER, output_dir=str(tmp_path),
-                        progress=False, optimizer_max_new_tokens=16, seed=2,
+                        progress=False, executor="local", optimizer_max_new_tokens=16, seed=2,
                         optimizer_sft_examples=16, optimizer_sft_steps=2)
     result = run_meta(config)
     second = [c for c in result.candidates if c["generation"] == 1]
@@ -195,7 +195,7 @@ def test_a_rerun_never_scores_an_earlier_runs_checkpoint(tmp_path):
     (stale / "config.json").write_text("{}")
     config = MetaConfig(name="t", method="random", outer_steps=1, population=1,
                         validation_episodes=2, inner=ARITH_INNER, output_dir=str(tmp_path),
-                        progress=False)
+                        progress=False, executor="local")
     result = run_meta(config)
     assert result.candidates[0]["checkpoint"].endswith("step-1")
     assert not stale.exists()
@@ -203,8 +203,9 @@ def test_a_rerun_never_scores_an_earlier_runs_checkpoint(tmp_path):
 
 def test_failed_inner_runs_are_retried_then_excluded_not_scored(tmp_path, monkeypatch):
     import derl_bench.meta.loop as loop
+    import derl_bench.meta.workers as workers
 
-    real = loop.train_and_score
+    real = workers.train_and_score
     calls = {"n": 0}
 
     def flaky(config, expr, run, *args):
@@ -213,7 +214,7 @@ def test_failed_inner_runs_are_retried_then_excluded_not_scored(tmp_path, monkey
             raise RuntimeError("worker died")
         return real(config, expr, run, *args)
 
-    monkeypatch.setattr(loop, "train_and_score", flaky)
+    monkeypatch.setattr(workers, "train_and_score", flaky)
     seen: list[list[float]] = []
 
     class Recording(RandomSearch):
@@ -223,7 +224,7 @@ def test_failed_inner_runs_are_retried_then_excluded_not_scored(tmp_path, monkey
     monkeypatch.setattr(loop, "RandomSearch", Recording)
     config = MetaConfig(name="t", method="random", outer_steps=1, population=2, retries=1,
                         validation_episodes=2, inner=ARITH_INNER, output_dir=str(tmp_path),
-                        progress=False, seed=11)
+                        progress=False, executor="local", seed=11)
     result = run_meta(config)
     first, second = result.candidates
     assert first["status"] == "scored" and first["retried_after"] == ["RuntimeError: worker died"]
@@ -238,7 +239,7 @@ def test_tied_generations_are_counted_as_zero_advantage(tmp_path):
     # The untrained tiny model solves nothing, so every score ties at 0.
     config = MetaConfig(name="t", method="random", outer_steps=2, population=2,
                         validation_episodes=2, inner=ARITH_INNER, output_dir=str(tmp_path),
-                        progress=False, seed=3)
+                        progress=False, executor="local", seed=3)
     result = run_meta(config)
     assert result.zero_advantage_generations == 2
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -251,7 +252,7 @@ def test_the_headline_is_the_best_policy_on_the_eval_sets(tmp_path):
 
     config = MetaConfig(name="t", method="random", outer_steps=1, population=1,
                         validation_episodes=2, inner=ARITH_INNER, output_dir=str(tmp_path),
-                        progress=False, eval_limit=4)
+                        progress=False, executor="local", eval_limit=4)
     evaluate = headline_evaluator("derl/Arithmetic-v0", ["L0", "L2"], limit=4, max_new_tokens=8)
     result = run_meta(config, evaluate=evaluate)
     assert set(result.headline["best"]) == {"L0", "L2"}
@@ -277,7 +278,7 @@ def test_trainer_trl_is_honoured_or_rejected(data_root, tmp_path):
 def test_fixed_reward_baseline_trains_one_reward_with_fresh_seeds(tmp_path):
     config = MetaConfig(name="t", method="fixed", reward="outcome", outer_steps=1,
                         population=2, validation_episodes=2, inner=ARITH_INNER,
-                        output_dir=str(tmp_path), progress=False, seed=4)
+                        output_dir=str(tmp_path), progress=False, executor="local", seed=4)
     result = run_meta(config)
     assert [c["expr"] for c in result.candidates] == ["outcome", "outcome"]
     assert "duplicate_of" not in result.candidates[1], "each run has its own seed"

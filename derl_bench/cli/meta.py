@@ -8,13 +8,21 @@ import sys
 
 def _run(args: argparse.Namespace) -> int:
     from derl_bench.grpo.config import ConfigError
+    from derl_bench.grpo.trainer import ResumeError
     from derl_bench.meta import load_meta_config, run_meta
+    from derl_bench.meta.workers import ExecutorError
 
     overrides = list(args.overrides)
     if args.method:
         overrides.append(f"method={args.method}")
     if args.output:
         overrides.append(f"output_dir={args.output}")
+    if args.executor:
+        overrides.append(f"executor={args.executor}")
+    if args.address:
+        overrides.append(f"ray_address={args.address}")
+    if args.workers:
+        overrides.append(f"workers={args.workers}")
     try:
         config = load_meta_config(args.recipe, overrides)
     except ConfigError as err:
@@ -28,7 +36,12 @@ def _run(args: argparse.Namespace) -> int:
                                   max_new_tokens=inner.max_new_tokens, model_label=inner.model,
                                   env_kwargs={k: v for k, v in inner.env_kwargs.items()
                                               if k not in ("split", "level")})
-    result = run_meta(config, evaluate=evaluate if config.eval_levels else None)
+    try:
+        result = run_meta(config, evaluate=evaluate if config.eval_levels else None,
+                          resume=args.resume)
+    except (ResumeError, ExecutorError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if result.best_expr is None:
         print("no candidate trained successfully; see candidates.jsonl", file=sys.stderr)
         return 1
@@ -54,4 +67,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--method", choices=("derl", "derl-pop", "random", "revolve"),
                         help="override the recipe's method")
     parser.add_argument("--output", help="run directory (default runs/<name>)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in the run directory from its last checkpoint "
+                        "(after a crash or kill); a changed recipe is refused")
+    parser.add_argument("--executor", choices=("auto", "ray", "local"),
+                        help="where inner runs execute (default: the recipe's, auto = Ray when "
+                        "installed)")
+    parser.add_argument("--address",
+                        help="Ray cluster to join: auto, or ray://host:10001 (default: start "
+                        "a local Ray instance)")
+    parser.add_argument("--workers", type=int,
+                        help="most inner runs in flight at once (default: as many as fit)")
     parser.set_defaults(func=_run)

@@ -130,7 +130,9 @@ def _meta_config(config: ProxyConfig, method: str, seed: int, model: str, out: P
         population=config.population, validation_episodes=config.validation_episodes,
         seed=seed, optimizer_sft_examples=config.optimizer_sft_examples,
         optimizer_sft_steps=config.optimizer_sft_steps, eval_levels=list(LEVELS),
-        eval_limit=config.eval_limit, output_dir=str(out), progress=False)
+        eval_limit=config.eval_limit, output_dir=str(out), progress=False,
+        # The benchmark spreads whole runs (method x seed) over its workers; each runs in-process.
+        executor="local")
 
 
 def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str, Any]:

@@ -19,6 +19,9 @@ from typing import Any
 from derl_bench.grpo.config import ConfigError, config_from_dict, parse_overrides, read_recipe
 
 METHODS = ("derl", "derl-pop", "random", "revolve", "fixed")
+PLACEMENT_FIELDS = ("executor", "ray_address", "workers", "num_cpus", "num_gpus", "progress")
+"""Fields that say where and how visibly a run executes, not what it computes: a resumed run
+may change them (move to a cluster, say)."""
 
 
 @dataclass
@@ -74,6 +77,18 @@ class MetaConfig:
     max_depth: int = 3
     """``random``/``revolve``: deepest expression tree drawn from the grammar."""
 
+    executor: str = "auto"
+    """Where inner runs execute: ``ray`` (Ray tasks), ``local`` (one after another in this
+    process) or ``auto`` (Ray when it is installed); see :mod:`derl_bench.meta.workers`."""
+    ray_address: str | None = None
+    """``None``: a local Ray instance; ``auto``: this machine's cluster; ``ray://host:10001``."""
+    workers: int | None = None
+    """Most inner runs in flight at once (``None``: as many as the resources fit)."""
+    num_cpus: float = 1.0
+    """CPUs Ray reserves for each inner run (and each headline evaluation)."""
+    num_gpus: float = 0.0
+    """GPUs Ray reserves for each inner run; set ``inner.device: cuda`` beside it."""
+
     output_dir: str | None = None
     progress: bool = True
 
@@ -86,6 +101,12 @@ class MetaConfig:
         for name in ("outer_steps", "population", "validation_episodes", "islands"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)!r}")
+        if self.executor not in ("auto", "ray", "local"):
+            raise ConfigError(f"executor must be auto, ray or local, got {self.executor!r}")
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"workers must be at least 1, got {self.workers!r}")
+        if self.num_cpus < 0 or self.num_gpus < 0:
+            raise ConfigError("num_cpus and num_gpus must be >= 0")
         if self.method == "fixed" and not self.reward:
             raise ConfigError("method fixed needs a reward expression")
         if self.method in ("derl", "derl-pop") and self.population < 2:

@@ -7,15 +7,22 @@ Every generation, top to bottom:
 2. each one is compiled (an invalid one scores ``invalid_score`` and trains nothing), then
    trains an inner GRPO policy — from the recipe's model, or for ``derl-pop`` from the best
    policy so far, continuing through the training data where that policy stopped — and the
-   policy's success on the fixed validation set is its score. A reward already scored from
-   the same starting policy is not trained twice. An inner run that raises is retried
-   ``retries`` times and then *excluded* from the generation (logged with its reason): a
-   crash says nothing about the reward;
+   policy's success on the fixed validation set is its score. The generation's inner runs go
+   to an executor (:mod:`derl_bench.meta.workers`: Ray tasks, in parallel, or this process).
+   A reward already scored from the same starting policy is not trained twice. An inner run
+   that raises, or whose worker dies, is retried ``retries`` times and then *excluded* from
+   the generation (logged with its reason): a crash says nothing about the reward;
 3. the proposer learns from the scores of the candidates that ran (a GRPO step of the
    Meta-Optimizer, the islands' selection); a generation whose scores all tie gives every
    candidate zero advantage, and is counted;
-4. every candidate is appended to ``candidates.jsonl``; ``summary.json``, ``curve.png`` and the
-   reward-structure table ``structure.json`` / ``structure.png`` are rewritten.
+4. every candidate is appended to ``candidates.jsonl`` as its run ends; ``summary.json``,
+   ``curve.png`` and the reward-structure table ``structure.json`` / ``structure.png`` are
+   rewritten.
+
+Once a generation is proposed, the run's state is checkpointed (``state/checkpoint.pt``: the
+proposer's weights, optimiser and RNG states, the proposals, the best so far), so
+``run_meta(config, resume=True)`` continues a killed run: the inner runs that finished are not
+redone and the rest of the run is what an uninterrupted run would have computed.
 
 At the end the best policy (by validation score) is evaluated on the eval set of each of the
 recipe's ``eval_levels`` by the ``evaluate`` callback, which writes result records under
@@ -34,8 +41,6 @@ import json
 import math
 import os
 import shutil
-import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,10 +50,17 @@ import numpy as np
 import yaml
 
 from derl_bench.grpo.advantage import group_advantages
-from derl_bench.grpo.trainer import make_env
-from derl_bench.meta.config import MetaConfig
-from derl_bench.meta.inner import inner_config, train_and_score
+from derl_bench.grpo.trainer import ResumeError, make_env
+from derl_bench.meta.config import PLACEMENT_FIELDS, MetaConfig
+from derl_bench.meta.inner import inner_config
 from derl_bench.meta.search import FixedReward, IslandEvolution, Proposal, RandomSearch
+from derl_bench.meta.workers import (
+    InnerJob,
+    JobOutcome,
+    LocalExecutor,
+    RayExecutor,
+    executor_for,
+)
 from derl_bench.policies import domain_of, env_family
 from derl_bench.reward import MetaRewardError, compile_reward
 
@@ -69,9 +81,10 @@ class MetaResult:
     zero_advantage_generations: int = 0
 
 
-def make_proposer(config: MetaConfig, domain: str) -> Any:
+def make_proposer(config: MetaConfig, domain: str, warm_start: bool = True) -> Any:
     """The proposer of ``config.method``; ``domain`` names the primitives it may use (the
-    inner env's id: only what that env emits)."""
+    inner env's id: only what that env emits). ``warm_start=False`` skips the Meta-Optimizer's
+    cold-start fine-tuning (a resumed run loads its weights instead)."""
     if config.method == "random":
         return RandomSearch(domain, config.seed, config.max_depth)
     if config.method == "fixed":
@@ -88,7 +101,7 @@ def make_proposer(config: MetaConfig, domain: str) -> Any:
                               temperature=config.optimizer_temperature,
                               invalid_score=config.invalid_score,
                               device=str(config.inner.get("device", "cpu")))
-    if config.optimizer_sft_examples:
+    if config.optimizer_sft_examples and warm_start:
         optimizer.warm_start(config.optimizer_sft_examples, config.optimizer_sft_steps,
                              seed=config.seed)
     return optimizer
@@ -162,61 +175,137 @@ def _plot_structure(path: Path, rows: list[dict[str, Any]]) -> None:
     plt.close(fig)
 
 
-def _run_inner(config: MetaConfig, expr: str, run: Path, start_model: str | None,
-               data_offset: int, inner_seed: int | None) -> tuple[Any, list[str]]:
-    """Train and score with retries; returns the result (``None`` after the last failure)
-    and the error of every failed attempt."""
-    errors: list[str] = []
-    for _ in range(config.retries + 1):
-        try:
-            return (train_and_score(config, expr, run, start_model, data_offset, inner_seed),
-                    errors)
-        except Exception as err:  # any failure of an inner run is retried, then excluded
-            errors.append(f"{type(err).__name__}: {err}")
-            run.parent.mkdir(parents=True, exist_ok=True)
-            with open(run.parent / f"{run.name}.error.log", "a", encoding="utf-8") as fh:
-                fh.write(traceback.format_exc() + "\n")
-    return None, errors
-
-
 def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
-               proposal: Proposal, start_model: str | None, data_offset: int,
-               seen: dict[tuple[str, str | None, int | None], dict[str, Any]]) -> dict[str, Any]:
+               proposal: Proposal, start_model: str | None
+               ) -> tuple[dict[str, Any], tuple[str, str | None, int | None] | None]:
+    """The candidate's record so far, and the key of the inner run it needs (``None`` for an
+    invalid reward, which trains nothing)."""
+    inner_seed = proposal.extra.get("inner_seed")
     record: dict[str, Any] = {"generation": generation, "index": index, "expr": proposal.expr,
                               "origin": proposal.origin, "parents": list(proposal.parents),
-                              "start_model": start_model}
+                              "start_model": start_model, "inner_seed": inner_seed}
     if proposal.extra.get("complete") is False:
         return {**record, "valid": False, "status": "invalid",
-                "error": "unfinished expression", "score": config.invalid_score}
+                "error": "unfinished expression", "score": config.invalid_score}, None
     try:
         reward = compile_reward(proposal.expr, domain=domain)
     except MetaRewardError as err:
         return {**record, "valid": False, "status": "invalid", "error": str(err),
-                "score": config.invalid_score}
+                "score": config.invalid_score}, None
     record.update(valid=True, canonical=reward.canonical, hash=reward.hash,
                   structure=reward.structure.kind, primitives=list(reward.primitives))
-    inner_seed = proposal.extra.get("inner_seed")
-    key = (reward.hash, start_model, inner_seed)
-    if key in seen:
-        return {**record, **{k: seen[key][k] for k in ("status", "score", "train_reward",
-                                                        "checkpoint", "validation")},
-                "duplicate_of": seen[key]["run"]}
-    run = config.run_dir / "inner" / f"g{generation:03d}-c{index:02d}"
-    started = time.perf_counter()
-    result, errors = _run_inner(config, proposal.expr, run, start_model, data_offset,
-                                inner_seed)
-    record.update(run=str(run), seconds=round(time.perf_counter() - started, 2),
-                  attempts=len(errors) + (result is not None))
+    return record, (reward.hash, start_model, inner_seed)
+
+
+def _finish(record: dict[str, Any], outcome: JobOutcome) -> dict[str, Any]:
+    record = {**record, "run": outcome.job.run_dir, "seconds": outcome.seconds,
+              "attempts": len(outcome.errors) + (outcome.result is not None),
+              "worker": outcome.worker}
+    result = outcome.result
     if result is None:
         record.update(status="failed", score=None, train_reward=None, checkpoint=None,
-                      validation=None, error=errors[-1])
+                      validation=None, error=outcome.errors[-1])
     else:
         record.update(status="scored", score=result.score, train_reward=result.train_reward,
                       checkpoint=str(result.checkpoint), validation=result.metrics)
-        if errors:
-            record["retried_after"] = errors
-    seen[key] = record
+        if outcome.errors:
+            record["retried_after"] = outcome.errors
     return record
+
+
+def _copy_of(record: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    """``record`` scored as ``source``: the same reward from the same start is not retrained."""
+    return {**record, **{k: source[k] for k in ("status", "score", "train_reward",
+                                                "checkpoint", "validation")},
+            "duplicate_of": source["run"]}
+
+
+Key = tuple[str, str | None, int | None]
+
+
+def _key(record: dict[str, Any]) -> Key:
+    return (record["hash"], record["start_model"], record.get("inner_seed"))
+
+
+class _Progress:
+    """A bar per generation: candidates done, the inner runs now running, best so far."""
+
+    def __init__(self, config: MetaConfig, generation: int, total: int, done: int,
+                 best: float, zero_adv: int) -> None:
+        from tqdm.auto import tqdm
+
+        self.running: set[int] = set()
+        self.best, self.zero_adv = best, zero_adv
+        self.bar = tqdm(total=total, initial=done, leave=True,
+                        desc=f"{config.name} ({config.method}) gen {generation + 1}/"
+                             f"{config.outer_steps}")
+        self._show()
+
+    def _show(self) -> None:
+        running = ",".join(f"c{i:02d}" for i in sorted(self.running)) or "-"
+        self.bar.set_postfix_str(f"running {running} | best {max(self.best, 0.0):.3f} | "
+                                 f"zero-adv gens {self.zero_adv}")
+
+    def start(self, job: InnerJob) -> None:
+        self.running.add(job.index)
+        self._show()
+
+    def done(self, index: int, best: float | None = None) -> None:
+        self.running.discard(index)
+        if best is not None:
+            self.best = max(self.best, best)
+        self.bar.update(1)
+        self._show()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _run_generation(config: MetaConfig, domain: str, generation: int,
+                    proposals: list[Proposal], start_model: str | None, data_offset: int,
+                    done: dict[int, dict[str, Any]], seen: dict[Key, dict[str, Any]],
+                    executor: LocalExecutor | RayExecutor, log: Path,
+                    progress: _Progress | None) -> list[dict[str, Any]]:
+    """Every candidate's record, in index order; each is appended to ``log`` as it ends."""
+    records = dict(done)
+
+    def finished(index: int, record: dict[str, Any]) -> None:
+        records[index] = record
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, default=str) + "\n")
+        if progress is not None:
+            progress.done(index, record["score"] if record["status"] == "scored" else None)
+
+    prepared: dict[int, dict[str, Any]] = {}
+    runs_for: dict[Key, int] = {}
+    copies: dict[int, list[int]] = {}
+    jobs = []
+    for index, proposal in enumerate(proposals):
+        if index in records:
+            continue
+        record, key = _candidate(config, domain, generation, index, proposal, start_model)
+        if key is None:
+            finished(index, record)
+        elif key in seen:
+            finished(index, _copy_of(record, seen[key]))
+        elif key in runs_for:
+            prepared[index] = record
+            copies.setdefault(runs_for[key], []).append(index)
+        else:
+            prepared[index] = record
+            runs_for[key] = index
+            jobs.append(InnerJob(index, proposal.expr,
+                                 str(config.run_dir / "inner" / f"g{generation:03d}-c{index:02d}"),
+                                 start_model, data_offset, proposal.extra.get("inner_seed")))
+    on_start = progress.start if progress is not None else None
+    for outcome in executor.run(config, jobs, on_start):
+        index = outcome.job.index
+        record = _finish(prepared[index], outcome)
+        seen[_key(record)] = record
+        finished(index, record)
+        for copy in copies.get(index, []):
+            finished(copy, _copy_of(prepared[copy], record))
+    return [records[i] for i in range(len(proposals))]
 
 
 def _advantage_stats(scores: list[float]) -> dict[str, Any]:
@@ -232,47 +321,131 @@ Evaluator = Callable[[str, "str | None", Path, str], dict[str, Any]]
 scores a final policy on the eval sets and writes its records under ``out_dir``. The
 evaluation stage provides one (:func:`derl_bench.evaluation.batched.headline_evaluator`)."""
 
+STATE_FILE = Path("state") / "checkpoint.pt"
 
-def run_meta(config: MetaConfig, evaluate: Evaluator | None = None) -> MetaResult:
+
+def _save_state(out: Path, generation: int, proposer: Any, proposals: list[Proposal],
+                result: MetaResult) -> None:
+    """The run as it stands once generation ``generation`` is proposed: enough to redo the
+    rest of the run exactly (written atomically; the previous one is replaced)."""
+    import torch
+
+    path = out / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"generation": generation, "proposer": proposer.state_dict(),
+             "proposals": [p.to_dict() for p in proposals],
+             "result": {"best_expr": result.best_expr, "best_score": result.best_score,
+                        "best_checkpoint": result.best_checkpoint,
+                        "generations": result.generations,
+                        "zero_advantage_generations": result.zero_advantage_generations}}
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def _read_log(log: Path) -> list[dict[str, Any]]:
+    """The records in ``log``; a last line cut short by a kill is dropped."""
+    records = []
+    if log.exists():
+        for line in log.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def _start(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
+    """Prepare the run directory; on resume, check the recipe and return the saved state
+    (``None``: the run had not reached its first checkpoint and starts over)."""
+    out = config.run_dir
+    saved = out / "config.yaml"
+    current = yaml.safe_load(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    state = None
+    if resume:
+        if not saved.exists():
+            raise ResumeError(f"--resume: no reward-discovery run at {out}")
+        before = yaml.safe_load(saved.read_text()) or {}
+        changed = sorted(k for k in set(before) | set(current) if k not in PLACEMENT_FIELDS
+                         and before.get(k) != current.get(k))
+        if changed:
+            raise ResumeError("the run was started with different settings: " + ", ".join(
+                f"{k} (was {before.get(k)!r}, now {current.get(k)!r})" for k in changed))
+        if (out / STATE_FILE).exists():
+            import torch
+
+            state = torch.load(out / STATE_FILE, weights_only=True)
+    out.mkdir(parents=True, exist_ok=True)
+    # Nothing an earlier run (or the unfinished end of this one) left can be scored or reported.
+    stale = ("results", "retrained-best") if state is not None else (
+        "inner", "results", "retrained-best", "state")
+    for name in stale:
+        shutil.rmtree(out / name, ignore_errors=True)
+    saved.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    log = out / "candidates.jsonl"
+    if state is None:
+        log.unlink(missing_ok=True)
+    else:
+        kept = [r for r in _read_log(log) if r["generation"] <= state["generation"]]
+        tmp = log.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in kept))
+        os.replace(tmp, log)
+    return state
+
+
+def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool = False,
+             executor: LocalExecutor | RayExecutor | None = None) -> MetaResult:
     """Run reward discovery as ``config`` says (see the module docstring); ``evaluate``
-    computes the headline of the best policy (none without it)."""
+    computes the headline of the best policy (none without it). ``resume`` continues the run
+    in ``config.run_dir`` from its last checkpoint; ``executor`` overrides the recipe's."""
     env_id = config.inner.get("env_id", "derl/GSM8K-v0")
     # Proposals use, and compile against, exactly the primitives the inner env emits.
     domain = env_id
     out = config.run_dir
-    out.mkdir(parents=True, exist_ok=True)
-    # A run starts clean: nothing an earlier run left here can be scored or reported.
-    for stale in ("inner", "results", "retrained-best"):
-        shutil.rmtree(out / stale, ignore_errors=True)
-    (out / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    state = _start(config, resume)
     log = out / "candidates.jsonl"
-    log.unlink(missing_ok=True)
     # A missing dataset or a bad env setting is the run's problem, not a candidate's: fail now.
     make_env(inner_config(config, "0", out / "inner" / "check", None)).close()
-    proposer = make_proposer(config, domain)
+    shutil.rmtree(out / "inner" / "check", ignore_errors=True)
+    proposer = make_proposer(config, domain, warm_start=state is None)
     result = MetaResult()
-    seen: dict[tuple[str, str | None, int | None], dict[str, Any]] = {}
+    first = 0
+    resumed: list[Proposal] | None = None
+    if state is not None:
+        proposer.load_state_dict(state["proposer"])
+        result = MetaResult(**state["result"])
+        first = int(state["generation"])
+        resumed = [Proposal.from_dict(p) for p in state["proposals"]]
+        result.candidates = [r for r in _read_log(log) if r["generation"] < first]
+    seen: dict[Key, dict[str, Any]] = {}
+    for record in _read_log(log):
+        if "run" in record and "duplicate_of" not in record and "hash" in record:
+            seen[_key(record)] = record
+    done = {r["index"]: r for r in _read_log(log) if r["generation"] == first}
     inner_steps = int(inner_config(config, "0", out, None).steps)
+    executor = executor or executor_for(config)
+    if config.progress and executor.dashboard_url:
+        print(f"Ray dashboard: {executor.dashboard_url}")
 
-    generations = range(config.outer_steps)
-    bar = None
-    if config.progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(generations, desc=f"{config.name} ({config.method})")
-        generations = bar
-    for generation in generations:
+    for generation in range(first, config.outer_steps):
         warm = config.method == "derl-pop" and result.best_checkpoint is not None
         start_model = result.best_checkpoint if warm else None
         data_offset = generation * inner_steps if warm else 0
-        proposals = proposer.propose(config.population)
-        records = []
-        for index, proposal in enumerate(proposals):
-            record = _candidate(config, domain, generation, index, proposal, start_model,
-                                data_offset, seen)
-            records.append(record)
-            with open(log, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record, default=str) + "\n")
+        if resumed is not None:
+            proposals, resumed = resumed, None
+        else:
+            proposals = proposer.propose(config.population)
+            _save_state(out, generation, proposer, proposals, result)
+            done = {}
+        progress = (_Progress(config, generation, len(proposals), len(done), result.best_score,
+                              result.zero_advantage_generations) if config.progress else None)
+        try:
+            records = _run_generation(config, domain, generation, proposals, start_model,
+                                      data_offset, done, seen, executor, log, progress)
+        finally:
+            if progress is not None:
+                progress.close()
+        for record in records:  # in index order, so ties go the same way however runs finish
             if record["status"] == "scored" and record["score"] > result.best_score:
                 result.best_expr, result.best_score = record["expr"], record["score"]
                 result.best_checkpoint = record["checkpoint"]
@@ -292,9 +465,6 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None) -> MetaResul
             **advantage,
             **(stats or {}),
         })
-        if bar is not None:
-            bar.set_postfix(best=f"{max(result.best_score, 0.0):.3f}",
-                            zero_adv=result.zero_advantage_generations)
         _write_summary(config, result, domain)
         _plot(out / "curve.png", result.generations, f"{config.name} ({config.method})")
         rows = structure_table(result.candidates)
@@ -303,15 +473,22 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None) -> MetaResul
     if config.method in ("derl", "derl-pop"):
         proposer.save(out / "meta-optimizer")
     if evaluate is not None and result.best_checkpoint is not None:
-        result.headline = {"best": evaluate(result.best_checkpoint, result.best_expr,
-                                            out / "results", config.method)}
+        result.headline = {"best": executor.call(evaluate, result.best_checkpoint,
+                                                 result.best_expr, out / "results",
+                                                 config.method)}
         if config.method == "derl-pop" and result.best_expr is not None:
-            retrained = train_and_score(config, result.best_expr, out / "retrained-best", None)
-            result.headline["retrained_from_base"] = {
-                "validation": retrained.score,
-                **evaluate(str(retrained.checkpoint), result.best_expr,
-                           out / "results" / "retrained-from-base", f"{config.method} (retrained)"),
-            }
+            job = InnerJob(0, result.best_expr, str(out / "retrained-best"))
+            outcome = next(iter(executor.run(config, [job])))
+            if outcome.result is None:
+                result.headline["retrained_from_base"] = {"error": outcome.errors[-1]}
+            else:
+                retrained = outcome.result
+                result.headline["retrained_from_base"] = {
+                    "validation": retrained.score,
+                    **executor.call(evaluate, str(retrained.checkpoint), result.best_expr,
+                                    out / "results" / "retrained-from-base",
+                                    f"{config.method} (retrained)"),
+                }
     _write_summary(config, result, domain)
     return result
 

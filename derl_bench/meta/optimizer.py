@@ -261,6 +261,20 @@ class MetaOptimizer:
         return {"meta/loss": stats["loss"], "meta/kl": stats["kl"],
                 "meta/reward_mean": float(sum(rewards) / len(rewards))}
 
+    def state_dict(self) -> dict[str, Any]:
+        """Weights, reference, optimiser state and sampling RNG: what a resumed run needs to
+        propose and learn exactly as an uninterrupted one."""
+        return {"model": self.model.state_dict(), "reference": self.reference.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.reference.load_state_dict(state["reference"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.updates = int(state["updates"])
+
     def save(self, path: str | Path) -> None:
         """Save the Meta-Optimizer's weights and tokenizer."""
         self.model.save_pretrained(path)

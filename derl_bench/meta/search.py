@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from derl_bench.meta.evolve import crossover, mutate
 from derl_bench.reward import distance, random_expression
@@ -30,6 +31,21 @@ class Proposal:
     origin: str
     parents: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON and checkpoint safe)."""
+        return {"expr": self.expr, "origin": self.origin, "parents": list(self.parents),
+                "extra": dict(self.extra)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Proposal:
+        return cls(data["expr"], data["origin"], tuple(data["parents"]), dict(data["extra"]))
+
+
+def _as_random_state(state: Any) -> tuple:
+    """``random.Random.setstate`` wants tuples where a round trip through storage gave lists."""
+    version, internal, gauss = state
+    return (version, tuple(internal), gauss)
 
 
 class FixedReward:
@@ -51,6 +67,13 @@ class FixedReward:
     def observe(self, proposals: Sequence[Proposal], scores: Sequence[float]) -> None:
         """A fixed reward learns nothing."""
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to propose as this one would."""
+        return {"drawn": self.drawn}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.drawn = int(state["drawn"])
+
 
 class RandomSearch:
     """Uniform draws from the grammar (seeded)."""
@@ -66,6 +89,13 @@ class RandomSearch:
 
     def observe(self, proposals: Sequence[Proposal], scores: Sequence[float]) -> None:
         """Random search learns nothing."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to propose as this one would."""
+        return {"rng": self.rng.getstate()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.setstate(_as_random_state(state["rng"]))
 
 
 @dataclass
@@ -89,6 +119,17 @@ class IslandEvolution:
         self.migrate_every = migrate_every
         self.max_depth = max_depth
         self.generation = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to propose as this one would."""
+        return {"rng": self.rng.getstate(), "generation": self.generation,
+                "islands": [[(m.expr, m.score) for m in island] for island in self.islands]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.setstate(_as_random_state(state["rng"]))
+        self.generation = int(state["generation"])
+        self.islands = [[Member(expr, float(score)) for expr, score in island]
+                         for island in state["islands"]]
 
     def _tournament(self, island: list[Member]) -> Member:
         a, b = self.rng.choice(island), self.rng.choice(island)
