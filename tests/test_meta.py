@@ -157,6 +157,18 @@ def test_derl_pop_warm_starts_from_the_best_policy(data_root, tmp_path):
     assert (tmp_path / "meta-optimizer" / "config.json").is_file()
 
 
+def test_a_warm_started_baseline_continues_from_the_best_policy_as_derl_pop_does(tmp_path):
+    config = MetaConfig(name="f", method="fixed", reward="outcome + format_boxed",
+                        warm_start=True, outer_steps=2, population=1, validation_episodes=2,
+                        inner=ARITH_INNER, output_dir=str(tmp_path), progress=False,
+                        executor="local")
+    result = run_meta(config)
+    first, second = result.candidates
+    assert first["start_model"] is None and second["start_model"] == first["checkpoint"]
+    cold = MetaConfig(name="f", method="fixed", reward="outcome", inner=ARITH_INNER)
+    assert not cold.warm_starts and config.warm_starts
+
+
 def test_derl_pop_continues_through_the_training_data(tmp_path):
     # A warm-started inner run of generation g starts g * steps into the problem sequence,
     # so it never repeats the problems the policy it starts from was trained on.
@@ -313,6 +325,7 @@ def test_demo_writes_both_methods_curves_and_records(tmp_path):
     on_disk = json.loads((tmp_path / "demo" / "demo.json").read_text())
     assert on_disk == summary
     assert set(summary["methods"]) == {"derl", "outcome-only"}
+    assert summary["methods"]["derl"]["variant"] == "derl-pop"
     for method in summary["methods"].values():
         assert all(isinstance(v, float) for v in method["validation_by_generation"])
         assert set(method["eval_success"]) == {"mean", "se", "n"}

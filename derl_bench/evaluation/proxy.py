@@ -79,6 +79,9 @@ class ProxyConfig:
     optimizer_sft_examples: int = 206
     optimizer_sft_steps: int = 150
     workers: int = 2
+    warm_start_baselines: bool = False
+    """Give the hand-made and black-box methods DERL-pop's population warm start (every
+    generation continues from the best policy so far): the fair comparison for ``derl-pop``."""
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in METHODS]
@@ -128,7 +131,8 @@ def _meta_config(config: ProxyConfig, method: str, seed: int, model: str, out: P
         reward=HAND_MADE.get(method), inner={**config.inner, "model": model},
         outer_steps=config.outer_steps,
         population=config.population, validation_episodes=config.validation_episodes,
-        seed=seed, optimizer_sft_examples=config.optimizer_sft_examples,
+        seed=seed, warm_start=config.warm_start_baselines and method != "derl",
+        optimizer_sft_examples=config.optimizer_sft_examples,
         optimizer_sft_steps=config.optimizer_sft_steps, eval_levels=list(LEVELS),
         eval_limit=config.eval_limit, output_dir=str(out), progress=False,
         # The benchmark spreads whole runs (method x seed) over its workers; each runs in-process.
@@ -148,6 +152,7 @@ def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str
     started = time.perf_counter()
     found = run_meta(meta, evaluate=evaluate)
     row = {"validation_by_generation": [g["best_so_far"] for g in found.generations],
+           "generation_best": [g["max_score"] for g in found.generations],
            "generation_mean": [g["mean_score"] for g in found.generations],
            "best_expr": found.best_expr, "best_validation": found.best_score,
            "eval": found.headline.get("best", {}),
@@ -230,24 +235,27 @@ def summarize(rows: list[dict[str, Any]], base: dict[str, Any] | None = None,
     return out
 
 
-def plot_curves(rows: list[dict[str, Any]], path: Path) -> None:
-    """Validation success (best so far) per generation, mean over seeds, one line a method;
-    dashed lines are the hand-made rewards."""
+def plot_curves(rows: list[dict[str, Any]], path: Path,
+                key: str = "validation_by_generation") -> None:
+    """Validation success per generation (``key``: ``validation_by_generation``, the best so
+    far, or ``generation_best``, the best of each generation), mean over seeds, one line a
+    method; dashed lines are the hand-made rewards."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    generations = max(len(r["validation_by_generation"]) for r in rows)
+    generations = max(len(r[key]) for r in rows)
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for method in dict.fromkeys(r["method"] for r in rows):
-        curves = [r["validation_by_generation"] for r in rows if r["method"] == method]
+        curves = [r[key] for r in rows if r["method"] == method]
         padded = [c + [c[-1]] * (generations - len(c)) for c in curves]
         mean = [sum(col) / len(col) for col in zip(*padded, strict=True)]
         style = "--" if method in HAND_MADE else "-"
         ax.plot(range(generations), mean, style, marker="o", label=method)
     ax.set_xlabel("generation")
-    ax.set_ylabel("validation success (best so far)")
+    ax.set_ylabel("validation success (" + ("best so far" if key == "validation_by_generation"
+                                            else "best of the generation") + ")")
     ax.set_xticks(range(generations))
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -1,7 +1,7 @@
 """One dataclass configures a reward-discovery run; YAML recipes fill it.
 
     name: derl-gsm8k
-    method: derl            # derl | derl-pop | random | revolve
+    method: derl            # derl | derl-pop | random | revolve | fixed
     outer_steps: 2
     population: 3
     inner:                  # TrainConfig fields shared by every inner GRPO run
@@ -36,6 +36,10 @@ class MetaConfig:
     budget: one inner run per candidate slot, each with its own seed)."""
     reward: str | None = None
     """``fixed``: the hand-made Meta-Reward."""
+    warm_start: bool = False
+    """Start every inner run after the first generation from the best policy so far, as
+    ``derl-pop`` always does: gives a baseline (``fixed``, ``random``, ``revolve``) the same
+    population warm start, so it can be compared with ``derl-pop`` at an equal budget."""
     inner: dict[str, Any] = field(default_factory=dict)
     """TrainConfig fields of every inner run; ``meta_reward`` is set per candidate."""
     outer_steps: int = 2
@@ -116,6 +120,12 @@ class MetaConfig:
     @property
     def run_dir(self) -> Path:
         return Path(self.output_dir or Path("runs") / self.name)
+
+    @property
+    def warm_starts(self) -> bool:
+        """Whether inner runs continue from the best policy so far (``derl-pop`` or
+        ``warm_start``)."""
+        return self.method == "derl-pop" or self.warm_start
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -5,8 +5,8 @@ Every generation, top to bottom:
 1. the proposer writes ``population`` Meta-Rewards (the Meta-Optimizer LLM for ``derl`` and
    ``derl-pop``, the grammar for ``random``, mutation and crossover for ``revolve``);
 2. each one is compiled (an invalid one scores ``invalid_score`` and trains nothing), then
-   trains an inner GRPO policy — from the recipe's model, or for ``derl-pop`` from the best
-   policy so far, continuing through the training data where that policy stopped — and the
+   trains an inner GRPO policy — from the recipe's model, or for ``derl-pop`` (and any method
+   with ``warm_start``) from the best policy so far, continuing through the training data where that policy stopped — and the
    policy's success on the fixed validation set is its score. The generation's inner runs go
    to an executor (:mod:`derl_bench.meta.workers`: Ray tasks, in parallel, or this process).
    A reward already scored from the same starting policy is not trained twice. An inner run
@@ -27,8 +27,8 @@ redone and the rest of the run is what an uninterrupted run would have computed.
 At the end the best policy (by validation score) is evaluated on the eval set of each of the
 recipe's ``eval_levels`` by the ``evaluate`` callback, which writes result records under
 ``results/``: that, not the maximum over noisy validation scores, is the run's headline. For
-``derl-pop`` the best Meta-Reward is also retrained from the base model and evaluated the same
-way::
+``derl-pop`` (and ``warm_start``) the best Meta-Reward is also retrained from the base model
+and evaluated the same way::
 
     result = run_meta(load_meta_config("baselines/meta-derl-arithmetic.yaml"),
                       evaluate=headline_evaluator("derl/Arithmetic-v0", ["L0", "L1", "L2"]))
@@ -428,7 +428,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
         print(f"Ray dashboard: {executor.dashboard_url}")
 
     for generation in range(first, config.outer_steps):
-        warm = config.method == "derl-pop" and result.best_checkpoint is not None
+        warm = config.warm_starts and result.best_checkpoint is not None
         start_model = result.best_checkpoint if warm else None
         data_offset = generation * inner_steps if warm else 0
         if resumed is not None:
@@ -476,7 +476,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
         result.headline = {"best": executor.call(evaluate, result.best_checkpoint,
                                                  result.best_expr, out / "results",
                                                  config.method)}
-        if config.method == "derl-pop" and result.best_expr is not None:
+        if config.warm_starts and result.best_expr is not None:
             job = InnerJob(0, result.best_expr, str(out / "retrained-best"))
             outcome = next(iter(executor.run(config, [job])))
             if outcome.result is None:
