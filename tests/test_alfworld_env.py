@@ -45,11 +45,14 @@ def test_manifests_match_the_release_and_their_checksums(data_root):
 
 def test_level_splits_follow_the_protocol(data_root):
     counts = {(lv, sp): len(games.level_games(lv, sp)) for lv in games.LEVELS for sp in games.SPLITS}
-    assert counts == {("L0", "train"): 3553, ("L0", "eval"): 140, ("L1", "train"): 3553,
-                      ("L1", "eval"): 134, ("L2", "train"): 2207, ("L2", "eval"): 38}
+    assert counts == {("L0", "train"): 3553, ("L0", "validation"): 200, ("L0", "eval"): 140,
+                      ("L1", "train"): 3553, ("L1", "validation"): 200, ("L1", "eval"): 134,
+                      ("L2", "train"): 2207, ("L2", "validation"): 127, ("L2", "eval"): 38}
     for level in games.LEVELS:
-        train, evaluation = (set(games.level_games(level, s)) for s in games.SPLITS)
-        assert not train & evaluation
+        train, validation, evaluation = (set(games.level_games(level, s)) for s in games.SPLITS)
+        assert not train & evaluation and not validation & (train | evaluation)
+        assert all(g.startswith("valid_train/") for g in validation)
+    assert {games.task_type_index(g) for g in games.level_games("L2", "validation")} == {1, 2, 3, 4}
     assert all(g.startswith("valid_seen/") for g in games.level_games("L0", "eval"))
     assert all(g.startswith("valid_unseen/") for g in games.level_games("L1", "eval"))
     assert {games.task_type_index(g) for g in games.level_games("L2", "eval")} == {5, 6}

@@ -201,6 +201,25 @@ def test_validation_is_a_fixed_set_scored_once_each_and_deterministically(tmp_pa
     assert ids == [p.problem_id for p in env.unwrapped.problems[:6]]
 
 
+def test_agents_validate_on_held_out_games_each_once_in_manifest_order(data_root, tmp_path):
+    from derl_bench.envs.alfworld import games
+    from derl_bench.meta.inner import validation_envs
+
+    config = MetaConfig(method="random", validation_episodes=3, output_dir=str(tmp_path),
+                        inner={**TINY_INNER, "env_id": "derl/ALFWorld-v0",
+                               "env_kwargs": {"level": "L2"}})
+    envs = validation_envs(config, inner_config(config, "success", tmp_path / "run", None))
+    try:
+        played = [env.reset(seed=7)[1]["game_id"] for env in envs]
+    finally:
+        for env in envs:
+            env.close()
+    # The first games of L2's validation split: held out from training, no eval game, and only
+    # the task types L2 trains on.
+    assert played == games.level_games("L2", "validation")[:3]
+    assert not set(played) & set(games.level_games("L2", "train") + games.level_games("L2", "eval"))
+
+
 def test_a_rerun_never_scores_an_earlier_runs_checkpoint(tmp_path):
     stale = tmp_path / "inner" / "g000-c00" / "checkpoints" / "step-10"
     stale.mkdir(parents=True)

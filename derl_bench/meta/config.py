@@ -47,8 +47,8 @@ class MetaConfig:
     population: int = 3
     """Meta-Rewards per generation (the Meta-Optimizer's GRPO group size)."""
     validation_split: str | None = None
-    """Split the inner policies are scored on: ``validation`` for math, ``train`` games with
-    their own seeds for agents (the evaluation splits stay unseen) when left empty."""
+    """Split the inner policies are scored on (default ``validation``: every env has one that
+    inner training never sees and that shares nothing with the eval sets)."""
     validation_episodes: int = 16
     """Size of the fixed validation set: the first items of the validation split, each once."""
     validation_seed: int = 10_000

@@ -2,9 +2,11 @@
 
 Validation is the same for every candidate of a run: the first ``validation_episodes`` items of
 the validation split in manifest order, each once, decoded greedily (temperature 0), so two
-candidates' scores differ only because their policies do. Math-family envs validate on their
-``validation`` split (disjoint from ``train`` and from every eval set); agent envs validate on
-their training games with the run's validation seeds (see ``docs/meta-loop.md``).
+candidates' scores differ only because their policies do. Every env validates on its
+``validation`` split, which inner training never sees and which shares nothing with any eval
+set: the math family's generated or upstream validation problems, ALFWorld's ``valid_train``
+games, a held-out slice of ScienceWorld's training variations (see the env cards and
+``docs/meta-loop.md``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+import gymnasium as gym
 
 from derl_bench.grpo.checkpoint import quiet_transformers
 from derl_bench.grpo.config import TrainConfig, config_from_dict
@@ -52,11 +56,28 @@ def inner_config(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | 
     return config_from_dict(values)
 
 
-def validation_split(meta: MetaConfig, config: TrainConfig) -> str:
+def validation_split(meta: MetaConfig) -> str:
     """The split inner policies are scored on (see :attr:`MetaConfig.validation_split`)."""
-    if meta.validation_split:
-        return meta.validation_split
-    return "validation" if domain_of(env_family(config.env_id)) == "math" else "train"
+    return meta.validation_split or "validation"
+
+
+class FixedItem(gym.Wrapper):
+    """An env whose every reset plays item ``index`` of its split (in manifest order), whatever
+    the seed: one slot of a fixed validation set."""
+
+    def __init__(self, env: gym.Env, index: int) -> None:
+        super().__init__(env)
+        self.index = index
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        return self.env.reset(seed=seed, options={**(options or {}), "index": self.index})
+
+
+def validation_envs(meta: MetaConfig, config: TrainConfig) -> list[gym.Env]:
+    """A multi-turn env's fixed validation set: one env per item, the first
+    ``validation_episodes`` items of the validation split, each once."""
+    scoring = config_from_dict({**config.to_dict(), "split": validation_split(meta)})
+    return [FixedItem(make_env(scoring), i) for i in range(meta.validation_episodes)]
 
 
 def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConfig,
@@ -65,7 +86,7 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
     and the mean of the ``format_boxed`` primitive where the env emits it."""
     family = env_family(config.env_id)
     domain = domain_of(family)
-    scoring = config_from_dict({**config.to_dict(), "split": validation_split(meta, config)})
+    scoring = config_from_dict({**config.to_dict(), "split": validation_split(meta)})
     with quiet_transformers():
         policy = LLMPolicy.from_pretrained(
             model_path, family, device=config.device, dtype=config.dtype,
@@ -84,12 +105,10 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
         finally:
             env.close()
     else:
-        import numpy as np
-
-        rng = np.random.default_rng(meta.validation_seed)
-        seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=meta.validation_episodes)]
-        envs = [make_env(scoring) for _ in seeds]
+        envs = validation_envs(meta, config)
         try:
+            # Each env plays its own item; the seeds only seed the env's RNG.
+            seeds = [meta.validation_seed + i for i in range(len(envs))]
             episodes = rollout_multi_turn(envs, policy, seeds, 1, config.max_episode_steps)
         finally:
             for env in envs:

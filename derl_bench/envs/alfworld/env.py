@@ -24,7 +24,8 @@ With ALFWorld in the data root (``derl-bench data download alfworld``)::
     obs, reward, terminated, truncated, info = env.step(info["walkthrough"][0])
 
 Games: ``reset(seed=s)`` draws the same game of the split for the same ``s``;
-``reset(options={"game": game_id})`` plays one game; :meth:`ALFWorldEnv.games` iterates over a
+``reset(options={"game": game_id})`` plays one game, ``reset(options={"index": i})`` the
+split's game ``i`` in manifest order; :meth:`ALFWorldEnv.games` iterates over a
 split's games in manifest order.
 """
 
@@ -51,11 +52,12 @@ MAX_ACTION_CHARS = 1_000
 
 
 class ALFWorldEnv(gym.Env[str, str]):
-    """One ALFWorld game at a time, chosen from a level's train or eval split.
+    """One ALFWorld game at a time, chosen from a level's train, validation or eval split.
 
     Args:
         level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`derl_bench.envs.alfworld.games`).
-        split: ``"train"`` or ``"eval"``.
+        split: ``"train"``, ``"validation"`` (held-out games of the training task types) or
+            ``"eval"``.
         max_steps: the step cap; an episode that reaches it unwon is truncated.
         expert: also report an expert plan from the current state in ``info["expert_plan"]``:
             the walkthrough's rest while the agent follows it, else fast-downward's plan (a
@@ -115,8 +117,14 @@ class ALFWorldEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         options = dict(options or {})
         game_id = options.pop("game", None)
+        index = options.pop("index", None)
         if options:
-            raise ValueError(f"unknown reset options {sorted(options)}; the only option is 'game'")
+            raise ValueError(f"unknown reset options {sorted(options)}; the options are 'game' "
+                             "and 'index'")
+        if index is not None:
+            if not 0 <= int(index) < len(self.game_ids):
+                raise ValueError(f"index {index} is outside the split's {len(self.game_ids)} games")
+            game_id = self.game_ids[int(index)]
         if game_id is None:
             game_id = self.game_ids[int(self.np_random.integers(len(self.game_ids)))]
         path = games_mod.game_path(str(game_id), self._root)

@@ -5,13 +5,16 @@ A game id names a game by its place in the release: ``<split>/<task folder>/<tri
 The task type is the folder name's first part. The manifests listed in ``envs/alfworld.md`` are
 the source of truth for the RLVMR/DERL levels:
 
-========  ==================================  ====================================
-level     train                               eval
-========  ==================================  ====================================
-L0        ``train``, all 6 task types (3553)  ``valid_seen``, all 6 types (140)
-L1        ``train``, all 6 task types (3553)  ``valid_unseen``, all 6 types (134)
-L2        ``train``, types 1-4 (2207)         ``valid_unseen``, types 5-6 (38)
-========  ==================================  ====================================
+========  ==================================  ==============================  ==================================
+level     train                               validation                      eval
+========  ==================================  ==============================  ==================================
+L0        ``train``, all 6 task types (3553)  ``valid_train``, all 6 (200)    ``valid_seen``, all 6 types (140)
+L1        ``train``, all 6 task types (3553)  ``valid_train``, all 6 (200)    ``valid_unseen``, all 6 types (134)
+L2        ``train``, types 1-4 (2207)         ``valid_train``, types 1-4      ``valid_unseen``, types 5-6 (38)
+========  ==================================  ==============================  ==================================
+
+``validation`` is for model selection during training (the meta loop scores its inner policies
+on it): games of the training task types that training never plays, and no eval game.
 
     >>> task_type("train/pick_cool_then_place_in_recep-Mug-None-Cabinet-5/trial_T2019")
     'pick_cool_then_place_in_recep'
@@ -31,7 +34,7 @@ FAMILY = "alfworld"
 GAMES_DIR = "json_2.1.1"
 GAME_FILE = "game.tw-pddl"
 LEVELS = ("L0", "L1", "L2")
-SPLITS = ("train", "eval")
+SPLITS = ("train", "validation", "eval")
 RELEASE_SPLITS = ("train", "valid_seen", "valid_unseen", "valid_train")
 
 TASK_TYPES: dict[int, str] = {
@@ -46,9 +49,12 @@ _TYPE_INDEX = {name: index for index, name in TASK_TYPES.items()}
 
 # How each level's manifests are built from the release (see the card and the protocol).
 LEVEL_SOURCES: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
-    "L0": {"train": ("train", (1, 2, 3, 4, 5, 6)), "eval": ("valid_seen", (1, 2, 3, 4, 5, 6))},
-    "L1": {"train": ("train", (1, 2, 3, 4, 5, 6)), "eval": ("valid_unseen", (1, 2, 3, 4, 5, 6))},
-    "L2": {"train": ("train", (1, 2, 3, 4)), "eval": ("valid_unseen", (5, 6))},
+    "L0": {"train": ("train", (1, 2, 3, 4, 5, 6)), "validation": ("valid_train", (1, 2, 3, 4, 5, 6)),
+           "eval": ("valid_seen", (1, 2, 3, 4, 5, 6))},
+    "L1": {"train": ("train", (1, 2, 3, 4, 5, 6)), "validation": ("valid_train", (1, 2, 3, 4, 5, 6)),
+           "eval": ("valid_unseen", (1, 2, 3, 4, 5, 6))},
+    "L2": {"train": ("train", (1, 2, 3, 4)), "validation": ("valid_train", (1, 2, 3, 4)),
+           "eval": ("valid_unseen", (5, 6))},
 }
 
 
