@@ -29,9 +29,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     from derl_bench.evaluation.batched import headline_evaluator
-    from derl_bench.grpo.config import config_from_dict
 
-    inner = config_from_dict({**config.inner, "meta_reward": "0"})
+    inner = config.inner
     evaluate = headline_evaluator(inner.env_id, config.eval_levels, limit=config.eval_limit,
                                   max_new_tokens=inner.max_new_tokens, model_label=inner.model,
                                   env_kwargs={k: v for k, v in inner.env_kwargs.items()

@@ -16,7 +16,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from derl_bench.grpo.config import ConfigError, config_from_dict, parse_overrides, read_recipe
+from derl_bench.grpo.config import (
+    ConfigError,
+    TrainConfig,
+    config_from_dict,
+    parse_overrides,
+    read_recipe,
+)
 
 METHODS = ("derl", "derl-pop", "random", "revolve", "fixed")
 PLACEMENT_FIELDS = ("executor", "ray_address", "workers", "num_cpus", "num_gpus", "progress")
@@ -40,8 +46,9 @@ class MetaConfig:
     """Start every inner run after the first generation from the best policy so far, as
     ``derl-pop`` always does: gives a baseline (``fixed``, ``random``, ``revolve``) the same
     population warm start, so it can be compared with ``derl-pop`` at an equal budget."""
-    inner: dict[str, Any] = field(default_factory=dict)
-    """TrainConfig fields of every inner run; ``meta_reward`` is set per candidate."""
+    inner: TrainConfig = field(default_factory=TrainConfig)
+    """The recipe of every inner run (``meta_reward`` is set per candidate); a mapping of
+    TrainConfig fields is accepted and checked. Its ``seed`` defaults to the run's ``seed``."""
     outer_steps: int = 2
     """Generations: each proposes ``population`` Meta-Rewards and trains one policy per reward."""
     population: int = 3
@@ -115,7 +122,10 @@ class MetaConfig:
             raise ConfigError("method fixed needs a reward expression")
         if self.method in ("derl", "derl-pop") and self.population < 2:
             raise ConfigError("derl needs population >= 2: GRPO compares rewards within a group")
-        config_from_dict({**self.inner, "meta_reward": "0"})  # reject a bad inner recipe early
+        if isinstance(self.inner, dict):
+            self.inner = config_from_dict({"seed": self.seed, **self.inner})
+        elif not isinstance(self.inner, TrainConfig):
+            raise ConfigError("inner must be a mapping of TrainConfig fields")
 
     @property
     def run_dir(self) -> Path:

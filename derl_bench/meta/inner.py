@@ -12,7 +12,7 @@ games, a held-out slice of ScienceWorld's training variations (see the env cards
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gymnasium as gym
@@ -43,17 +43,16 @@ def inner_config(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | 
                  data_offset: int = 0, seed: int | None = None) -> TrainConfig:
     """The inner run's TrainConfig: the meta recipe's ``inner`` with this candidate's reward.
 
-    Every candidate of a search trains with the same seed (the recipe's, else the run's), so
-    two candidates differ only in their reward; ``seed`` overrides it (the ``fixed`` method's
-    repeated runs of one reward)."""
-    values = {**meta.inner, "meta_reward": expr, "name": run_dir.name,
-              "output_dir": str(run_dir), "progress": False, "data_offset": data_offset}
+    Every candidate of a search trains with the same seed (the inner recipe's, which defaults
+    to the run's), so two candidates differ only in their reward; ``seed`` overrides it (the
+    ``fixed`` method's repeated runs of one reward)."""
+    changes: dict = {"meta_reward": expr, "name": run_dir.name, "output_dir": str(run_dir),
+                     "progress": False, "data_offset": data_offset}
     if start_model is not None:
-        values["model"] = start_model
-    values.setdefault("seed", meta.seed)
+        changes["model"] = start_model
     if seed is not None:
-        values["seed"] = seed
-    return config_from_dict(values)
+        changes["seed"] = seed
+    return replace(meta.inner, **changes)
 
 
 def validation_split(meta: MetaConfig) -> str:

@@ -100,7 +100,7 @@ def make_proposer(config: MetaConfig, domain: str, warm_start: bool = True) -> A
                               max_new_tokens=config.optimizer_max_new_tokens,
                               temperature=config.optimizer_temperature,
                               invalid_score=config.invalid_score,
-                              device=str(config.inner.get("device", "cpu")))
+                              device=config.inner.device)
     if config.optimizer_sft_examples and warm_start:
         optimizer.warm_start(config.optimizer_sft_examples, config.optimizer_sft_steps,
                              seed=config.seed)
@@ -398,7 +398,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
     """Run reward discovery as ``config`` says (see the module docstring); ``evaluate``
     computes the headline of the best policy (none without it). ``resume`` continues the run
     in ``config.run_dir`` from its last checkpoint; ``executor`` overrides the recipe's."""
-    env_id = config.inner.get("env_id", "derl/GSM8K-v0")
+    env_id = config.inner.env_id
     # Proposals use, and compile against, exactly the primitives the inner env emits.
     domain = env_id
     out = config.run_dir
