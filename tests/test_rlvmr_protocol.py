@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from derl_bench.envs.scienceworld_splits import format_pairs, split_pairs
+from derl_bench.envs.scienceworld.splits import format_pairs, split_pairs
 from derl_bench.evaluation import evaluate, load_policy
 from derl_bench.evaluation.policies import AVAILABLE_ACTIONS
 from derl_bench.evaluation.rlvmr import (
@@ -142,7 +142,7 @@ def test_draws_are_task_variation_entries_of_the_level(data_root):
 
 
 def test_task_names_are_the_simulators_sorted_list():
-    from derl_bench.envs.scienceworld_server import SimulatorProcess
+    from derl_bench.envs.scienceworld.simulator import SimulatorProcess
 
     sim = SimulatorProcess()
     try:
