@@ -271,4 +271,4 @@ def test_rlvmr_llm_policy_uses_rlvmrs_settings(data_root, tmp_path):
     action = policy.act(0, obs, {**info, AVAILABLE_ACTIONS: available})
     # four tokens cannot hold both action tags: verl-agent's ScienceWorld fallback applies
     assert len(action) <= 20
-    assert policy._state[0]["history"] == [(obs, action)]
+    assert policy._sessions[0].history == [(obs, action)]
