@@ -11,8 +11,7 @@ import gymnasium as gym
 import pytest
 
 from derl_bench.evaluation import evaluate
-from derl_bench.policies import AgentTurn, LLMPolicy, init_tiny_model
-from derl_bench.rollout.collect import admissible_actions, task_description
+from derl_bench.policies import AgentSession, LLMPolicy, init_tiny_model
 
 
 @pytest.mark.parametrize("env_id, kwargs, entry_key", [
@@ -46,9 +45,7 @@ def test_evaluation_prompts_equal_training_prompts(data_root, tmp_path, env_id, 
         obs, info = env.reset(seed=results[0].seed,
                               options=adapter.reset_options(env.unwrapped, results[0].entry))
         policy = LLMPolicy.from_pretrained(model, family)
-        expected = policy.agent_prompt(AgentTurn(
-            task=task_description(obs, info), observation=obs,
-            admissible=admissible_actions(info), history=[], step=0))
+        expected = policy.agent_prompt(AgentSession.start(obs, info).turn())
     finally:
         env.close()
     assert seen[0] == expected

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -47,3 +51,30 @@ def test_advantages_sum_to_zero_per_group(rewards, scale):
     adv = group_advantages(rewards, groups, scale_by_std=scale)
     for g in (0, 1):
         assert abs(adv[np.array(groups) == g].sum()) < 1e-6 * max(1.0, len(rewards))
+
+
+def test_advantages_load_without_the_trainer():
+    """The meta loop, SFT and evaluation import the advantage and the loss; the package must
+    not pull the trainer, the envs and transformers in with them."""
+    code = (
+        "import json, sys\n"
+        "import derl_bench.grpo as grpo\n"
+        "import derl_bench.grpo.loss\n"
+        "assert grpo.group_advantages([1.0, 0.0], [0, 0])[0] > 0\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stdout))
+    assert "derl_bench.grpo.advantage" in loaded
+    assert not {"derl_bench.grpo.trainer", "derl_bench.envs", "derl_bench.rollout",
+                "transformers"} & loaded
+
+
+def test_package_names_resolve_to_their_modules():
+    import derl_bench.grpo as grpo
+    from derl_bench.grpo.trainer import train
+
+    assert grpo.train is train
+    assert set(grpo.__all__) <= set(dir(grpo))
+    with pytest.raises(AttributeError, match="no attribute 'trian'"):
+        grpo.trian  # noqa: B018

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from derl_bench.envs.scienceworld_splits import format_pairs, split_pairs
+from derl_bench.envs.scienceworld.splits import format_pairs, split_pairs
 from derl_bench.evaluation import evaluate, load_policy
 from derl_bench.evaluation.policies import AVAILABLE_ACTIONS
 from derl_bench.evaluation.rlvmr import (
@@ -142,7 +142,7 @@ def test_draws_are_task_variation_entries_of_the_level(data_root):
 
 
 def test_task_names_are_the_simulators_sorted_list():
-    from derl_bench.envs.scienceworld_server import SimulatorProcess
+    from derl_bench.envs.scienceworld.simulator import SimulatorProcess
 
     sim = SimulatorProcess()
     try:
@@ -271,4 +271,4 @@ def test_rlvmr_llm_policy_uses_rlvmrs_settings(data_root, tmp_path):
     action = policy.act(0, obs, {**info, AVAILABLE_ACTIONS: available})
     # four tokens cannot hold both action tags: verl-agent's ScienceWorld fallback applies
     assert len(action) <= 20
-    assert policy._state[0]["history"] == [(obs, action)]
+    assert policy._sessions[0].history == [(obs, action)]

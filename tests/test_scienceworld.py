@@ -16,7 +16,7 @@ from derl_bench.envs.scienceworld import (
     location_in,
     parse_goal_progress,
 )
-from derl_bench.envs.scienceworld_splits import (
+from derl_bench.envs.scienceworld.splits import (
     L2_HELD_OUT_TASKS,
     compute_splits,
     split_pairs,

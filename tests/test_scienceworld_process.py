@@ -14,7 +14,7 @@ import pytest
 
 import derl_bench  # noqa: F401 - registers the env ids
 from derl_bench.envs.scienceworld import ScienceWorldEnv
-from derl_bench.envs.scienceworld_server import (
+from derl_bench.envs.scienceworld.simulator import (
     SimulatorCrashedError,
     SimulatorProcess,
     SimulatorStartError,
@@ -130,7 +130,7 @@ def test_port_in_use_is_reported():
 def test_port_taken_after_the_check_reports_the_whole_trace(monkeypatch):
     """When the port is taken between the probe and the JVM's bind, the JVM's own failure is
     reported, from its complete stack trace (its first line alone names no cause)."""
-    import derl_bench.envs.scienceworld_server as server
+    import derl_bench.envs.scienceworld.simulator as server
 
     monkeypatch.setattr(server, "_check_port_free", lambda port: None)
     before = _java_children(os.getpid())

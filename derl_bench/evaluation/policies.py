@@ -42,6 +42,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from derl_bench.policies.session import AgentSession
+
 VALID_ACTIONS = "valid_actions"
 ORACLE_PLAN = "oracle_plan"
 AVAILABLE_ACTIONS = "rlvmr_available_actions"
@@ -208,7 +210,8 @@ class LLMEvalPolicy(Policy):
         self._sampling_cls = SamplingConfig
         self._family = env_family(env_id)
         self._llm = LLMPolicy.from_pretrained(model, family=self._family)
-        self._state: dict[int, dict[str, Any]] = {}
+        self._sessions: dict[int, AgentSession] = {}
+        self._seeds: dict[int, int] = {}
         self._rlvmr = None
         self._temperature: float | None = None
         if protocol == "rlvmr" and self._llm.domain == "agent":
@@ -221,38 +224,27 @@ class LLMEvalPolicy(Policy):
                                     else VALID_ACTIONS})
 
     def reset(self, slot: int, observation: str, info: Mapping[str, Any], seed: int) -> None:
-        from derl_bench.rollout.collect import task_description
-
-        self._state[slot] = {"task": task_description(observation, info), "history": [],
-                             "seed": seed}
+        self._sessions[slot] = AgentSession.start(observation, info)
+        self._seeds[slot] = seed
 
     def act_batch(
         self, slots: Sequence[int], observations: Sequence[str], infos: Sequence[Mapping[str, Any]]
     ) -> list[str]:
-        from derl_bench.policies import AgentTurn
-
+        sessions = [self._sessions[s] for s in slots]
+        for session, obs, info in zip(sessions, observations, infos, strict=True):
+            session.observe(obs, info)
         if self._llm.domain == "math":
             prompts = [self._llm.math_prompt(obs) for obs in observations]
         elif self._rlvmr is not None:
             prompts = [
-                self._llm.encode(self._rlvmr.messages(AgentTurn(
-                    task=self._state[s]["task"], observation=obs,
-                    admissible=list(info.get(VALID_ACTIONS) or []),
-                    history=self._state[s]["history"], step=len(self._state[s]["history"])),
+                self._llm.encode(self._rlvmr.messages(
+                    session.turn(admissible=list(info.get(VALID_ACTIONS) or [])),
                     str(info.get(AVAILABLE_ACTIONS, ""))))
-                for s, obs, info in zip(slots, observations, infos, strict=True)
+                for session, info in zip(sessions, infos, strict=True)
             ]
         else:
-            from derl_bench.rollout.collect import admissible_actions
-
-            prompts = [
-                self._llm.agent_prompt(AgentTurn(
-                    task=self._state[s]["task"], observation=obs,
-                    admissible=admissible_actions(info),
-                    history=self._state[s]["history"], step=len(self._state[s]["history"])))
-                for s, obs, info in zip(slots, observations, infos, strict=True)
-            ]
-        seed = sum(self._state[s]["seed"] * 1009 + len(self._state[s]["history"]) for s in slots)
+            prompts = [self._llm.agent_prompt(session.turn()) for session in sessions]
+        seed = sum(self._seeds[s] * 1009 + len(self._sessions[s].history) for s in slots)
         sampling = self._sampling_cls(max_new_tokens=self._max_new_tokens, seed=seed)
         if self._temperature is not None:
             sampling = self._sampling_cls(max_new_tokens=self._max_new_tokens, seed=seed,
@@ -264,8 +256,8 @@ class LLMEvalPolicy(Policy):
             actions = [parse_verl_agent(t, self._family)[0] for t in texts]
         else:
             actions = [self._llm.parse_action(t) for t in texts]
-        for s, obs, action in zip(slots, observations, actions, strict=True):
-            self._state[s]["history"].append((obs, action))
+        for session, action in zip(sessions, actions, strict=True):
+            session.act(action)
         return actions
 
     def act(self, slot: int, observation: str, info: Mapping[str, Any]) -> str:

@@ -5,12 +5,41 @@
 - :mod:`~derl_bench.grpo.config`: the run's :class:`TrainConfig` and YAML recipes;
 - :mod:`~derl_bench.grpo.trainer`: the compact trainer (every env);
 - :mod:`~derl_bench.grpo.trl_math`: TRL's ``GRPOTrainer`` for single-step math.
+
+The names below are imported from their module on first use, so code that needs only the
+advantage or the loss (the meta loop, SFT, evaluation) does not load the trainer, the envs
+and transformers with them::
+
+    >>> import derl_bench.grpo as grpo
+    >>> grpo.group_advantages([1.0, 0.0], [0, 0]).round(4).tolist()
+    [1.0, -1.0]
 """
 
-from derl_bench.grpo.advantage import group_advantages
-from derl_bench.grpo.config import ConfigError, TrainConfig, load_config, parse_overrides
-from derl_bench.grpo.loss import LossOutput, grpo_loss, k3_kl, masked_mean, token_logprobs
-from derl_bench.grpo.trainer import ResumeError, train
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from derl_bench.grpo.advantage import group_advantages
+    from derl_bench.grpo.config import ConfigError, TrainConfig, load_config, parse_overrides
+    from derl_bench.grpo.loss import LossOutput, grpo_loss, k3_kl, masked_mean, token_logprobs
+    from derl_bench.grpo.trainer import ResumeError, train
+
+_MODULE_OF = {
+    "group_advantages": "advantage",
+    "ConfigError": "config",
+    "TrainConfig": "config",
+    "load_config": "config",
+    "parse_overrides": "config",
+    "LossOutput": "loss",
+    "grpo_loss": "loss",
+    "k3_kl": "loss",
+    "masked_mean": "loss",
+    "token_logprobs": "loss",
+    "ResumeError": "trainer",
+    "train": "trainer",
+}
 
 __all__ = [
     "ConfigError",
@@ -26,3 +55,16 @@ __all__ = [
     "token_logprobs",
     "train",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,7 +1,8 @@
 """LLM policies: a causal LM, its tokenizer, per-family prompts and parsers, generation backends.
 
 See :mod:`derl_bench.policies.policy` for the policy, :mod:`~derl_bench.policies.prompts` for
-the prompts, :mod:`~derl_bench.policies.backends` for transformers/vLLM generation and
+the prompts, :mod:`~derl_bench.policies.session` for an agent episode's prompt state,
+:mod:`~derl_bench.policies.backends` for transformers/vLLM generation and
 :mod:`~derl_bench.policies.tiny` for the tiny model built in code.
 """
 
@@ -20,10 +21,12 @@ from derl_bench.policies.policy import (
     load_model_and_tokenizer,
 )
 from derl_bench.policies.prompts import AgentPrompt, AgentTurn, MathPrompt, render
+from derl_bench.policies.session import AgentSession
 from derl_bench.policies.tiny import TinyModelSpec, init_tiny_model
 
 __all__ = [
     "AgentPrompt",
+    "AgentSession",
     "AgentTurn",
     "Generation",
     "GenerationBackend",

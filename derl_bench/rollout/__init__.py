@@ -1,12 +1,8 @@
 """Rollouts: run an LLM policy in envs and collect token ids, masks and per-step primitives."""
 
+from derl_bench.policies.session import admissible_actions, task_description
 from derl_bench.rollout.batch import TrainBatch, collate
-from derl_bench.rollout.collect import (
-    admissible_actions,
-    rollout_multi_turn,
-    rollout_single_step,
-    task_description,
-)
+from derl_bench.rollout.collect import rollout_multi_turn, rollout_single_step
 from derl_bench.rollout.types import Episode, Step, episode_groups
 
 __all__ = [

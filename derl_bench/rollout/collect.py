@@ -18,44 +18,14 @@ from typing import Any
 
 import gymnasium as gym
 
-from derl_bench.policies import AgentTurn, LLMPolicy
+from derl_bench.policies import LLMPolicy
+from derl_bench.policies.session import (
+    AgentSession,
+    admissible_actions,
+    observation_text,
+    task_description,
+)
 from derl_bench.rollout.types import Episode, Step
-
-_ADMISSIBLE_KEYS = ("admissible_actions", "admissible_commands", "valid_actions",
-                    "valid_action_list")
-_TASK_KEYS = ("task", "task_description", "goal")
-
-
-def _text(observation: Any) -> str:
-    if isinstance(observation, str):
-        return observation
-    if isinstance(observation, Mapping):
-        for key in ("text", "observation", "problem", "question"):
-            if isinstance(observation.get(key), str):
-                return observation[key]
-    return str(observation)
-
-
-def admissible_actions(info: Mapping[str, Any]) -> list[str]:
-    """The admissible commands an agent env reports in ``info`` (empty when it reports none)."""
-    for key in _ADMISSIBLE_KEYS:
-        value = info.get(key)
-        if value is not None:
-            return [str(a) for a in value]
-    return []
-
-
-def task_description(observation: str, info: Mapping[str, Any]) -> str:
-    """The episode's task: from ``info`` when the env says it, else from the first observation
-    ("... Your task is to: X")."""
-    for key in _TASK_KEYS:
-        if isinstance(info.get(key), str) and info[key].strip():
-            return info[key].strip()
-    marker = "your task is to:"
-    lowered = observation.lower()
-    if marker in lowered:
-        return observation[lowered.index(marker) + len(marker):].strip().split("\n")[0]
-    return observation.strip()
 
 
 def rollout_single_step(env: gym.Env, policy: LLMPolicy, seeds: Sequence[int],
@@ -71,7 +41,7 @@ def rollout_single_step(env: gym.Env, policy: LLMPolicy, seeds: Sequence[int],
             return env.reset(options={"index": int(key)})
         return env.reset(seed=int(key))
 
-    problems = [_text(reset(seed)[0]) for seed in seeds]
+    problems = [observation_text(reset(seed)[0]) for seed in seeds]
     encoded = [policy.math_prompt(p) for p in problems]  # once per problem, not per sample
     prompts = [ids for ids in encoded for _ in range(group_size)]
     generations = policy.generate(prompts)
@@ -93,31 +63,23 @@ def rollout_multi_turn(envs: Sequence[gym.Env], policy: LLMPolicy, seeds: Sequen
     if len(envs) != len(seeds) * group_size:
         raise ValueError(f"need {len(seeds) * group_size} envs for {len(seeds)} seeds x "
                          f"{group_size}, got {len(envs)}")
-    episodes, states = [], []
+    episodes, sessions = [], []
     for i, env in enumerate(envs):
         seed = int(seeds[i // group_size])
         obs, info = env.reset(seed=seed)
-        obs = _text(obs)
         episodes.append(Episode(first_group + i // group_size, seed))
-        states.append({"task": task_description(obs, info), "obs": obs, "info": info,
-                       "history": []})
+        sessions.append(AgentSession.start(obs, info))
     active = list(range(len(envs)))
     while active:
-        turns = [
-            AgentTurn(task=states[i]["task"], observation=states[i]["obs"],
-                      admissible=admissible_actions(states[i]["info"]),
-                      history=states[i]["history"], step=episodes[i].length)
-            for i in active
-        ]
-        generations = policy.generate([policy.agent_prompt(t) for t in turns])
+        generations = policy.generate([policy.agent_prompt(sessions[i].turn()) for i in active])
         still = []
         for i, gen in zip(active, generations, strict=True):
             obs, reward, terminated, truncated, info = envs[i].step(gen.text)
             action = str(info.get("action", policy.parse_action(gen.text)))
             episodes[i].steps.append(Step(gen.prompt_ids, gen.completion_ids, gen.text, action,
                                           dict(info.get("primitives", {})), float(reward)))
-            states[i]["history"].append((states[i]["obs"], action))
-            states[i].update(obs=_text(obs), info=info)
+            sessions[i].act(action)
+            sessions[i].observe(obs, info)
             out_of_steps = episodes[i].length >= max_steps
             if terminated or truncated or out_of_steps:
                 episodes[i].terminated = bool(terminated)
@@ -133,3 +95,11 @@ def _summary(info: Mapping[str, Any]) -> dict[str, Any]:
     """The scalar parts of a final info, kept for logging."""
     return {k: v for k, v in info.items() if isinstance(v, bool | int | float | str)
             and k != "raw_response"}
+
+
+__all__ = [
+    "admissible_actions",  # re-exported from derl_bench.policies.session for older importers
+    "rollout_multi_turn",
+    "rollout_single_step",
+    "task_description",
+]

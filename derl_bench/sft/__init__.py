@@ -101,20 +101,18 @@ def _math_demos(env: Any, policy: Any, config: SFTConfig, rng: random.Random,
 
 def _agent_demos(env: Any, policy: Any, config: SFTConfig, rng: random.Random,
                  ) -> Iterator[tuple[list[int], str]]:
-    from derl_bench.policies import AgentTurn
-    from derl_bench.rollout.collect import admissible_actions, task_description
+    from derl_bench.policies.session import AgentSession
 
     while True:
         obs, info = env.reset(seed=rng.randrange(2**31 - 1))
         plan = list(info.get("walkthrough") or [])[:config.max_episode_steps]
-        task, history = task_description(obs, info), []
-        for step, command in enumerate(plan):
-            turn = AgentTurn(task=task, observation=obs, admissible=admissible_actions(info),
-                             history=history, step=step)
-            yield (policy.agent_prompt(turn),
+        session = AgentSession.start(obs, info)
+        for command in plan:
+            yield (policy.agent_prompt(session.turn()),
                    f"<think>The plan's next step is {command}.</think><action>{command}</action>")
-            history.append((obs, command))
+            session.act(command)
             obs, _, terminated, truncated, info = env.step(command)
+            session.observe(obs, info)
             if terminated or truncated:
                 break
 

@@ -11,15 +11,18 @@ focusing on the wrong object); ``truncated`` when the step cap (30 by default) i
 by upstream's 100-tick limit, with a score above 0; gameable by scoring a little and waiting).
 
     >>> import gymnasium as gym
-    >>> env = gym.make("derl_bench:derl/ScienceWorld-v0", level="L0", split="eval")  # doctest: +SKIP
-    >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
-    >>> info["task_name"], info["variation"]  # doctest: +SKIP
-    ('melt', 17)
-    >>> obs, reward, terminated, truncated, info = env.step("look around")  # doctest: +SKIP
-    >>> env.unwrapped.valid_actions()[:2]  # doctest: +SKIP
-    ['activate art studio door', 'activate cupboard']
+    >>> env = gym.make("derl_bench:derl/ScienceWorld-v0", level="L0", split="eval")
+    >>> obs, info = env.reset(seed=0)
+    >>> info["task_name"], info["variation"]
+    ('test-conductivity', 576)
+    >>> obs, reward, terminated, truncated, info = env.step("look around")
+    >>> obs.splitlines()[0]
+    'This outside location is called the outside. Here you see: '
+    >>> env.unwrapped.valid_actions()[:2]
+    ['close door to foundry', 'close door to greenhouse']
+    >>> env.close()
 
-Levels and splits follow the RLVMR/DERL protocol (:mod:`derl_bench.envs.scienceworld_splits`).
+Levels and splits follow the RLVMR/DERL protocol (:mod:`derl_bench.envs.scienceworld.splits`).
 A step asks the simulator only for the observation, score and completion; valid actions, goal
 progress and the gold path are fetched when something asks for them
 (:meth:`ScienceWorldEnv.valid_actions`, :meth:`ScienceWorldEnv.goal_progress`,
@@ -28,25 +31,26 @@ progress and the gold path are fetched when something asks for them
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
 
-from derl_bench.envs.scienceworld_server import (
+from derl_bench.envs.scienceworld.simulator import (
     DEFAULT_JVM_MEMORY,
     UNKNOWN_ACTION,
     SimulatorCrashedError,
-    SimulatorError,
     SimulatorProcess,
 )
-from derl_bench.envs.scienceworld_splits import Pair, manifest_name, split_pairs
-from derl_bench.envs.spaces import as_text, text_space
+from derl_bench.envs.scienceworld.splits import Pair, manifest_name, split_pairs
+from derl_bench.envs.scienceworld.text import (
+    NO_MATCH,
+    clean_action,
+    location_in,
+    parse_goal_progress,
+)
+from derl_bench.envs.spaces import text_space
 
-NO_MATCH = "No known action matches that input."
-"""The simulator's answer to input its parser cannot match to an action."""
 FIRST_ACTION = "look around"
 PROTOCOLS = ("strict", "rlvmr")
 RLVMR_TICK_LIMIT = 100
@@ -57,50 +61,11 @@ episode completed once ``moves > envStepLimit`` (``moves`` counts simulator tick
 RESET_OBSERVATIONS = ("task_and_look", "look")
 OBJECT_ORDERS = ("fixed", "shuffled")
 MAX_OBSERVATION_CHARS = 1 << 20
-_LOCATION_PATTERNS = (
-    re.compile(r"^This (?:room|outside location|location) is called the (.+?)\.", re.MULTILINE),
-    re.compile(r"^You move to the (.+?)\.", re.MULTILINE),
-    re.compile(r"^You teleport to the (.+?)\.", re.MULTILINE),
-)
-_SUBGOAL_LINE = re.compile(r"^\d+\t(true|false)\t", re.MULTILINE)
-
-
-def clean_action(action: Any) -> str:
-    """Make any action safe to send: text, valid UTF-8, control characters as spaces."""
-    text = as_text(action).encode("utf-8", errors="replace").decode("utf-8")  # surrogates -> '?'
-    if text.isprintable():
-        return text
-    return "".join(" " if unicodedata.category(c) in ("Cc", "Cs") else c for c in text)
-
-
-def parse_goal_progress(text: str) -> tuple[int, int]:
-    """``(done, total)`` over the task's sequential subgoals in ``getGoalProgressStr`` output.
-
-    The simulator lists the subgoals the task requires in order ("Sequential Subgoals"), then
-    unordered and optional ones (alternative heaters, say), which are not counted.
-    """
-    start = text.find("Sequential Subgoals")
-    if start < 0:
-        return 0, 0
-    end = text.find("Unordered and Optional Subgoals", start)
-    states = _SUBGOAL_LINE.findall(text[start : end if end >= 0 else len(text)])
-    return sum(s == "true" for s in states), len(states)
-
-
-def location_in(observation: str) -> str | None:
-    """The room an observation says the agent is in (after a look, move or teleport)."""
-    for pattern in _LOCATION_PATTERNS:
-        match = pattern.search(observation)
-        if match:
-            return match.group(1)
-    return None
-
-
 class ScienceWorldEnv(gym.Env[str, str]):
     """ScienceWorld, one (task, variation) per episode, drawn from a level's split.
 
     Args:
-        level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`~derl_bench.envs.scienceworld_splits`).
+        level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`~derl_bench.envs.scienceworld.splits`).
         split: ``"train"`` or ``"eval"``.
         max_steps: step cap; the step that reaches it is ``truncated``.
         simplifications: the simulator's simplification string (``"easy"`` = all of them).
@@ -436,13 +401,11 @@ agent interface (which would not match them) sees them."""
 
 
 __all__ = [
-    "NO_MATCH",
+    "FIRST_ACTION",
+    "MAX_OBSERVATION_CHARS",
+    "OBJECT_ORDERS",
     "PROTOCOLS",
+    "RESET_OBSERVATIONS",
     "RLVMR_TICK_LIMIT",
     "ScienceWorldEnv",
-    "SimulatorCrashedError",
-    "SimulatorError",
-    "clean_action",
-    "location_in",
-    "parse_goal_progress",
 ]
