@@ -220,6 +220,23 @@ def test_agents_validate_on_held_out_games_each_once_in_manifest_order(data_root
     assert not set(played) & set(games.level_games("L2", "train") + games.level_games("L2", "eval"))
 
 
+def test_scienceworld_validates_on_its_held_out_slice_of_training_variations(data_root,
+                                                                             tmp_path):
+    from derl_bench.envs.scienceworld.splits import split_pairs
+    from derl_bench.meta.inner import validation_envs
+
+    config = MetaConfig(method="random", validation_episodes=2, output_dir=str(tmp_path),
+                        inner={**TINY_INNER, "env_id": "derl/ScienceWorld-v0"})
+    envs = validation_envs(config, inner_config(config, "success", tmp_path / "run", None))
+    try:
+        played = [(i["task_name"], i["variation"]) for i in (e.reset(seed=3)[1] for e in envs)]
+    finally:
+        for env in envs:
+            env.close()
+    assert played == split_pairs("L0", "validation")[:2]
+    assert not set(played) & set(split_pairs("L0", "train"))
+
+
 def test_a_rerun_never_scores_an_earlier_runs_checkpoint(tmp_path):
     stale = tmp_path / "inner" / "g000-c00" / "checkpoints" / "step-10"
     stale.mkdir(parents=True)

@@ -83,16 +83,22 @@ def test_splits_match_simulator_and_rlvmr_index(env, data_root):
     assert len(names) == 30
     for level, eval_name in (("L0", "L0-eval"), ("L1", "L1-eval"), ("L2", "L2-eval")):
         assert split_pairs(level, "train") == computed[f"{level}-train"]
+        assert split_pairs(level, "validation") == computed[f"{level}-validation"]
         assert split_pairs(level, "eval") == computed[eval_name]
         index = json.loads((data_root / "scienceworld" / f"{level}_idx.json").read_text())
-        ours_train = to_index_pairs(computed[f"{level}-train"], names)
+        # train + validation is the protocol's training set; validation is held out of train.
+        ours_train = to_index_pairs(computed[f"{level}-train"]
+                                    + computed[f"{level}-validation"], names)
         ours_eval = to_index_pairs(computed[eval_name], names)
         assert sorted(map(tuple, index["train"])) == sorted(map(tuple, ours_train))
         assert sorted(map(tuple, index["test"])) == sorted(map(tuple, ours_eval))
-        assert not set(computed[f"{level}-train"]) & set(computed[eval_name])
+        train, validation = set(computed[f"{level}-train"]), set(computed[f"{level}-validation"])
+        assert not train & set(computed[eval_name]) and not validation & (
+            train | set(computed[eval_name]))
     counts = {name: len(pairs) for name, pairs in computed.items()}
-    assert counts == {"L0-train": 3322, "L0-eval": 1661, "L1-train": 3322, "L1-eval": 1684,
-                      "L2-train": 2242, "L2-eval": 549}
+    assert counts == {"L0-train": 2997, "L0-validation": 325, "L0-eval": 1661,
+                      "L1-train": 2997, "L1-validation": 325, "L1-eval": 1684,
+                      "L2-train": 2023, "L2-validation": 219, "L2-eval": 549}
     assert {t for t, _ in computed["L2-eval"]} == set(L2_HELD_OUT_TASKS)
     assert not {t for t, _ in computed["L2-train"]} & set(L2_HELD_OUT_TASKS)
     assert "use-thermometer" not in {t for t, _ in computed["L0-train"] + computed["L1-eval"]}
@@ -123,7 +129,7 @@ def test_seeded_reset_is_deterministic_and_drawn_from_split(env):
 
 def test_episodes_iterate_the_split_in_manifest_order(env):
     options = list(env.unwrapped.episodes())
-    assert len(options) == 3322
+    assert len(options) == 2997
     assert [(o["task"], o["variation"]) for o in options] == env.unwrapped.pairs
     _, info = env.reset(options=options[5])
     assert (info["task_name"], info["variation"]) == env.unwrapped.pairs[5]

@@ -8,6 +8,11 @@ A level names a training set and an evaluation set of ``(task_name, variation)``
 - ``L2``: train on the train variations of 19 tasks, evaluate on the test variations of the
   10 held-out task types in :data:`L2_HELD_OUT_TASKS`.
 
+Each level's ``validation`` split is a slice of its training variations held out from
+``train`` for model selection (reward discovery scores inner policies on it): of every task's
+train variations in sorted order, every :data:`VALIDATION_EVERY`-th (positions 9, 19, ...).
+``train`` and ``validation`` together are exactly the protocol's training set.
+
 The sets are computed from the simulator (:func:`compute_splits`, one task load each), written
 once as the manifests ``envs/manifests/scienceworld/<level>-<split>.txt`` (one
 ``task_name<TAB>variation`` per line, tasks in sorted order) and read back checksum-verified
@@ -23,7 +28,9 @@ from collections.abc import Iterable
 from typing import Protocol
 
 LEVELS = ("L0", "L1", "L2")
-SPLITS = ("train", "eval")
+SPLITS = ("train", "validation", "eval")
+VALIDATION_EVERY = 10
+"""One train variation in this many (per task) is held out as validation."""
 EXCLUDED_TASKS = ("use-thermometer",)
 L2_HELD_OUT_TASKS = (
     "change-the-state-of-matter-of",
@@ -76,19 +83,25 @@ def level_pairs(variations: dict[str, dict[str, list[int]]]) -> dict[str, list[P
     def pairs(task_list: Iterable[str], part: str) -> list[Pair]:
         return [(t, v) for t in task_list for v in variations[t][part]]
 
-    train = pairs(seen_types, "train")
+    def held_out(task_list: Iterable[str], validation: bool) -> list[Pair]:
+        return [(t, v) for t in task_list for i, v in enumerate(variations[t]["train"])
+                if (i % VALIDATION_EVERY == VALIDATION_EVERY - 1) == validation]
+
     return {
-        "L0-train": train,
+        "L0-train": held_out(seen_types, False),
+        "L0-validation": held_out(seen_types, True),
         "L0-eval": pairs(seen_types, "dev"),
-        "L1-train": list(train),
+        "L1-train": held_out(seen_types, False),
+        "L1-validation": held_out(seen_types, True),
         "L1-eval": pairs(seen_types, "test"),
-        "L2-train": pairs(l2_train_types, "train"),
+        "L2-train": held_out(l2_train_types, False),
+        "L2-validation": held_out(l2_train_types, True),
         "L2-eval": pairs(l2_eval_types, "test"),
     }
 
 
 def compute_splits(sim: _Simulator) -> dict[str, list[Pair]]:
-    """All six manifests, straight from a running simulator."""
+    """All nine manifests, straight from a running simulator."""
     return level_pairs(simulator_variations(sim))
 
 
