@@ -5,7 +5,7 @@ imports and the base model are paid before timing), then train and score the sam
 Meta-Rewards from the tiny model on ``derl/Arithmetic-v0``, once at most 1 inner run in
 flight and once at most 2. The speed-up is seconds(1 worker) / seconds(2 workers)::
 
-    python benchmarks/meta_workers.py [--steps 6] [--workers 2]
+    python benchmarks/meta_workers.py [--steps 30] [--workers 2]
 
 On this project's 2-core machine the goal is at least 1.6x (an inner run of the tiny model
 uses one intra-op thread; see ``derl_bench.policies.threads``).
@@ -29,7 +29,7 @@ def inner_recipe(steps: int) -> dict:
             "save_every": 0, "keep_checkpoints": 1}
 
 
-def measure(steps: int = 6, workers: int = 2) -> dict:
+def measure(steps: int = 30, workers: int = 2) -> dict:
     """Seconds for the generation at 1 worker and at ``workers``, and their ratio."""
     import ray
 
@@ -68,7 +68,7 @@ def measure(steps: int = 6, workers: int = 2) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=6, help="GRPO steps per inner run")
+    parser.add_argument("--steps", type=int, default=30, help="GRPO steps per inner run")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()

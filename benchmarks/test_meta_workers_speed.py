@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.benchmark_suite,
 
 
 def test_meta_generation_on_two_workers(benchmark):
-    figures = benchmark.pedantic(bench.measure, kwargs={"steps": 10, "workers": 2},
+    figures = benchmark.pedantic(bench.measure, kwargs={"steps": 30, "workers": 2},
                                  rounds=1, iterations=1)
     benchmark.extra_info.update(ratio_key="meta.workers", ratio=1 / figures["speedup"],
                                 **figures)

@@ -20,18 +20,17 @@ from pathlib import Path
 from typing import Any
 
 DEMO: dict[str, Any] = {
-    "methods": ["derl-pop", "outcome"],
+    "methods": ["derl-pop", "outcome-pop"],
     "seeds": [0],
     "outer_steps": 3,
     "population": 4,
     "validation_episodes": 200,
-    "warm_start_baselines": True,
 }
 """The embedded default: the proxy benchmark's inner recipe and base policy, DERL-pop and the
 outcome-only baseline with the same population warm start, one seed, 3 generations of 4 inner
 runs each."""
 
-LABELS = {"derl-pop": "derl", "outcome": "outcome-only"}
+LABELS = {"derl-pop": "derl", "outcome-pop": "outcome-only"}
 
 
 def run_demo(output: Path, workers: int = 2, small: bool = False,
@@ -46,10 +45,11 @@ def run_demo(output: Path, workers: int = 2, small: bool = False,
         config = shrink(config)
         config.methods, config.seeds = list(DEMO["methods"]), list(DEMO["seeds"])
     result = run_proxy(config, log=log)
+    rows = [r for r in result["runs"] if r["method"] in LABELS]
     # The demo plots each generation's best, which (unlike the best so far) can also fall.
-    plot_curves(result["runs"], output / "curves.png", key="generation_best")
+    plot_curves(rows, output / "curves.png", key="generation_best")
     methods: dict[str, Any] = {}
-    for row in result["runs"]:
+    for row in rows:
         level0 = row["eval"].get("L0", {})
         methods[LABELS[row["method"]]] = {
             "variant": row["method"],

@@ -5,7 +5,10 @@ Methods (each run for every seed):
 - hand-made rewards: ``outcome``, ``outcome + format`` (``outcome + format_boxed``, the
   paper's Table 2 row) and ``average`` (the mean of the four math aliases ``g1..g4``);
 - black-box search: ``random`` (random search) and ``revolve`` (island evolution);
-- ``derl`` and ``derl-pop`` (the Meta-Optimizer LLM trained by GRPO on validation scores).
+- ``derl`` and ``derl-pop`` (the Meta-Optimizer LLM trained by GRPO on validation scores);
+- ``outcome-pop`` and ``random-pop``: outcome-only and random search with DERL-pop's warm start
+  (each generation continues from the best policy so far), since part of what DERL-pop gains
+  over a cold-started method is that warm start alone.
 
 Every inner run has the same recipe (``inner``) and starts from the same base policy: the tiny
 model fine-tuned on the env's reference solutions (:func:`base_model`), so it starts with low
@@ -43,7 +46,10 @@ HAND_MADE: dict[str, str] = {
 }
 """The hand-made baselines and their Meta-Rewards."""
 SEARCH = ("random", "revolve", "derl", "derl-pop")
-METHODS = (*HAND_MADE, *SEARCH)
+WARM_STARTED: dict[str, str] = {"outcome-pop": "outcome", "random-pop": "random"}
+"""Baselines given DERL-pop's population warm start (every generation continues from the best
+policy so far), and the method each is a variant of: the fair comparison for ``derl-pop``."""
+METHODS = (*HAND_MADE, *SEARCH, *WARM_STARTED)
 ENV_ID = "derl/Arithmetic-v0"
 LEVELS = ("L0", "L1", "L2")
 
@@ -79,9 +85,6 @@ class ProxyConfig:
     optimizer_sft_examples: int = 206
     optimizer_sft_steps: int = 150
     workers: int = 2
-    warm_start_baselines: bool = False
-    """Give the hand-made and black-box methods DERL-pop's population warm start (every
-    generation continues from the best policy so far): the fair comparison for ``derl-pop``."""
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in METHODS]
@@ -126,13 +129,14 @@ def base_model(path: Path, spec: BaseModelSpec) -> Path:
 def _meta_config(config: ProxyConfig, method: str, seed: int, model: str, out: Path) -> Any:
     from derl_bench.meta import MetaConfig
 
+    base = WARM_STARTED.get(method, method)
     return MetaConfig(
-        name=f"{method}-s{seed}", method=method if method in SEARCH else "fixed",
-        reward=HAND_MADE.get(method), inner={**config.inner, "model": model},
+        name=f"{method}-s{seed}", method=base if base in SEARCH else "fixed",
+        reward=HAND_MADE.get(base), warm_start=method in WARM_STARTED,
+        inner={**config.inner, "model": model},
         outer_steps=config.outer_steps,
         population=config.population, validation_episodes=config.validation_episodes,
-        seed=seed, warm_start=config.warm_start_baselines and method != "derl",
-        optimizer_sft_examples=config.optimizer_sft_examples,
+        seed=seed, optimizer_sft_examples=config.optimizer_sft_examples,
         optimizer_sft_steps=config.optimizer_sft_steps, eval_levels=list(LEVELS),
         eval_limit=config.eval_limit, output_dir=str(out), progress=False,
         # The benchmark spreads whole runs (method x seed) over its workers; each runs in-process.
@@ -251,7 +255,7 @@ def plot_curves(rows: list[dict[str, Any]], path: Path,
         curves = [r[key] for r in rows if r["method"] == method]
         padded = [c + [c[-1]] * (generations - len(c)) for c in curves]
         mean = [sum(col) / len(col) for col in zip(*padded, strict=True)]
-        style = "--" if method in HAND_MADE else "-"
+        style = "--" if WARM_STARTED.get(method, method) in HAND_MADE else "-"
         ax.plot(range(generations), mean, style, marker="o", label=method)
     ax.set_xlabel("generation")
     ax.set_ylabel("validation success (" + ("best so far" if key == "validation_by_generation"
@@ -288,9 +292,14 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
             for future in concurrent.futures.as_completed(futures):
                 rows.append(future.result())
                 log(_progress(rows[-1]))
-    rows.sort(key=lambda r: (config.methods.index(r["method"]), r["seed"]))
-    result = {"config": _jsonable(config), "env_id": ENV_ID,
-              "wall_time_s": round(time.perf_counter() - started, 1),
+    wall = round(time.perf_counter() - started, 1)
+    earlier = _earlier_run(out, config)
+    if earlier is not None:  # methods run before with the same settings stay in the results
+        rows += [r for r in earlier["runs"] if r["method"] not in config.methods]
+        config = replace(config, methods=[m for m in METHODS if m in {r["method"] for r in rows}])
+        wall = round(wall + earlier["wall_time_s"], 1)
+    rows.sort(key=lambda r: (METHODS.index(r["method"]), r["seed"]))
+    result = {"config": _jsonable(config), "env_id": ENV_ID, "wall_time_s": wall,
               "base": base, "summary": summarize(rows, base), "runs": rows}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     plot_curves(rows, out / "curves.png")
@@ -397,11 +406,30 @@ def _jsonable(config: ProxyConfig) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(config), default=str))
 
 
+RERUN_FREE = ("methods", "workers", "output")
+"""Settings that may differ between runs whose rows are merged into one result."""
+
+
+def _earlier_run(out: Path, config: ProxyConfig) -> dict[str, Any] | None:
+    """The ``results.json`` an earlier run with the same settings left in ``out``: a run of
+    further methods adds its rows to it instead of replacing it."""
+    path = out / "results.json"
+    if not path.is_file():
+        return None
+    try:
+        earlier = json.loads(path.read_text())
+    except ValueError:
+        return None
+    mine = {k: v for k, v in _jsonable(config).items() if k not in RERUN_FREE}
+    theirs = {k: v for k, v in earlier.get("config", {}).items() if k not in RERUN_FREE}
+    return earlier if mine == theirs else None
+
+
 def small(config: ProxyConfig) -> ProxyConfig:
     """``config`` at the ``--small`` size."""
     return replace(config, **SMALL)
 
 
-__all__ = ["HAND_MADE", "METHODS", "SEARCH", "BaseModelSpec", "ProxyConfig", "base_model",
+__all__ = ["HAND_MADE", "METHODS", "SEARCH", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "base_model",
            "copy_records", "mean_se", "plot_curves", "run_job", "run_proxy", "small",
            "summarize"]
