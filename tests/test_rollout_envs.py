@@ -8,7 +8,9 @@ import pytest
 import derl_bench  # noqa: F401
 from derl_bench.observers.think_action import ThinkActionWrapper
 from derl_bench.policies import LLMPolicy, SamplingConfig, init_tiny_model
+from derl_bench.meta.workers import ray_available
 from derl_bench.rollout import collate, rollout_multi_turn, rollout_single_step
+from derl_bench.rollout.remote import RemoteEnv
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +66,32 @@ def test_multi_turn_episodes_carry_history_primitives_and_masks(data_root, tiny_
         assert batch.loss_mask[row, :start].sum() == 0
     for env in envs:
         env.close()
+
+
+@pytest.mark.skipif(not ray_available(), reason="ray is not installed")
+def test_envs_in_ray_actors_roll_out_exactly_as_local_envs(data_root, tiny_path):
+    import ray
+
+    def make():
+        return ThinkActionWrapper(gym.make("derl/ALFWorld-v0", level="L0", max_steps=3))
+
+    def run(envs):
+        policy = LLMPolicy.from_pretrained(tiny_path, family="alfworld",
+                                           sampling=SamplingConfig(max_new_tokens=8, seed=0))
+        try:
+            return rollout_multi_turn(envs, policy, seeds=[5, 9], group_size=2, max_steps=3)
+        finally:
+            for env in envs:
+                env.close()
+
+    local = run([make() for _ in range(4)])
+    ray.init(num_cpus=2, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"DERL_BENCH_DATA": str(data_root)}})
+    try:
+        remote = run([RemoteEnv(make) for _ in range(4)])
+    finally:
+        ray.shutdown()
+    assert [[(s.action, s.primitives, s.reward) for s in e.steps] for e in remote] == [
+        [(s.action, s.primitives, s.reward) for s in e.steps] for e in local]
+    assert all(e.length == 3 and e.steps[0].primitives["step_fraction"] == pytest.approx(1 / 3)
+               for e in remote)

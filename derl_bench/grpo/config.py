@@ -79,6 +79,9 @@ class TrainConfig:
     history_window: int = 2
     max_episode_steps: int = 30
     """Agents: actions per episode before truncation."""
+    env_actors: bool = False
+    """Agents: keep each env of a step's groups in its own Ray actor, so a turn's steps run in
+    parallel (needs Ray; see ``derl_bench.rollout.remote`` and ``docs/distributed.md``)."""
     seed: int = 0
     data_offset: int = 0
     """Start the run's problem/game sequence this many steps in: a warm-started run continues

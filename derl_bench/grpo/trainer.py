@@ -202,6 +202,13 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     policy = LLMPolicy(model, tokenizer, family, backend=backend,
                        sampling=sampling, history_window=config.history_window)
     factory = env_factory or (lambda: make_env(config))
+    if config.env_actors and domain != "math":
+        from derl_bench.rollout.remote import RemoteEnv
+
+        local_factory = factory
+
+        def factory() -> Any:
+            return RemoteEnv(local_factory)
     n_envs = 1 if domain == "math" else config.prompts_per_step * config.group_size
     envs = [factory() for _ in range(n_envs)]
     logger = RunLogger(run_dir, start_step, config.tensorboard)

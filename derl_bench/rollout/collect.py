@@ -25,6 +25,7 @@ from derl_bench.policies.session import (
     observation_text,
     task_description,
 )
+from derl_bench.rollout.remote import reset_all, step_all
 from derl_bench.rollout.types import Episode, Step
 
 
@@ -64,17 +65,18 @@ def rollout_multi_turn(envs: Sequence[gym.Env], policy: LLMPolicy, seeds: Sequen
         raise ValueError(f"need {len(seeds) * group_size} envs for {len(seeds)} seeds x "
                          f"{group_size}, got {len(envs)}")
     episodes, sessions = [], []
-    for i, env in enumerate(envs):
-        seed = int(seeds[i // group_size])
-        obs, info = env.reset(seed=seed)
-        episodes.append(Episode(first_group + i // group_size, seed))
+    env_seeds = [int(seeds[i // group_size]) for i in range(len(envs))]
+    for i, (obs, info) in enumerate(reset_all(envs, env_seeds)):
+        episodes.append(Episode(first_group + i // group_size, env_seeds[i]))
         sessions.append(AgentSession.start(obs, info))
     active = list(range(len(envs)))
     while active:
         generations = policy.generate([policy.agent_prompt(sessions[i].turn()) for i in active])
+        # Every live env steps at once where it can (envs in Ray actors, rollout.remote).
+        results = step_all([envs[i] for i in active], [gen.text for gen in generations])
         still = []
-        for i, gen in zip(active, generations, strict=True):
-            obs, reward, terminated, truncated, info = envs[i].step(gen.text)
+        for i, gen, result in zip(active, generations, results, strict=True):
+            obs, reward, terminated, truncated, info = result
             action = str(info.get("action", policy.parse_action(gen.text)))
             episodes[i].steps.append(Step(gen.prompt_ids, gen.completion_ids, gen.text, action,
                                           dict(info.get("primitives", {})), float(reward)))
