@@ -200,3 +200,26 @@ def test_a_ray_worker_killed_with_no_retries_left_is_excluded_and_the_run_goes_o
     assert all(records[i]["status"] == "scored" for i in (1, 2))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["failed_inner_runs"] == 1
+
+
+def test_without_ray_the_run_is_in_process_and_asking_for_ray_is_a_clear_error(tmp_path):
+    # A Python where `import ray` fails, as on an install without the [distributed] extra.
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "from derl_bench.meta.workers import make_executor, ray_available\n"
+        "from derl_bench.cli import main\n"
+        "assert not ray_available()\n"
+        "assert make_executor('auto').name == 'local'\n"
+        f"raise SystemExit(main(['meta', {str(_write_recipe(tmp_path / 'r.yaml', outer_steps=1))!r},"
+        f" '--output', {str(tmp_path / 'run')!r}, '--executor', 'ray']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "pip install 'derl-bench[distributed]'" in proc.stderr
+    auto = subprocess.run([sys.executable, "-c", code.replace("'--executor', 'ray'",
+                                                               "'--executor', 'auto'")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert auto.returncode == 0, auto.stderr
+    records = _lines(tmp_path / "run" / "candidates.jsonl")
+    assert len(records) == 3 and all(r["status"] == "scored" for r in records)
+    assert len({r["worker"] for r in records}) == 1  # one process ran them all
