@@ -5,7 +5,10 @@ still-running episodes, then one env step each), 30 turns at most, as the traine
 The tiny random model never wins, so every episode runs all 30 turns. Needs the ALFWorld data
 (``DERL_BENCH_DATA``); nothing else is downloaded.
 
-    python benchmarks/alfworld_rollout_speed.py [--groups 3] [--threads N]
+    python benchmarks/alfworld_rollout_speed.py [--groups 3] [--threads N] [--env-actors]
+
+``--env-actors`` keeps each env in a Ray actor (``derl_bench.rollout.remote``), so a turn's 8
+steps run in parallel; compare with a run without it on the same machine.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=30)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
+    parser.add_argument("--env-actors", action="store_true", help="envs in Ray actors")
     args = parser.parse_args()
 
     import gymnasium as gym
@@ -47,9 +51,16 @@ def main() -> None:
                                            sampling=SamplingConfig(args.max_new_tokens))
         if not args.threads and configure_threads is not None:
             configure_threads(policy.model)
-        envs = [ThinkActionWrapper(gym.make("derl/ALFWorld-v0", level="L0", split="train",
-                                            max_steps=args.max_steps))
-                for _ in range(args.group_size)]
+        def make() -> gym.Env:
+            return ThinkActionWrapper(gym.make("derl/ALFWorld-v0", level="L0", split="train",
+                                               max_steps=args.max_steps))
+
+        if args.env_actors:
+            from derl_bench.rollout.remote import RemoteEnv
+
+            envs = [RemoteEnv(make) for _ in range(args.group_size)]
+        else:
+            envs = [make() for _ in range(args.group_size)]
         rollout_multi_turn(envs, policy, [0], args.group_size, args.max_steps)  # warm-up
         start = time.perf_counter()
         episodes = steps = 0
@@ -64,7 +75,8 @@ def main() -> None:
     print(json.dumps({"episodes": episodes, "steps": steps, "seconds": round(seconds, 2),
                       "episodes_per_minute": round(60 * episodes / seconds, 1),
                       "steps_per_second": round(steps / seconds, 1),
-                      "torch_threads": torch.get_num_threads()}))
+                      "torch_threads": torch.get_num_threads(),
+                      "env_actors": args.env_actors}))
 
 
 if __name__ == "__main__":
