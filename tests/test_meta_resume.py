@@ -161,19 +161,27 @@ def test_a_restored_proposer_continues_exactly_as_the_original(tmp_path, make):
 needs_ray = pytest.mark.skipif(not ray_available(), reason="ray is not installed")
 
 
-@needs_ray
-def test_an_inner_run_whose_ray_worker_is_killed_is_retried_and_scores_as_without_ray(tmp_path):
+def _kill_worker_mid_run(tmp_path: Path, index: int, retries: int,
+                         ) -> tuple[Path, Path, int, dict[int, dict]]:
+    """Run a one-generation recipe on 2 Ray workers and SIGKILL the worker process of
+    candidate ``index`` while it trains; returns the recipe, run directory, killed pid and
+    the records by index."""
     recipe = _write_recipe(tmp_path / "recipe.yaml", outer_steps=1,
-                           inner={**INNER, "steps": 12}, retries=1)
+                           inner={**INNER, "steps": 12}, retries=retries)
     out = tmp_path / "run"
     proc = _meta(recipe, out, "--executor", "ray", "--workers", "2")
-    marker = out / "inner" / "g000-c01.worker"
+    marker = out / "inner" / f"g000-c{index:02d}.worker"
     _wait_for(marker.exists, proc)
-    assert not any(r["index"] == 1 for r in _lines(out / "candidates.jsonl"))
+    assert not any(r["index"] == index for r in _lines(out / "candidates.jsonl"))
     pid = int(marker.read_text().strip().rsplit(":", 1)[1])
     os.kill(pid, signal.SIGKILL)
     _finish(proc)
-    records = {r["index"]: r for r in _lines(out / "candidates.jsonl")}
+    return recipe, out, pid, {r["index"]: r for r in _lines(out / "candidates.jsonl")}
+
+
+@needs_ray
+def test_an_inner_run_whose_ray_worker_is_killed_is_retried_and_scores_as_without_ray(tmp_path):
+    recipe, out, pid, records = _kill_worker_mid_run(tmp_path, index=1, retries=1)
     killed = records[1]
     assert killed["status"] == "scored" and killed["attempts"] == 2
     assert len(killed["retried_after"]) == 1
@@ -186,15 +194,7 @@ def test_an_inner_run_whose_ray_worker_is_killed_is_retried_and_scores_as_withou
 
 @needs_ray
 def test_a_ray_worker_killed_with_no_retries_left_is_excluded_and_the_run_goes_on(tmp_path):
-    recipe = _write_recipe(tmp_path / "recipe.yaml", outer_steps=1,
-                           inner={**INNER, "steps": 12}, retries=0)
-    out = tmp_path / "run"
-    proc = _meta(recipe, out, "--executor", "ray", "--workers", "2")
-    marker = out / "inner" / "g000-c00.worker"
-    _wait_for(marker.exists, proc)
-    os.kill(int(marker.read_text().strip().rsplit(":", 1)[1]), signal.SIGKILL)
-    _finish(proc)
-    records = {r["index"]: r for r in _lines(out / "candidates.jsonl")}
+    _, out, _, records = _kill_worker_mid_run(tmp_path, index=0, retries=0)
     assert records[0]["status"] == "failed" and records[0]["score"] is None
     assert records[0]["error"]
     assert all(records[i]["status"] == "scored" for i in (1, 2))

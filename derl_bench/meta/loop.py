@@ -6,8 +6,9 @@ Every generation, top to bottom:
    ``derl-pop``, the grammar for ``random``, mutation and crossover for ``revolve``);
 2. each one is compiled (an invalid one scores ``invalid_score`` and trains nothing), then
    trains an inner GRPO policy — from the recipe's model, or for ``derl-pop`` (and any method
-   with ``warm_start``) from the best policy so far, continuing through the training data where that policy stopped — and the
-   policy's success on the fixed validation set is its score. The generation's inner runs go
+   with ``warm_start``) from the best policy so far, continuing through the training data
+   where that policy stopped — and the policy's success on the fixed validation set is its
+   score. The generation's inner runs go
    to an executor (:mod:`derl_bench.meta.workers`: Ray tasks, in parallel, or this process).
    A reward already scored from the same starting policy is not trained twice. An inner run
    that raises, or whose worker dies, is retried ``retries`` times and then *excluded* from
@@ -175,9 +176,13 @@ def _plot_structure(path: Path, rows: list[dict[str, Any]]) -> None:
     plt.close(fig)
 
 
+Key = tuple[str, str | None, int | None]
+"""An inner run's identity: the reward's canonical hash, the start model and the inner seed."""
+
+
 def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
                proposal: Proposal, start_model: str | None
-               ) -> tuple[dict[str, Any], tuple[str, str | None, int | None] | None]:
+               ) -> tuple[dict[str, Any], Key | None]:
     """The candidate's record so far, and the key of the inner run it needs (``None`` for an
     invalid reward, which trains nothing)."""
     inner_seed = proposal.extra.get("inner_seed")
@@ -218,9 +223,6 @@ def _copy_of(record: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
     return {**record, **{k: source[k] for k in ("status", "score", "train_reward",
                                                 "checkpoint", "validation")},
             "duplicate_of": source["run"]}
-
-
-Key = tuple[str, str | None, int | None]
 
 
 def _key(record: dict[str, Any]) -> Key:
