@@ -6,9 +6,9 @@ import gymnasium as gym
 import pytest
 
 import derl_bench  # noqa: F401
+from derl_bench.meta.workers import ray_available
 from derl_bench.observers.think_action import ThinkActionWrapper
 from derl_bench.policies import LLMPolicy, SamplingConfig, init_tiny_model
-from derl_bench.meta.workers import ray_available
 from derl_bench.rollout import collate, rollout_multi_turn, rollout_single_step
 from derl_bench.rollout.remote import RemoteEnv
 
