@@ -138,8 +138,14 @@ def _id_index() -> dict[str, FamilySpec]:
     return {env_id: spec for spec in family_specs().values() for env_id in spec.ids}
 
 
+@functools.cache
+def _benchmark_index() -> dict[str, FamilySpec]:
+    return {e.benchmark: spec for spec in family_specs().values() for e in spec.ids.values()}
+
+
 def family_spec(name: str | FamilySpec) -> FamilySpec:
-    """The spec of a card family, given its name (``"alfworld"``) or one of its env ids.
+    """The spec of a card family, given its name (``"alfworld"``), one of its env ids or the
+    leaderboard name of one (``"gsm8k"``).
 
     An env id may carry a ``derl_bench:`` prefix, and may be an id registered with Gymnasium
     as a variant of a card's id (through :func:`derl_bench.registration.make_env`) or of a
@@ -153,6 +159,8 @@ def family_spec(name: str | FamilySpec) -> FamilySpec:
     specs = family_specs()
     if name in specs:
         return specs[name]
+    if name in _benchmark_index():
+        return _benchmark_index()[name]
     bare = name.rsplit(":", 1)[-1]
     index = _id_index()
     if bare in index:

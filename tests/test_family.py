@@ -92,6 +92,7 @@ def test_an_unknown_name_is_a_clear_error(name):
 
 def test_the_old_names_say_what_the_spec_says():
     assert env_family("derl/GSM8K-v0") == "math" and domain_of("math") == "math"
+    assert domain_of("gsm8k") == "math"  # a leaderboard name still names its family
     assert domain_of(env_family("derl_bench:derl/ALFWorld-v0")) == "agent"
 
 
@@ -126,7 +127,8 @@ def toy_cards(tmp_path, monkeypatch):
     fake.mkdir()
     (fake / "toy.md").write_text(TOY_CARD)
     (fake / "alfworld.md").write_text((REPO / "envs" / "alfworld.md").read_text())
-    caches = [cards.load_card, cards.id_families, family.family_specs, family._id_index]
+    caches = [cards.load_card, cards.id_families, family.family_specs, family._id_index,
+              family._benchmark_index]
     monkeypatch.setattr(cards, "cards_dir", lambda: fake)
     for cache in caches:
         cache.cache_clear()
