@@ -28,33 +28,26 @@ def make_env(
     **kwargs: Any,
 ) -> gym.Env:
     """Build ``env_id`` from its card: the bare env wrapped with its observers."""
-    from derl_bench.cards import load_card
+    from derl_bench.family import UnknownFamilyError, family_spec
     from derl_bench.observers.base import ObserveWrapper
 
-    family = env_id_family(env_id)
-    spec = load_card(family)["ids"][env_id]
-    env_cls = _resolve(spec["entry_point"])
-    env = env_cls(**{**spec.get("kwargs", {}), **kwargs})
-    if observers is None:
-        observers = _resolve(spec["observers"])(env)
-    return ObserveWrapper(env, [*observers, *(extra_observers or [])])
-
-
-def env_id_family(env_id: str) -> str:
-    """Return the card family that defines ``env_id``."""
-    from derl_bench.cards import id_families
-
     try:
-        return id_families()[env_id]
-    except KeyError:
+        entry = family_spec(env_id).env(env_id)
+    except UnknownFamilyError:
         raise gym.error.UnregisteredEnv(f"{env_id!r} is not a derl-bench env") from None
+    env_cls = _resolve(entry.entry_point)
+    env = env_cls(**{**entry.kwargs, **kwargs})
+    if observers is None:
+        observers = _resolve(entry.observers)(env)
+    return ObserveWrapper(env, [*observers, *(extra_observers or [])])
 
 
 def register_envs() -> None:
     """Register all card ids with Gymnasium (idempotent)."""
-    from derl_bench.cards import id_families
+    from derl_bench.family import family_specs
 
-    for env_id in id_families():
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=functools.partial(make_env, env_id),
-                         disable_env_checker=False)
+    for spec in family_specs().values():
+        for env_id in spec.env_ids:
+            if env_id not in gym.registry:
+                gym.register(id=env_id, entry_point=functools.partial(make_env, env_id),
+                             disable_env_checker=False)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from derl_bench.family import family_spec
 from derl_bench.grpo import ConfigError, TrainConfig, load_config, parse_overrides
-from derl_bench.policies import domain_of, env_family
 from derl_bench.reward import compile_reward
 
 BASELINES = Path(__file__).resolve().parent.parent / "baselines"
@@ -25,7 +25,7 @@ def test_three_recipes_per_env():
 def test_every_recipe_loads_and_its_meta_reward_compiles(recipe):
     config = load_config(recipe)
     assert config.name == recipe.stem and config.model == "tiny"
-    domain = domain_of(env_family(config.env_id))
+    domain = family_spec(config.env_id).domain
     reward = compile_reward(config.meta_reward, domain=domain)
     expected = {"math": "outcome", "agent": "success"}[domain]
     if recipe.stem.endswith("-outcome"):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from derl_bench.cli import main
-from derl_bench.evaluation import adapter_for, benchmark_name, evaluated_env_ids, schema_errors
+from derl_bench.evaluation import adapter_for, evaluated_env_ids, schema_errors
 from derl_bench.evaluation.schema import RESULT_SCHEMA, binomial_se
 from derl_bench.leaderboard import render_html, submission_files, validate_file
 from derl_bench.leaderboard.render import build_boards
@@ -45,7 +45,7 @@ def test_random_and_oracle_are_committed_for_every_env_and_level(policy):
     missing = []
     for env_id in evaluated_env_ids():
         for level in adapter_for(env_id).levels():
-            path = BOARDS / benchmark_name(env_id) / f"{policy}-none-{level}.json"
+            path = BOARDS / adapter_for(env_id).benchmark / f"{policy}-none-{level}.json"
             if not path.is_file():
                 missing.append(str(path.relative_to(REPO)))
                 continue
@@ -322,7 +322,7 @@ def test_render_writes_tables_charts_and_page(tmp_path):
     readme = (board_dir / "README.md").read_text()
     for env_id in evaluated_env_ids():
         assert f"(`{env_id}`)" in readme
-        png = board_dir / "plots" / f"{benchmark_name(env_id)}.png"
+        png = board_dir / "plots" / f"{adapter_for(env_id).benchmark}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| oracle | none | run here | 100.0 ± 0.0 (n=1319," in readme
     assert "*reported, not reproduced here*" in readme

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from derl_bench.policies import AgentPrompt, AgentTurn, MathPrompt, render
-from derl_bench.policies.policy import domain_of, env_family
 from derl_bench.policies.prompts import SCIENCEWORLD_ACTIONS
 
 
@@ -64,12 +63,3 @@ def test_bad_prompt_settings_are_rejected():
         AgentPrompt("chess")
     with pytest.raises(ValueError):
         AgentPrompt("alfworld", history_window=-1)
-
-
-@pytest.mark.parametrize("env_id, family, domain", [
-    ("derl/GSM8K-v0", "gsm8k", "math"), ("derl/MATH-v0", "math", "math"),
-    ("derl_bench:derl/ALFWorld-v0", "alfworld", "agent"),
-    ("derl/ScienceWorld-v0", "scienceworld", "agent"),
-])
-def test_env_family_and_domain(env_id, family, domain):
-    assert env_family(env_id) == family and domain_of(family) == domain

@@ -89,7 +89,7 @@ def test_policy_generates_completions_that_stop_at_eos(tiny_path):
 
 def test_policy_parses_actions_per_family(tiny_path):
     agent = LLMPolicy.from_pretrained(tiny_path, family="alfworld")
-    math = LLMPolicy.from_pretrained(tiny_path, family="gsm8k")
+    math = LLMPolicy.from_pretrained(tiny_path, family="math")
     response = "<think>go</think><action>Open Fridge 1</action>"
     assert agent.parse_action(response) == "open fridge 1"
     assert math.parse_action(response) == response

@@ -19,7 +19,7 @@ def tiny_path(tmp_path_factory):
 
 
 def test_single_step_groups_share_the_problem_and_are_graded(data_root, tiny_path):
-    policy = LLMPolicy.from_pretrained(tiny_path, family="gsm8k",
+    policy = LLMPolicy.from_pretrained(tiny_path, family="math",
                                        sampling=SamplingConfig(max_new_tokens=8, seed=0))
     env = gym.make("derl/GSM8K-v0")
     episodes = rollout_single_step(env, policy, seeds=[3, 4], group_size=3)

@@ -17,7 +17,6 @@ from derl_bench.evaluation.families import (
     SCIENCEWORLD_SAMPLE,
     FamilyAdapter,
     adapter_for,
-    benchmark_name,
     evaluated_env_ids,
 )
 from derl_bench.evaluation.hacking import hacking_flag, metric_rates
@@ -94,7 +93,6 @@ __all__ = [
     "ProtocolError",
     "RandomPolicy",
     "adapter_for",
-    "benchmark_name",
     "build_record",
     "evaluate",
     "evaluated_env_ids",

@@ -37,13 +37,13 @@ def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | Non
 
     from derl_bench.evaluation import evaluate
     from derl_bench.grpo.checkpoint import quiet_transformers
-    from derl_bench.policies import LLMPolicy, SamplingConfig, env_family
+    from derl_bench.policies import LLMPolicy, SamplingConfig
     from derl_bench.rollout import rollout_single_step
 
     label = model_label or Path(model).name
     block = meta_reward_block(meta_reward, env_id) if meta_reward else None
     adapter = adapter_for(env_id)
-    if adapter.max_steps != 1:
+    if adapter.spec.multi_turn:
         record, _results = evaluate(env_id, level, f"llm:{model}", limit=limit, method=method,
                                     model=label, meta_reward=block, env_kwargs=env_kwargs,
                                     max_new_tokens=max_new_tokens)
@@ -53,7 +53,7 @@ def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | Non
     start = time.perf_counter()
     with quiet_transformers():
         policy = LLMPolicy.from_pretrained(
-            model, env_family(env_id),
+            model, adapter.spec,
             sampling=SamplingConfig(max_new_tokens, temperature, 1.0, seed=0))
     env = gym.make(env_id, **{**eval_set.spec.env_kwargs, **(env_kwargs or {})})
     results: list[EpisodeResult] = []

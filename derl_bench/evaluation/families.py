@@ -24,7 +24,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from derl_bench.cards import card_families, load_card
+from derl_bench.cards import load_card
 from derl_bench.evaluation.protocol import (
     LEVELS,
     EvalSet,
@@ -33,22 +33,38 @@ from derl_bench.evaluation.protocol import (
     ProtocolError,
     card_manifest,
 )
+from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, family_specs
 
 SCIENCEWORLD_SAMPLE = 100
 SAMPLE_SEED = 0
 
 
 class FamilyAdapter:
-    """How the evaluator drives one env id. Subclasses fill in the family's rules."""
+    """How the evaluator drives one env id. Subclasses fill in the family's rules; what the
+    card declares (step cap, card version, leaderboard name) comes from its :attr:`spec`."""
 
-    family: str = ""
-    max_steps: int = 30
     has_score: bool = False
     has_published: bool = False
     """Records also report the published metric (ScienceWorld: RLVMR's rule)."""
 
     def __init__(self, env_id: str) -> None:
         self.env_id = env_id
+        self.spec: FamilySpec = family_spec(env_id)
+
+    @property
+    def family(self) -> str:
+        return self.spec.name
+
+    @property
+    def max_steps(self) -> int:
+        """The protocol's step cap: the card's default."""
+        return self.spec.max_steps
+
+    @property
+    def benchmark(self) -> str:
+        """The leaderboard a record of this env id belongs to: ``derl/ALFWorld-v0`` ->
+        ``alfworld``."""
+        return self.spec.env(self.env_id).benchmark
 
     def levels(self) -> dict[str, LevelSpec]:
         """The env's eval set per level."""
@@ -111,9 +127,6 @@ class FamilyAdapter:
 class MathAdapter(FamilyAdapter):
     """GSM8K and MATH: one step, the action is the whole response."""
 
-    family = "math"
-    max_steps = 1
-
     def __init__(self, env_id: str) -> None:
         super().__init__(env_id)
         datasets = load_card("math")["datasets"]
@@ -165,8 +178,6 @@ class MathAdapter(FamilyAdapter):
 class ArithmeticAdapter(MathAdapter):
     """``derl/Arithmetic-v0``: one step; L0/L1/L2 are the card's generated eval splits."""
 
-    family = "arithmetic"
-
     def __init__(self, env_id: str) -> None:
         FamilyAdapter.__init__(self, env_id)
         self.dataset = "arithmetic"
@@ -217,8 +228,6 @@ def _problem_index(env: Any, problem_id: str) -> int:
 class ALFWorldAdapter(FamilyAdapter):
     """ALFWorld: the RLVMR/DERL levels, every eval game in manifest order."""
 
-    family = "alfworld"
-
     def rlvmr_eval_set(self, level: str, seed: int) -> EvalSet:
         # RLVMR's ALFWorld workers draw games inside alfworld's batch env; this protocol
         # keeps the full pass over the eval games and applies RLVMR's prompt and sampling
@@ -259,7 +268,6 @@ class ALFWorldAdapter(FamilyAdapter):
 class ScienceWorldAdapter(FamilyAdapter):
     """ScienceWorld: the RLVMR/DERL levels, a fixed sample of each eval set."""
 
-    family = "scienceworld"
     has_score = True
     has_published = True
 
@@ -314,33 +322,23 @@ _ADAPTERS: dict[str, type[FamilyAdapter]] = {
     "math": MathAdapter, "arithmetic": ArithmeticAdapter, "alfworld": ALFWorldAdapter,
     "scienceworld": ScienceWorldAdapter,
 }
-
-
-@functools.cache
-def env_family(env_id: str) -> str:
-    """The card family that defines ``env_id``."""
-    for family in card_families():
-        if env_id in (load_card(family).get("ids") or {}):
-            return family
-    raise ProtocolError(f"{env_id!r} is not a derl-bench env id")
+"""Each family's evaluation rules, by :attr:`FamilySpec.name`: they live here, not in the spec,
+because they read the envs and the evaluation protocol, which the spec's stage must not import."""
 
 
 @functools.cache
 def adapter_for(env_id: str) -> FamilyAdapter:
     """The evaluation rules for ``env_id``."""
-    family = env_family(env_id)
+    try:
+        family = family_spec(env_id).name
+    except UnknownFamilyError:
+        raise ProtocolError(f"{env_id!r} is not a derl-bench env id") from None
     if family not in _ADAPTERS:
         raise ProtocolError(f"no evaluation protocol for the {family!r} family")
     return _ADAPTERS[family](env_id)
 
 
-def benchmark_name(env_id: str) -> str:
-    """The leaderboard a record of ``env_id`` belongs to: ``derl/ALFWorld-v0`` -> ``alfworld``."""
-    return env_id.split("/", 1)[-1].rsplit("-v", 1)[0].lower()
-
-
 def evaluated_env_ids() -> list[str]:
     """Every env id that has an evaluation protocol, in card order."""
-    return [env_id for family in card_families() if family in _ADAPTERS
-            for env_id in (load_card(family).get("ids") or {})]
-
+    return [env_id for spec in family_specs().values() if spec.name in _ADAPTERS
+            for env_id in spec.env_ids]

@@ -202,19 +202,19 @@ class LLMEvalPolicy(Policy):
 
     def __init__(self, model: str, env_id: str, max_new_tokens: int = 512,
                  protocol: str = "strict") -> None:
-        from derl_bench.policies import LLMPolicy, SamplingConfig, env_family
+        from derl_bench.policies import LLMPolicy, SamplingConfig
 
         # a board shows a local checkpoint by its folder name; the record's policy keeps the path
         self.model = Path(model).name if Path(model).is_dir() else model
         self._max_new_tokens = max_new_tokens
         self._sampling_cls = SamplingConfig
-        self._family = env_family(env_id)
-        self._llm = LLMPolicy.from_pretrained(model, family=self._family)
+        self._llm = LLMPolicy.from_pretrained(model, family=env_id)
+        self._family = self._llm.family
         self._sessions: dict[int, AgentSession] = {}
         self._seeds: dict[int, int] = {}
         self._rlvmr = None
         self._temperature: float | None = None
-        if protocol == "rlvmr" and self._llm.domain == "agent":
+        if protocol == "rlvmr" and self._llm.spec.multi_turn:
             from derl_bench.evaluation.rlvmr import TEMPERATURE
             from derl_bench.policies.rlvmr_prompts import RLVMRPrompt
 
@@ -233,7 +233,7 @@ class LLMEvalPolicy(Policy):
         sessions = [self._sessions[s] for s in slots]
         for session, obs, info in zip(sessions, observations, infos, strict=True):
             session.observe(obs, info)
-        if self._llm.domain == "math":
+        if not self._llm.spec.multi_turn:
             prompts = [self._llm.math_prompt(obs) for obs in observations]
         elif self._rlvmr is not None:
             prompts = [
@@ -289,17 +289,21 @@ def _import_target(target: str) -> Any:
 
 
 def _degenerate(spec: str, env_id: str | None) -> Policy:
-    from derl_bench.policies import env_family
+    from derl_bench.evaluation.families import MathAdapter, adapter_for
+    from derl_bench.evaluation.protocol import ProtocolError
 
-    family = env_family(env_id) if env_id else None
+    try:
+        adapter = adapter_for(env_id) if env_id else None
+    except ProtocolError:
+        adapter = None
     if spec == "stall":
-        if family != "scienceworld":
+        if adapter is None or adapter.family != "scienceworld":
             raise PolicyError("the stall policy needs ScienceWorld's score and gold path; "
                               f"not available for {env_id}")
         return StallPolicy()
-    if family not in ("gsm8k", "math", "arithmetic"):
+    if not isinstance(adapter, MathAdapter):
         raise PolicyError(f"the majority policy answers math problems; not available for {env_id}")
-    return MajorityAnswerPolicy(family)
+    return MajorityAnswerPolicy(adapter.dataset)
 
 
 def load_policy(spec: str, env_id: str | None = None, max_new_tokens: int = 512,

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench._version import __version__
-from derl_bench.cards import load_card
-from derl_bench.evaluation.families import adapter_for, benchmark_name
+from derl_bench.evaluation.families import adapter_for
 from derl_bench.evaluation.protocol import EvalSet
 from derl_bench.evaluation.runner import EpisodeResult
 from derl_bench.evaluation.schema import SCHEMA_VERSION, binomial_se
@@ -135,9 +134,9 @@ def build_record(
         "schema_version": SCHEMA_VERSION,
         "kind": "run",
         **({} if protocol == "strict" else {"protocol": protocol}),
-        "benchmark": benchmark_name(eval_set.env_id),
+        "benchmark": adapter.benchmark,
         "env": {"id": eval_set.env_id,
-                "card_version": int(load_card(adapter.family)["card_version"]),
+                "card_version": adapter.spec.card_version,
                 "kwargs": {**eval_set.spec.env_kwargs, **(env_kwargs or {})}},
         "level": eval_set.level,
         "eval_set": eval_set.describe(),

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import yaml
 
+from derl_bench.family import FamilySpec, family_spec
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.checkpoint import (
     latest_checkpoint,
@@ -41,8 +42,6 @@ from derl_bench.policies import (
     LLMPolicy,
     SamplingConfig,
     TinyModelSpec,
-    domain_of,
-    env_family,
     init_tiny_model,
     load_model_and_tokenizer,
     make_backend,
@@ -54,7 +53,6 @@ RewardFn = Callable[[Sequence[Episode]], np.ndarray]
 EnvFactory = Callable[[], Any]
 
 CONFIG_FILE = "config.yaml"
-SUCCESS_PRIMITIVE = {"math": "outcome", "agent": "success"}
 
 
 class ResumeError(RuntimeError):
@@ -120,7 +118,7 @@ def make_env(config: TrainConfig) -> Any:
     from derl_bench.observers.think_action import ThinkActionWrapper
 
     kwargs = config.env_make_kwargs()
-    if domain_of(env_family(config.env_id)) == "agent":
+    if family_spec(config.env_id).multi_turn:
         kwargs.setdefault("max_steps", config.max_episode_steps)
         return ThinkActionWrapper(gym.make(config.env_id, **kwargs))
     return gym.make(config.env_id, **kwargs)
@@ -133,10 +131,10 @@ def step_seeds(config: TrainConfig, step: int) -> list[int]:
     return [int(s) for s in rng.integers(0, 2**31 - 1, size=config.prompts_per_step)]
 
 
-def success_rate(episodes: Sequence[Episode], domain: str) -> float:
-    """Fraction of episodes that solved their task (last step's outcome/success primitive,
-    else a positive env reward)."""
-    name = SUCCESS_PRIMITIVE[domain]
+def success_rate(episodes: Sequence[Episode], spec: FamilySpec) -> float:
+    """Fraction of episodes that solved their task (last step's value of the family's success
+    primitive, else a positive env reward)."""
+    name = spec.success_primitive
     wins = [
         e.last(name) if e.steps and name in e.steps[-1].primitives
         else float(any(s.reward > 0 for s in e.steps))
@@ -155,7 +153,7 @@ def update_settings(config: TrainConfig) -> UpdateSettings:
 
 
 def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | None = None,
-          reward_fn: RewardFn | None = None, family: str | None = None,
+          reward_fn: RewardFn | None = None, family: str | FamilySpec | None = None,
           ) -> list[dict[str, float]]:
     """Run GRPO as ``config`` says; returns the logged metrics of every step of the run.
 
@@ -164,10 +162,9 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     prompt and rollout for an env that is not a derl id.
     """
     run_dir = config.run_dir
-    family = family or env_family(config.env_id)
-    domain = domain_of(family)
+    spec = family_spec(family or config.env_id)
     # A bad expression fails before any write.
-    score = reward_fn or meta_reward_fn(config, None if env_factory is None else domain)
+    score = reward_fn or meta_reward_fn(config, None if env_factory is None else spec.domain)
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
         raise ResumeError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")
@@ -199,17 +196,17 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
 
     backend = make_backend(config.backend, model, tokenizer, model_path=str(checkpoint or start_path))
     sampling = SamplingConfig(config.max_new_tokens, config.temperature, config.top_p)
-    policy = LLMPolicy(model, tokenizer, family, backend=backend,
+    policy = LLMPolicy(model, tokenizer, spec, backend=backend,
                        sampling=sampling, history_window=config.history_window)
     factory = env_factory or (lambda: make_env(config))
-    if config.env_actors and domain != "math":
+    if config.env_actors and spec.multi_turn:
         from derl_bench.rollout.remote import RemoteEnv
 
         local_factory = factory
 
         def factory() -> Any:
             return RemoteEnv(local_factory)
-    n_envs = 1 if domain == "math" else config.prompts_per_step * config.group_size
+    n_envs = config.prompts_per_step * config.group_size if spec.multi_turn else 1
     envs = [factory() for _ in range(n_envs)]
     logger = RunLogger(run_dir, start_step, config.tensorboard)
     pad_id = tokenizer.pad_token_id
@@ -225,11 +222,11 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
             t0 = time.perf_counter()
             torch.manual_seed(config.seed * 1_000_003 + step)
             seeds = step_seeds(config, step)
-            if domain == "math":
-                episodes = rollout_single_step(envs[0], policy, seeds, config.group_size)
-            else:
+            if spec.multi_turn:
                 episodes = rollout_multi_turn(envs, policy, seeds, config.group_size,
                                               config.max_episode_steps)
+            else:
+                episodes = rollout_single_step(envs[0], policy, seeds, config.group_size)
             t_rollout = time.perf_counter() - t0
 
             # 3-4. Meta-Reward per episode, group-relative advantage per episode.
@@ -251,7 +248,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
             metrics = {
                 "reward/mean": float(np.mean(rewards)),
                 "reward/std": float(np.std(rewards)),
-                "success/mean": success_rate(episodes, domain),
+                "success/mean": success_rate(episodes, spec),
                 "advantage/zero_fraction": float(np.mean(advantages == 0)),
                 **sums,
                 "grad_norm": float(grad_norm),

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from derl_bench.family import family_spec
 from derl_bench.grpo.config import ConfigError, TrainConfig
 from derl_bench.grpo.runlog import METRICS_FILE, plot_curve
 from derl_bench.grpo.trainer import (
@@ -29,7 +30,7 @@ from derl_bench.grpo.trainer import (
     record_config,
     step_seeds,
 )
-from derl_bench.policies import MathPrompt, domain_of, env_family, load_model_and_tokenizer
+from derl_bench.policies import MathPrompt, load_model_and_tokenizer
 
 TRL_METRICS = {
     "reward": "reward/mean",
@@ -128,7 +129,7 @@ def _trl_args(config: TrainConfig, trl_dir: Path) -> Any:
 
 def train_trl(config: TrainConfig, resume: bool = False) -> list[dict[str, float]]:
     """Run single-step math GRPO with TRL; returns the per-step metrics (compact-trainer names)."""
-    if domain_of(env_family(config.env_id)) != "math":
+    if family_spec(config.env_id).multi_turn:
         raise ConfigError(f"trainer: trl handles single-step math envs, not {config.env_id!r}; "
                           "use trainer: compact for agents")
     from transformers.trainer_utils import get_last_checkpoint

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from derl_bench.evaluation.families import adapter_for, benchmark_name, evaluated_env_ids
+from derl_bench.evaluation.families import adapter_for, evaluated_env_ids
 
 BOARD_TITLES = {"alfworld": "ALFWorld", "scienceworld": "ScienceWorld", "gsm8k": "GSM8K",
                 "math": "MATH"}
@@ -90,8 +90,8 @@ def build_boards(records: Sequence[tuple[Path, dict[str, Any]]]) -> list[Board]:
     """Group valid records into boards, in env-card order."""
     boards: dict[str, Board] = {}
     for env_id in evaluated_env_ids():
-        name = benchmark_name(env_id)
         adapter = adapter_for(env_id)
+        name = adapter.benchmark
         boards[name] = Board(name, env_id, list(adapter.levels()), [],
                              published_metric=adapter.has_published)
     rows: dict[tuple[str, str, str, str], Row] = {}

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.cards import load_card
-from derl_bench.evaluation.families import adapter_for, benchmark_name, evaluated_env_ids
+from derl_bench.evaluation.families import adapter_for, evaluated_env_ids
 from derl_bench.evaluation.protocol import ProtocolError
 from derl_bench.evaluation.schema import REPORTED_NOTE, RESULT_SCHEMA, binomial_se, schema_errors
 
@@ -225,10 +225,10 @@ def _eval_set_problems(record: Mapping[str, Any]) -> tuple[list[str], int]:
         return [f"$.env.id: unknown env {env_id!r}"], 0
     adapter = adapter_for(env_id)
     problems = []
-    if record["benchmark"] != benchmark_name(env_id):
+    if record["benchmark"] != adapter.benchmark:
         problems.append(f"$.benchmark: {record['benchmark']!r} does not match env {env_id} "
-                        f"(expected {benchmark_name(env_id)!r})")
-    card_version = int(load_card(adapter.family)["card_version"])
+                        f"(expected {adapter.benchmark!r})")
+    card_version = adapter.spec.card_version
     if record["env"]["card_version"] > card_version:
         problems.append(f"$.env.card_version: {record['env']['card_version']} is newer than "
                         f"the card ({card_version})")

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import gymnasium as gym
 
+from derl_bench.family import family_spec
 from derl_bench.grpo.checkpoint import quiet_transformers
 from derl_bench.grpo.config import TrainConfig, config_from_dict
 from derl_bench.grpo.dispatch import run_training
 from derl_bench.grpo.trainer import make_env, success_rate
 from derl_bench.meta.config import MetaConfig
-from derl_bench.policies import LLMPolicy, SamplingConfig, domain_of, env_family
+from derl_bench.policies import LLMPolicy, SamplingConfig
 from derl_bench.rollout import rollout_multi_turn, rollout_single_step
 
 
@@ -83,16 +84,15 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
                      ) -> tuple[float, dict[str, float]]:
     """Success rate of the policy at ``model_path`` on the validation set (module docstring),
     and the mean of the ``format_boxed`` primitive where the env emits it."""
-    family = env_family(config.env_id)
-    domain = domain_of(family)
+    spec = family_spec(config.env_id)
     scoring = config_from_dict({**config.to_dict(), "split": validation_split(meta)})
     with quiet_transformers():
         policy = LLMPolicy.from_pretrained(
-            model_path, family, device=config.device, dtype=config.dtype,
+            model_path, spec, device=config.device, dtype=config.dtype,
             sampling=SamplingConfig(config.max_new_tokens, meta.validation_temperature, 1.0,
                                     seed=meta.validation_seed),
             history_window=config.history_window)
-    if domain == "math":
+    if not spec.multi_turn:
         env = make_env(scoring)
         try:
             count = len(env.unwrapped.problems)
@@ -117,7 +117,7 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
                if e.steps and "format_boxed" in e.steps[-1].primitives]
     if formats:
         metrics["format"] = float(sum(formats) / len(formats))
-    return success_rate(episodes, domain), metrics
+    return success_rate(episodes, spec), metrics
 
 
 def train_and_score(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | None,

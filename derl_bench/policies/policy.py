@@ -6,10 +6,12 @@ For example, with a hub model::
     ids = policy.math_prompt("What is 2 + 3?")
     [g.text for g in policy.generate([ids, ids])]   # ['2 + 3 = 5, so ... \\boxed{5}.', ...]
 
-``family`` picks the prompt and parser: ``"math"`` (GSM8K, MATH; the whole response goes to the
-env, which grades it) or ``"alfworld"`` / ``"scienceworld"`` (verl-agent prompt; the response
-goes to :class:`~derl_bench.observers.think_action.ThinkActionWrapper`, and the policy parses
-the same command for its history).
+``family`` (a card family, one of its env ids or its :class:`~derl_bench.family.FamilySpec`)
+picks the prompt and parser: a single-step family (``"math"``, ``"arithmetic"``: the whole
+response goes to the env, which grades it) or a multi-turn one (``"alfworld"`` /
+``"scienceworld"``: verl-agent prompt; the response goes to
+:class:`~derl_bench.observers.think_action.ThinkActionWrapper`, and the policy parses the same
+command for its history).
 """
 
 from __future__ import annotations
@@ -19,27 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from derl_bench.family import FamilySpec, family_spec
 from derl_bench.observers.think_action import parse_think_action
 from derl_bench.policies.backends import GenerationBackend, SamplingConfig, make_backend
 from derl_bench.policies.prompts import AgentPrompt, AgentTurn, MathPrompt, Messages, render
 
-MATH_FAMILIES = ("gsm8k", "math", "arithmetic")
-AGENT_FAMILIES = ("alfworld", "scienceworld")
-
 
 def env_family(env_id: str) -> str:
-    """``"derl/ALFWorld-v0"`` -> ``"alfworld"``: the family an env id belongs to by name."""
-    name = env_id.split(":")[-1].split("/")[-1]
-    return name.rsplit("-v", 1)[0].lower()
+    """The card family of ``env_id``; kept for callers that predate
+    :func:`~derl_bench.family.family_spec`, which says the same and more."""
+    return family_spec(env_id).name
 
 
 def domain_of(family: str) -> str:
-    """The Meta-Reward domain of a family: ``"math"`` or ``"agent"``."""
-    if family in MATH_FAMILIES or family == "math":
-        return "math"
-    if family in AGENT_FAMILIES:
-        return "agent"
-    raise ValueError(f"unknown env family {family!r}; known: {MATH_FAMILIES + AGENT_FAMILIES}")
+    """The Meta-Reward domain (``"math"`` or ``"agent"``) of a family name or env id."""
+    return family_spec(family).domain
 
 
 @dataclass(frozen=True)
@@ -54,20 +50,20 @@ class Generation:
 class LLMPolicy:
     """A causal LM that answers env prompts (see the module docstring)."""
 
-    def __init__(self, model: Any, tokenizer: Any, family: str,
+    def __init__(self, model: Any, tokenizer: Any, family: str | FamilySpec,
                  backend: GenerationBackend | None = None,
                  sampling: SamplingConfig | None = None, history_window: int = 2) -> None:
         self.model = model
         self.tokenizer = tokenizer
-        self.family = family
-        self.domain = domain_of(family)
+        self.spec = family_spec(family)
+        self.family = self.spec.name
         self.sampling = sampling or SamplingConfig()
         self.backend = backend or make_backend("transformers", model, tokenizer)
         self.math = MathPrompt()
-        self.agent = AgentPrompt(family, history_window) if self.domain == "agent" else None
+        self.agent = AgentPrompt(self.family, history_window) if self.spec.multi_turn else None
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, family: str, device: str = "cpu",
+    def from_pretrained(cls, name_or_path: str | Path, family: str | FamilySpec, device: str = "cpu",
                         dtype: str | None = None, backend: str = "transformers",
                         backend_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> LLMPolicy:
         """Load a model and tokenizer from a HF hub name or a local directory."""
@@ -102,7 +98,7 @@ class LLMPolicy:
 
     def parse_action(self, text: str) -> str:
         """The command a response stands for (math: the whole response)."""
-        if self.domain == "math":
+        if not self.spec.multi_turn:
             return text
         return parse_think_action(text)[0]
 

@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from derl_bench.cards import card_families, id_families, load_card
+from derl_bench.family import UnknownFamilyError, family_spec, family_specs
 from derl_bench.reward.errors import UnknownDomainError
 from derl_bench.reward.functions import Interval
 
@@ -65,14 +65,9 @@ class PrimitiveSet:
 
 @functools.cache
 def family_primitives(family: str) -> PrimitiveSet:
-    """The primitive set a family's card declares."""
-    card = load_card(family)
-    declared = card.get("primitives") or {}
-    if isinstance(declared, Mapping):
-        ranges = {str(n): (float(lo), float(hi)) for n, (lo, hi) in declared.items()}
-    else:  # a plain list of names declares no ranges
-        ranges = {str(n): UNBOUNDED for n in declared}
-    return PrimitiveSet(family, ranges, {str(k): str(v) for k, v in (card.get("aliases") or {}).items()})
+    """The primitive set a family's card declares (its :class:`~derl_bench.family.FamilySpec`)."""
+    spec = family_spec(family)
+    return PrimitiveSet(spec.name, dict(spec.primitives), dict(spec.aliases))
 
 
 @functools.cache
@@ -99,16 +94,17 @@ def primitive_set(source: str | PrimitiveSet) -> PrimitiveSet:
 def _named_set(source: str) -> PrimitiveSet:
     if source in DOMAIN_FAMILIES:
         return _domain_primitives(source)
-    if source in card_families():
+    if source in family_specs():
         return family_primitives(source)
     if "/" in source:
-        family = id_families().get(source.rsplit(":", 1)[-1])
-        if family is None:
-            raise UnknownDomainError(f"{source!r} is not a derl-bench env id")
+        try:
+            family = family_spec(source).name
+        except UnknownFamilyError:
+            raise UnknownDomainError(f"{source!r} is not a derl-bench env id") from None
         return PrimitiveSet(source, family_primitives(family).ranges,
                             family_primitives(family).aliases)
     raise UnknownDomainError(
-        f"{source!r}; give an env id, a family ({', '.join(card_families())}) or a domain "
+        f"{source!r}; give an env id, a family ({', '.join(family_specs())}) or a domain "
         f"({', '.join(DOMAIN_FAMILIES)})"
     )
 

@@ -121,9 +121,9 @@ def demonstrations(env: Any, policy: Any, config: SFTConfig,
                    ) -> Iterator[tuple[list[int], str]]:
     """An endless seeded stream of ``(prompt_ids, completion_text)`` from ``env``."""
     rng = random.Random(config.seed)
-    if policy.domain == "math":
-        return _math_demos(env, policy, config, rng)
-    return _agent_demos(env, policy, config, rng)
+    if policy.spec.multi_turn:
+        return _agent_demos(env, policy, config, rng)
+    return _math_demos(env, policy, config, rng)
 
 
 def _base_model(config: SFTConfig, workdir: Path) -> str:
@@ -145,7 +145,7 @@ def run_sft(config: SFTConfig, progress: bool = False) -> dict[str, Any]:
     from derl_bench.grpo.checkpoint import quiet_transformers
     from derl_bench.grpo.loss import token_logprobs
     from derl_bench.grpo.update import make_optimizer
-    from derl_bench.policies import LLMPolicy, env_family, load_model_and_tokenizer
+    from derl_bench.policies import LLMPolicy, load_model_and_tokenizer
     from derl_bench.policies.threads import configure_threads
     from derl_bench.rollout import Episode, Step, collate
 
@@ -159,8 +159,7 @@ def run_sft(config: SFTConfig, progress: bool = False) -> dict[str, Any]:
         with quiet_transformers():
             model, tokenizer = load_model_and_tokenizer(_base_model(config, staging))
         configure_threads(model, config.num_threads)
-        family = env_family(config.env_id)
-        policy = LLMPolicy(model, tokenizer, family)
+        policy = LLMPolicy(model, tokenizer, config.env_id)
         kwargs: dict[str, Any] = {"split": config.split}
         if config.level is not None:
             kwargs["level"] = config.level
