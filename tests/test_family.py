@@ -15,7 +15,6 @@ from derl_bench import cards, family
 from derl_bench.cards import CardError, card_families, load_card
 from derl_bench.evaluation.families import adapter_for
 from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, family_specs
-from derl_bench.policies import domain_of, env_family
 from derl_bench.policies.prompts import ENV_INTRO
 from derl_bench.registration import make_env
 from derl_bench.reward.primitives import primitive_set
@@ -90,10 +89,9 @@ def test_an_unknown_name_is_a_clear_error(name):
         family_spec(name)
 
 
-def test_the_old_names_say_what_the_spec_says():
-    assert env_family("derl/GSM8K-v0") == "math" and domain_of("math") == "math"
-    assert domain_of("gsm8k") == "math"  # a leaderboard name still names its family
-    assert domain_of(env_family("derl_bench:derl/ALFWorld-v0")) == "agent"
+def test_a_leaderboard_name_and_a_prefixed_id_name_their_family():
+    assert family_spec("gsm8k").name == "math" and family_spec("gsm8k").domain == "math"
+    assert family_spec("derl_bench:derl/ALFWorld-v0").domain == "agent"
 
 
 def test_a_spec_pickles_into_workers():

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from derl_bench.family import family_spec
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.trainer import ResumeError, make_env
 from derl_bench.meta.config import PLACEMENT_FIELDS, MetaConfig
@@ -62,7 +63,6 @@ from derl_bench.meta.workers import (
     RayExecutor,
     executor_for,
 )
-from derl_bench.policies import domain_of, env_family
 from derl_bench.reward import MetaRewardError, compile_reward
 
 STRUCTURE_KINDS = ("linear", "bounded", "veto", "unbounded")
@@ -498,7 +498,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
 def _write_summary(config: MetaConfig, result: MetaResult, domain: str) -> None:
     _write_json(config.run_dir / "summary.json", {
         "name": config.name, "method": config.method, "env_id": domain,
-        "domain": domain_of(env_family(domain)),
+        "domain": family_spec(domain).domain,
         "best_expr": result.best_expr,
         "best_validation_score": result.best_score if result.best_expr is not None else None,
         "best_checkpoint": result.best_checkpoint,

@@ -16,8 +16,6 @@ from derl_bench.policies.backends import (
 from derl_bench.policies.policy import (
     Generation,
     LLMPolicy,
-    domain_of,
-    env_family,
     load_model_and_tokenizer,
 )
 from derl_bench.policies.prompts import AgentPrompt, AgentTurn, MathPrompt, render
@@ -36,8 +34,6 @@ __all__ = [
     "TinyModelSpec",
     "TransformersBackend",
     "VLLMBackend",
-    "domain_of",
-    "env_family",
     "init_tiny_model",
     "load_model_and_tokenizer",
     "make_backend",

@@ -27,17 +27,6 @@ from derl_bench.policies.backends import GenerationBackend, SamplingConfig, make
 from derl_bench.policies.prompts import AgentPrompt, AgentTurn, MathPrompt, Messages, render
 
 
-def env_family(env_id: str) -> str:
-    """The card family of ``env_id``; kept for callers that predate
-    :func:`~derl_bench.family.family_spec`, which says the same and more."""
-    return family_spec(env_id).name
-
-
-def domain_of(family: str) -> str:
-    """The Meta-Reward domain (``"math"`` or ``"agent"``) of a family name or env id."""
-    return family_spec(family).domain
-
-
 @dataclass(frozen=True)
 class Generation:
     """One sampled response: its prompt and completion token ids and the decoded text."""
