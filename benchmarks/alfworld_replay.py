@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gymnasium.wrappers import TimeLimit
+
 from derl_bench.envs.alfworld import ALFWorldEnv, games
 
 
@@ -71,9 +73,9 @@ def replay_walkthrough(env: ALFWorldEnv, game_id: str) -> ReplayResult:
     return result
 
 
-def random_admissible_episode(env: ALFWorldEnv, game_id: str, seed: int) -> bool:
-    """Play ``game_id`` with uniformly random admissible commands (seeded); return whether won."""
-    env = env.unwrapped
+def random_admissible_episode(env: TimeLimit, game_id: str, seed: int) -> bool:
+    """Play ``game_id`` with uniformly random admissible commands (seeded) until it is won or
+    ``env``'s step cap ends it; return whether won."""
     rng = random.Random(seed)
     _, info = env.reset(options={"game": game_id})
     while True:
@@ -113,7 +115,7 @@ def replay_all(train_sample: int, seed: int) -> dict:
 def random_agent(seed: int, max_steps: int) -> dict:
     report = {}
     for level in games.LEVELS:
-        env = ALFWorldEnv(level=level, split="eval", max_steps=max_steps)
+        env = TimeLimit(ALFWorldEnv(level=level, split="eval"), max_steps)
         try:
             start = time.perf_counter()
             game_ids = games.level_games(level, "eval")

@@ -61,12 +61,12 @@ def main() -> None:
             envs = [RemoteEnv(make) for _ in range(args.group_size)]
         else:
             envs = [make() for _ in range(args.group_size)]
-        rollout_multi_turn(envs, policy, [0], args.group_size, args.max_steps)  # warm-up
+        rollout_multi_turn(envs, policy, [0], args.group_size)  # warm-up
         start = time.perf_counter()
         episodes = steps = 0
         for group in range(args.groups):
             torch.manual_seed(group)
-            done = rollout_multi_turn(envs, policy, [group + 1], args.group_size, args.max_steps)
+            done = rollout_multi_turn(envs, policy, [group + 1], args.group_size)
             episodes += len(done)
             steps += sum(e.length for e in done)
         seconds = time.perf_counter() - start

@@ -16,16 +16,17 @@ import sys
 import time
 
 import numpy as np
+from gymnasium.wrappers import TimeLimit
 
 from derl_bench.envs.scienceworld import ScienceWorldEnv
 
 
-def run_episode(env: ScienceWorldEnv, options: dict, rng: np.random.Generator) -> dict:
+def run_episode(env: TimeLimit, options: dict, rng: np.random.Generator) -> dict:
     env.reset(options=options)
     actions: list[str] = []
     info: dict = {}
     while True:
-        valid = env.valid_actions()
+        valid = env.unwrapped.valid_actions()
         action = valid[int(rng.integers(len(valid)))]
         actions.append(action)
         _, _, terminated, truncated, info = env.step(action)
@@ -36,10 +37,11 @@ def run_episode(env: ScienceWorldEnv, options: dict, rng: np.random.Generator) -
 
 
 def evaluate(level: str, episodes: int, seed: int, max_steps: int) -> dict:
-    env = ScienceWorldEnv(level=level, split="eval", max_steps=max_steps)
+    env = TimeLimit(ScienceWorldEnv(level=level, split="eval"), max_steps)
     rng = np.random.default_rng(seed)
-    picks = rng.choice(len(env.pairs), size=min(episodes, len(env.pairs)), replace=False)
-    rows = [run_episode(env, {"task": env.pairs[i][0], "variation": env.pairs[i][1]}, rng)
+    pairs = env.unwrapped.pairs
+    picks = rng.choice(len(pairs), size=min(episodes, len(pairs)), replace=False)
+    rows = [run_episode(env, {"task": pairs[i][0], "variation": pairs[i][1]}, rng)
             for i in sorted(picks)]
     env.close()
     return {

@@ -5,6 +5,13 @@ observers (``observers``, a callable returning a list) and default keyword argum
 ``gymnasium.make(id, **kwargs)`` builds the bare env with the card's kwargs updated by the
 caller's, then wraps it in :class:`~derl_bench.observers.ObserveWrapper`. Pass
 ``observers=[...]`` to replace the defaults, or ``extra_observers=[...]`` to add to them.
+
+A multi-turn env's step cap is ``max_steps`` (the card's, or the caller's): Gymnasium's
+``TimeLimit`` between the bare env and the observers, the one place episodes are cut, so the
+observers see the cap (``step_fraction``) and every rollout, evaluation and training run is
+cut by the same wrapper::
+
+    env = gymnasium.make("derl/ALFWorld-v0", max_steps=5)   # ObserveWrapper(TimeLimit(ALFWorldEnv, 5))
 """
 
 from __future__ import annotations
@@ -35,11 +42,18 @@ def make_env(
         entry = family_spec(env_id).env(env_id)
     except UnknownFamilyError:
         raise gym.error.UnregisteredEnv(f"{env_id!r} is not a derl-bench env") from None
+    spec = family_spec(env_id)
     env_cls = _resolve(entry.entry_point)
-    env = env_cls(**{**entry.kwargs, **kwargs})
+    values = {**entry.kwargs, **kwargs}
+    cap = int(values.pop("max_steps", spec.max_steps))
+    bare = env_cls(**values)
     if observers is None:
-        observers = _resolve(entry.observers)(env)
-    return ObserveWrapper(env, [*observers, *(extra_observers or [])])
+        observers = _resolve(entry.observers)(bare)
+    if not spec.multi_turn:
+        return ObserveWrapper(bare, [*observers, *(extra_observers or [])])
+    if cap < 1:
+        raise ValueError(f"max_steps must be at least 1, got {cap}")
+    return ObserveWrapper(gym.wrappers.TimeLimit(bare, cap), [*observers, *(extra_observers or [])])
 
 
 def register_envs() -> None:

@@ -118,8 +118,27 @@ def test_truncation_at_the_step_cap_is_never_a_win(data_root):
         assert [o[3] for o in outcomes] == [False, False, True]
         assert all(o[1] == 0.0 and not o[2] for o in outcomes)
         assert outcomes[-1][4]["primitives"]["success"] == 0.0
-        with pytest.raises(gym.error.ResetNeeded):
-            env.step("look")
+        assert [o[4]["primitives"]["step_fraction"] for o in outcomes] == [1 / 3, 2 / 3, 1.0]
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("env_id", ["derl/ALFWorld-v0", "derl/ScienceWorld-v0"])
+def test_the_step_cap_is_one_timelimit_set_from_the_card(data_root, env_id):
+    from derl_bench.cards import load_card
+    from derl_bench.family import family_spec
+
+    env = gym.make(env_id)
+    try:
+        limits = []
+        inner = env
+        while isinstance(inner, gym.Wrapper):
+            if isinstance(inner, gym.wrappers.TimeLimit):
+                limits.append(inner._max_episode_steps)
+            inner = inner.env
+        spec = family_spec(env_id)
+        assert limits == [spec.max_steps] == [load_card(spec.name)["max_steps"]]
+        assert not hasattr(env.unwrapped, "max_steps")  # the bare env counts no cap of its own
     finally:
         env.close()
 

@@ -41,7 +41,7 @@ def test_multi_turn_episodes_carry_history_primitives_and_masks(data_root, tiny_
                                        sampling=SamplingConfig(max_new_tokens=8, seed=0))
     envs = [ThinkActionWrapper(gym.make("derl/ALFWorld-v0", level="L0", max_steps=3))
             for _ in range(2)]
-    episodes = rollout_multi_turn(envs, policy, seeds=[5], group_size=2, max_steps=3)
+    episodes = rollout_multi_turn(envs, policy, seeds=[5], group_size=2)
     assert [e.group for e in episodes] == [0, 0]
     first = [policy.tokenizer.decode(e.steps[0].prompt_ids) for e in episodes]
     assert first[0] == first[1]  # same reset seed: same game, same first prompt
@@ -79,7 +79,7 @@ def test_envs_in_ray_actors_roll_out_exactly_as_local_envs(data_root, tiny_path)
         policy = LLMPolicy.from_pretrained(tiny_path, family="alfworld",
                                            sampling=SamplingConfig(max_new_tokens=8, seed=0))
         try:
-            return rollout_multi_turn(envs, policy, seeds=[5, 9], group_size=2, max_steps=3)
+            return rollout_multi_turn(envs, policy, seeds=[5, 9], group_size=2)
         finally:
             for env in envs:
                 env.close()

@@ -176,12 +176,8 @@ SPOT_CHECK_TASKS = ("boil", "chemistry-mix-paint-tertiary-color", "find-plant",
 
 def test_gold_paths_succeed_on_a_spread_of_tasks_and_splits(env):
     """A CI-sized slice of benchmarks/scienceworld_gold_paths.py (which runs all 30 tasks)."""
-    sim = env.unwrapped.simulator
-    env.unwrapped.max_steps = 10_000
-    try:
-        _replay_spot_checks(env, sim)
-    finally:
-        env.unwrapped.max_steps = 30
+    # Gold paths run past the 30-step cap: TimeLimit flags truncation, the replay goes on.
+    _replay_spot_checks(env, env.unwrapped.simulator)
 
 
 def _replay_spot_checks(env, sim) -> None:

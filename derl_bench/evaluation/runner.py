@@ -64,16 +64,14 @@ class EpisodeResult:
 class EpisodeSlot(gym.Wrapper):
     """One vector-env slot: resets to assigned episodes, idles when it has none."""
 
-    def __init__(self, env: gym.Env, adapter: FamilyAdapter, slot: int, needs: frozenset[str],
-                 max_steps: int) -> None:
+    def __init__(self, env: gym.Env, adapter: FamilyAdapter, slot: int,
+                 needs: frozenset[str]) -> None:
         super().__init__(env)
         self.adapter = adapter
         self.slot = slot
         self.needs = needs
-        self.max_steps = max_steps
         self.observation_space = self.action_space = _SLOT_SPACE
         self._idle = True
-        self._steps = 0
         self._entry = ""
 
     def _extras(self, info: dict[str, Any]) -> dict[str, Any]:
@@ -92,7 +90,7 @@ class EpisodeSlot(gym.Wrapper):
             return "", {}
         obs, info = self.env.reset(
             seed=seed, options=self.adapter.reset_options(self.env.unwrapped, entry))
-        self._idle, self._steps, self._entry = False, 0, entry
+        self._idle, self._entry = False, entry
         info = dict(info)
         info[TASK_TYPE] = self.adapter.task_type(entry, info)
         if ORACLE_PLAN in self.needs:
@@ -102,11 +100,9 @@ class EpisodeSlot(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if self._idle:
             return "", 0.0, True, False, {}
+        # The step cap is the env's TimeLimit (the card's max_steps, or the eval set's).
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._steps += 1
         info = dict(info)
-        if not (terminated or truncated) and self._steps >= self.max_steps:
-            truncated = True  # the protocol's step cap, whatever the env's own
         if terminated or truncated:
             self._idle = True
             success, score = self.adapter.outcome(self.env.unwrapped, float(reward),
@@ -117,12 +113,12 @@ class EpisodeSlot(gym.Wrapper):
         return obs, reward, terminated, truncated, self._extras(info)
 
 
-def _make_slot(env_id: str, env_kwargs: dict[str, Any], slot: int, needs: frozenset[str],
-               max_steps: int) -> gym.Env:
+def _make_slot(env_id: str, env_kwargs: dict[str, Any], slot: int,
+               needs: frozenset[str]) -> gym.Env:
     import derl_bench  # noqa: F401  (registers the ids in worker processes)
 
     env = gym.make(env_id, **env_kwargs)
-    return EpisodeSlot(env, adapter_for(env_id), slot, needs, max_steps)
+    return EpisodeSlot(env, adapter_for(env_id), slot, needs)
 
 
 def slot_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
@@ -155,14 +151,12 @@ def run_episodes(
     Returns the results in eval-set order. ``on_episode`` is called as each episode ends
     (in completion order), e.g. to advance a progress bar.
     """
-    adapter = adapter_for(eval_set.env_id)
     entries: Sequence[str] = eval_set.entries[:limit] if limit is not None else eval_set.entries
     if not entries:
         return []
     kwargs = {**eval_set.spec.env_kwargs, **(env_kwargs or {})}
-    max_steps = int(kwargs.get("max_steps", adapter.max_steps))
     k = max(1, min(num_envs, len(entries)))
-    fns = [functools.partial(_make_slot, eval_set.env_id, kwargs, s, policy.needs, max_steps)
+    fns = [functools.partial(_make_slot, eval_set.env_id, kwargs, s, policy.needs)
            for s in range(k)]
     if k == 1:
         vec: gym.vector.VectorEnv = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)

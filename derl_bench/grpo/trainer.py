@@ -158,7 +158,8 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     """Run GRPO as ``config`` says; returns the logged metrics of every step of the run.
 
     ``env_factory`` and ``reward_fn`` replace the env built from ``config.env_id`` and the
-    compiled Meta-Reward; ``family`` (``"math"``, ``"alfworld"``, ``"scienceworld"``) picks the
+    compiled Meta-Reward (a multi-turn ``env_factory``'s envs must end their episodes
+    themselves, e.g. inside a ``TimeLimit``); ``family`` (``"math"``, ``"alfworld"``, ``"scienceworld"``) picks the
     prompt and rollout for an env that is not a derl id.
     """
     run_dir = config.run_dir
@@ -223,8 +224,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
             torch.manual_seed(config.seed * 1_000_003 + step)
             seeds = step_seeds(config, step)
             if spec.multi_turn:
-                episodes = rollout_multi_turn(envs, policy, seeds, config.group_size,
-                                              config.max_episode_steps)
+                episodes = rollout_multi_turn(envs, policy, seeds, config.group_size)
             else:
                 episodes = rollout_single_step(envs[0], policy, seeds, config.group_size)
             t_rollout = time.perf_counter() - t0

@@ -108,7 +108,7 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
         try:
             # Each env plays its own item; the seeds only seed the env's RNG.
             seeds = [meta.validation_seed + i for i in range(len(envs))]
-            episodes = rollout_multi_turn(envs, policy, seeds, 1, config.max_episode_steps)
+            episodes = rollout_multi_turn(envs, policy, seeds, 1)
         finally:
             for env in envs:
                 env.close()

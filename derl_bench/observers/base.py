@@ -88,6 +88,17 @@ def _checked(observer: Observer, values: Mapping[str, float]) -> dict[str, float
     return out
 
 
+def step_cap(env: gym.Env) -> int:
+    """The episode's step cap: the ``TimeLimit`` inside ``env``, else the env's own
+    ``max_steps`` (1 for a single-step env), else 1."""
+    inner: Any = env
+    while isinstance(inner, gym.Wrapper):
+        if isinstance(inner, gym.wrappers.TimeLimit):
+            return int(inner._max_episode_steps)
+        inner = inner.env
+    return int(getattr(inner, "max_steps", 1) or 1)
+
+
 class ObserveWrapper(gym.Wrapper):
     """Adds observers' primitives to ``info["primitives"]`` on reset and on every step.
 
@@ -106,6 +117,7 @@ class ObserveWrapper(gym.Wrapper):
                 raise PrimitiveError(f"primitive names emitted twice: {sorted(clash)}")
             seen.update(obs.names)
         self.primitive_names: tuple[str, ...] = tuple(n for o in self.observers for n in o.names)
+        self.max_steps = step_cap(env)
         self._step = 0
         self._last_obs = ""
 
@@ -140,7 +152,7 @@ class ObserveWrapper(gym.Wrapper):
             truncated=bool(truncated),
             info=info,
             step=self._step,
-            max_steps=int(getattr(self.env.unwrapped, "max_steps", 1) or 1),
+            max_steps=self.max_steps,
             prev_observation=self._last_obs,
         )
         self._last_obs = t.observation

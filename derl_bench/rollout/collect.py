@@ -59,8 +59,10 @@ def rollout_single_step(env: gym.Env, policy: LLMPolicy, seeds: Sequence[int],
 
 
 def rollout_multi_turn(envs: Sequence[gym.Env], policy: LLMPolicy, seeds: Sequence[int],
-                       group_size: int, max_steps: int, first_group: int = 0) -> list[Episode]:
-    """Run ``len(seeds) * group_size`` episodes, env ``i`` in group ``i // group_size``."""
+                       group_size: int, first_group: int = 0) -> list[Episode]:
+    """Run ``len(seeds) * group_size`` episodes, env ``i`` in group ``i // group_size``, each
+    until its env says it ended: the step cap is the envs' own ``TimeLimit`` (every
+    ``gymnasium.make`` of a multi-turn id has one; see :mod:`derl_bench.registration`)."""
     if len(envs) != len(seeds) * group_size:
         raise ValueError(f"need {len(seeds) * group_size} envs for {len(seeds)} seeds x "
                          f"{group_size}, got {len(envs)}")
@@ -82,10 +84,10 @@ def rollout_multi_turn(envs: Sequence[gym.Env], policy: LLMPolicy, seeds: Sequen
                                           dict(info.get("primitives", {})), float(reward)))
             sessions[i].act(action)
             sessions[i].observe(obs, info)
-            out_of_steps = episodes[i].length >= max_steps
-            if terminated or truncated or out_of_steps:
+            if terminated or truncated:
                 episodes[i].terminated = bool(terminated)
-                episodes[i].truncated = bool(truncated or (out_of_steps and not terminated))
+                # TimeLimit also flags a win on the last allowed step; that episode ended won.
+                episodes[i].truncated = bool(truncated and not terminated)
                 episodes[i].info = _summary(info)
             else:
                 still.append(i)

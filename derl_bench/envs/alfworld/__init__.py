@@ -11,7 +11,7 @@
 """
 
 from derl_bench.envs.alfworld.engine import NOTHING_HAPPENS
-from derl_bench.envs.alfworld.env import DEFAULT_MAX_STEPS, ALFWorldEnv
+from derl_bench.envs.alfworld.env import ALFWorldEnv
 from derl_bench.envs.alfworld.upstream import EngineError
 
-__all__ = ["ALFWorldEnv", "DEFAULT_MAX_STEPS", "NOTHING_HAPPENS", "EngineError"]
+__all__ = ["ALFWorldEnv", "NOTHING_HAPPENS", "EngineError"]

@@ -7,7 +7,8 @@ admissible commands are the same text alfworld's ``AlfredTWEnv`` produces.
 - observation: text; on reset the room description and the goal line (``Your task is to: ...``);
 - action: a text command, e.g. ``"go to countertop 1"`` (surrounding whitespace is ignored);
 - reward: 1.0 on the winning step, else 0.0 (shaping belongs to Meta-Rewards);
-- ``terminated``: the game is won; ``truncated``: ``max_steps`` commands were taken without a win.
+- ``terminated``: the game is won. The bare env never truncates: the step cap is the
+  ``TimeLimit`` that ``gymnasium.make`` puts around it (``max_steps``, 30 by default, from the card).
 
 ``info`` carries ``admissible_commands``, ``won``, ``task_type``, ``game_id``, ``level``,
 ``split``, ``walkthrough`` (reset only) and, with ``expert=True``, ``expert_plan`` (commands
@@ -44,9 +45,6 @@ from derl_bench.envs.alfworld.game import load_game
 from derl_bench.envs.alfworld.upstream import EngineError, ensure_alfworld_data
 from derl_bench.envs.spaces import as_text, text_space
 
-DEFAULT_MAX_STEPS = 30
-"""The RLVMR/DERL protocol's step cap."""
-
 MAX_OBSERVATION_CHARS = 100_000
 MAX_ACTION_CHARS = 1_000
 
@@ -58,7 +56,6 @@ class ALFWorldEnv(gym.Env[str, str]):
         level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`derl_bench.envs.alfworld.games`).
         split: ``"train"``, ``"validation"`` (held-out games of the training task types) or
             ``"eval"``.
-        max_steps: the step cap; an episode that reaches it unwon is truncated.
         expert: also report an expert plan from the current state in ``info["expert_plan"]``:
             the walkthrough's rest while the agent follows it, else fast-downward's plan (a
             planner search whenever the agent leaves the plan).
@@ -72,19 +69,15 @@ class ALFWorldEnv(gym.Env[str, str]):
         self,
         level: str = "L0",
         split: str = "train",
-        max_steps: int = DEFAULT_MAX_STEPS,
         expert: bool = False,
         games: Sequence[str] | None = None,
         data_root: str | Path | None = None,
         render_mode: str | None = None,
     ) -> None:
-        if int(max_steps) < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps!r}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.level = level
         self.split = split
-        self.max_steps = int(max_steps)
         self.expert = bool(expert)
         self.render_mode = render_mode
         self._root = Path(data_root).expanduser().resolve() if data_root is not None else None
@@ -170,10 +163,8 @@ class ALFWorldEnv(gym.Env[str, str]):
         self.last_observation = observation
         self.last_action_admissible = admissible
         self.agent_location = self._engine.agent_location()
-        terminated = won
-        truncated = not won and self.steps >= self.max_steps
-        self.done = terminated or truncated
-        return observation, float(won), terminated, truncated, info
+        self.done = won
+        return observation, float(won), won, False, info
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":

@@ -67,7 +67,6 @@ class ScienceWorldEnv(gym.Env[str, str]):
     Args:
         level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`~derl_bench.envs.scienceworld.splits`).
         split: ``"train"`` or ``"eval"``.
-        max_steps: step cap; the step that reaches it is ``truncated``.
         simplifications: the simulator's simplification string (``"easy"`` = all of them).
         success_score: the score (0..100) a completed episode needs to count as a success.
         jvm_memory: heap cap of the simulator's JVM (``-Xmx``).
@@ -93,7 +92,6 @@ class ScienceWorldEnv(gym.Env[str, str]):
         self,
         level: str = "L0",
         split: str = "train",
-        max_steps: int = 30,
         simplifications: str = "easy",
         success_score: int = 100,
         jvm_memory: str = DEFAULT_JVM_MEMORY,
@@ -117,13 +115,10 @@ class ScienceWorldEnv(gym.Env[str, str]):
                              f"got {reset_observation!r}")
         if object_order not in OBJECT_ORDERS:
             raise ValueError(f"object_order must be one of {OBJECT_ORDERS}, got {object_order!r}")
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"unsupported render_mode {render_mode!r}; only 'ansi'")
         self.level = level
         self.split = split
-        self.max_steps = int(max_steps)
         self.simplifications = simplifications
         self.success_score = int(success_score)
         self.include_valid_actions = include_valid_actions
@@ -297,9 +292,9 @@ class ScienceWorldEnv(gym.Env[str, str]):
             self._published = new_score > 0
         terminated = bool(completed or new_score < 0
                           or (self.protocol == "rlvmr" and over_ticks))
-        truncated = not terminated and self.steps >= self.max_steps
         self._last_observation = observation
-        return observation, reward, terminated, truncated, self._info()
+        # The step cap is the TimeLimit gymnasium.make puts around this env, not this env.
+        return observation, reward, terminated, False, self._info()
 
     def _info(self) -> dict[str, Any]:
         info: dict[str, Any] = {
