@@ -418,12 +418,11 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
         result = MetaResult(**state["result"])
         first = int(state["generation"])
         resumed = [Proposal.from_dict(p) for p in state["proposals"]]
-        result.candidates = [r for r in _read_log(log) if r["generation"] < first]
-    seen: dict[Key, dict[str, Any]] = {}
-    for record in _read_log(log):
-        if "run" in record and "duplicate_of" not in record and "hash" in record:
-            seen[_key(record)] = record
-    done = {r["index"]: r for r in _read_log(log) if r["generation"] == first}
+    logged = _read_log(log)  # empty unless resuming
+    result.candidates = [r for r in logged if r["generation"] < first]
+    seen: dict[Key, dict[str, Any]] = {_key(r): r for r in logged
+                                       if "run" in r and "duplicate_of" not in r and "hash" in r}
+    done = {r["index"]: r for r in logged if r["generation"] == first}
     inner_steps = int(inner_config(config, "0", out, None).steps)
     executor = executor or executor_for(config)
     if config.progress and executor.dashboard_url:

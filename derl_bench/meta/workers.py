@@ -185,7 +185,7 @@ class RayExecutor:
         pending = deque(jobs)
         config_ref = ray.put(config)
         limit = self.workers or max(1, len(pending))
-        in_flight: dict[Any, tuple[InnerJob, list[str], float]] = {}
+        in_flight: dict[Any, InnerJob] = {}
         errors_of: dict[int, list[str]] = {}
         started_of: dict[int, float] = {}
         while pending or in_flight:
@@ -196,10 +196,10 @@ class RayExecutor:
                     if on_start is not None:
                         on_start(job)
                 ref = self._train.options(**self.options).remote(config_ref, job)
-                in_flight[ref] = (job, errors_of.setdefault(job.index, []),
-                                  started_of[job.index])
+                in_flight[ref] = job
             ready, _ = ray.wait(list(in_flight), num_returns=1)
-            job, errors, started = in_flight.pop(ready[0])
+            job = in_flight.pop(ready[0])
+            errors, started = errors_of.setdefault(job.index, []), started_of[job.index]
             try:
                 result, worker = ray.get(ready[0])
             except ray.exceptions.RayError as err:  # the task raised, or its worker died
