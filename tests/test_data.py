@@ -135,3 +135,20 @@ def test_tree_checksum_is_order_independent(tmp_path: Path):
     assert dl.tree_sha256(tmp_path, files) == forward
     (tmp_path / "a.json").write_text("changed")
     assert dl.tree_sha256(tmp_path) != forward
+
+
+def test_cold_start_corpus_reads_the_papers_formulas(data_root):
+    from derl_bench.data.corpus import cold_start_formulas
+
+    formulas = cold_start_formulas(data_root)
+    assert len(formulas) == 206
+    assert formulas[0] == "0.4 * g1 + 0.3 * g2 + 0.2 * g3 + 0.1 * g4"
+    assert all("<formula>" not in f and f for f in formulas)
+
+
+def test_cold_start_corpus_missing_says_how_to_download(tmp_path):
+    from derl_bench.data.corpus import cold_start_formulas
+    from derl_bench.data.root import DataNotFoundError
+
+    with pytest.raises(DataNotFoundError, match="derl-bench data download derl"):
+        cold_start_formulas(tmp_path)

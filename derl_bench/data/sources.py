@@ -40,7 +40,8 @@ class Source:
 class Check:
     """One line of ``derl-bench data verify``: a split, its expected count and checksum.
 
-    ``kind`` is ``"jsonl"`` (count lines; checksum the file), ``"tree"`` (count files; tree
+    ``kind`` is ``"jsonl"`` (count lines; checksum the file), ``"json"`` (count the items of
+    a JSON list; checksum the file), ``"tree"`` (count files; tree
     checksum) or ``"glob"`` (count files matching ``pattern`` under ``path``; their tree
     checksum is printed, and enforced when ``sha256`` is given).
     """
@@ -66,6 +67,10 @@ class Dataset:
 
 _GSM8K_BASE = "https://raw.githubusercontent.com/openai/grade-school-math/master/grade_school_math/data"
 _ALFWORLD_RAW = "https://raw.githubusercontent.com/alfworld/alfworld/0.4.2/alfworld/data"
+_DERL_RAW = (
+    # Pinned to a commit: the file is the paper's data, and a moving branch could change it.
+    "https://raw.githubusercontent.com/sitaocheng/DERL/e9f0ff990841cb861457d9e607130c091864ccc5"
+)
 _RLVMR_RAW = (
     "https://raw.githubusercontent.com/Tencent/DigitalHuman/main/RLVMR/"
     "agent_system/environments/env_package/sciworld/variations_idx"
@@ -177,6 +182,25 @@ DATASETS: dict[str, Dataset] = {
                     "6f96dd084dbc6d0de079d553d27473265e3f6851f279f91f64a5f23c1b277124",
                 )
             )
+        ),
+    ),
+    "derl": Dataset(
+        name="derl",
+        description=(
+            "The DERL paper's Meta-Optimizer cold-start corpus: 206 hand-written formulas over "
+            "g1..g4 (sitaocheng/DERL, dataset/)"
+        ),
+        licence="Apache-2.0",
+        sources=(
+            Source(
+                "derl/dataset/cold_start_training_data.json",
+                f"{_DERL_RAW}/dataset/cold_start_training_data.json",
+                sha256=("ad22bcdeef6048b98320756bc93c1ace5bcccd5f8ccc7657ed4134b1574925c9",),
+            ),
+        ),
+        checks=(
+            Check("cold_start", "json", "derl/dataset/cold_start_training_data.json", 206,
+                  "ad22bcdeef6048b98320756bc93c1ace5bcccd5f8ccc7657ed4134b1574925c9"),
         ),
     ),
 }

@@ -9,6 +9,7 @@ root::
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -57,14 +58,26 @@ def tree_checksum(folder: Path, files: list[Path]) -> str:
     return digest.hexdigest()
 
 
+def _json_items(path: Path) -> int:
+    """Items of the JSON list in ``path``; -1 when it is not one (the count check then fails)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return -1
+    return len(value) if isinstance(value, list) else -1
+
+
 def run_check(name: str, check: Check, root: Path) -> CheckResult:
     """Count and checksum one split; ``problem`` says what is wrong, if anything."""
     path = root / check.path
     count, digest, problem = 0, "", ""
-    if check.kind == "jsonl":
+    if check.kind in ("jsonl", "json"):
         if path.is_file():
-            with open(path, "rb") as fh:
-                count = sum(1 for line in fh if line.strip())
+            if check.kind == "jsonl":
+                with open(path, "rb") as fh:
+                    count = sum(1 for line in fh if line.strip())
+            else:
+                count = _json_items(path)
             digest = sha256_file(path)
         else:
             problem = f"missing file {path}"
