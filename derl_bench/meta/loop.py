@@ -53,7 +53,7 @@ import yaml
 from derl_bench.family import family_spec
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.trainer import ResumeError, make_env
-from derl_bench.meta.config import PLACEMENT_FIELDS, MetaConfig
+from derl_bench.meta.config import LEARNING_METHODS, PLACEMENT_FIELDS, MetaConfig
 from derl_bench.meta.inner import inner_config
 from derl_bench.meta.search import FixedReward, IslandEvolution, Proposal, RandomSearch
 from derl_bench.meta.workers import (
@@ -96,15 +96,20 @@ def make_proposer(config: MetaConfig, domain: str, warm_start: bool = True) -> A
                                config.crossover_rate, config.migrate_every, config.max_depth)
     from derl_bench.meta.optimizer import MetaOptimizer
 
+    frozen = config.method == "derl-frozen"
     optimizer = MetaOptimizer(domain, config.optimizer_model, config.run_dir, config.seed,
-                              config.optimizer_learning_rate, config.optimizer_kl_coef,
+                              0.0 if frozen else config.optimizer_learning_rate,
+                              config.optimizer_kl_coef,
                               max_new_tokens=config.optimizer_max_new_tokens,
                               temperature=config.optimizer_temperature,
                               invalid_score=config.invalid_score,
-                              device=config.inner.device)
+                              device=config.inner.device, epochs=config.optimizer_epochs,
+                              reference_reset=config.optimizer_reference_reset,
+                              advantage=config.optimizer_advantage)
     if config.optimizer_sft_examples and warm_start:
         optimizer.warm_start(config.optimizer_sft_examples, config.optimizer_sft_steps,
-                             seed=config.seed)
+                             seed=config.seed, corpus=config.optimizer_cold_start,
+                             cache=config.optimizer_cache)
     return optimizer
 
 
@@ -471,7 +476,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
         rows = structure_table(result.candidates)
         _write_json(out / "structure.json", rows)
         _plot_structure(out / "structure.png", rows)
-    if config.method in ("derl", "derl-pop"):
+    if config.method in LEARNING_METHODS:
         proposer.save(out / "meta-optimizer")
     if evaluate is not None and result.best_checkpoint is not None:
         result.headline = {"best": executor.call(evaluate, result.best_checkpoint,
