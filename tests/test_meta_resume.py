@@ -31,6 +31,9 @@ COMPARED = ("generation", "index", "expr", "status", "score", "train_reward", "v
             "start_model", "duplicate_of")
 
 
+TRAINS_EVERY_SLOT = {"method": "fixed", "reward": "outcome + format_boxed"}
+
+
 def _write_recipe(path: Path, **changes: object) -> Path:
     path.write_text(yaml.safe_dump({**RECIPE, **changes}))
     return path
@@ -166,8 +169,10 @@ def _kill_worker_mid_run(tmp_path: Path, index: int, retries: int,
     """Run a one-generation recipe on 2 Ray workers and SIGKILL the worker process of
     candidate ``index`` while it trains; returns the recipe, run directory, killed pid and
     the records by index."""
+    # A fixed reward trains every slot (a search could propose a reward constant on the probe
+    # set, which is never trained, and the kill needs a running inner run).
     recipe = _write_recipe(tmp_path / "recipe.yaml", outer_steps=1,
-                           inner={**INNER, "steps": 12}, retries=retries)
+                           inner={**INNER, "steps": 12}, retries=retries, **TRAINS_EVERY_SLOT)
     out = tmp_path / "run"
     proc = _meta(recipe, out, "--executor", "ray", "--workers", "2")
     marker = out / "inner" / f"g000-c{index:02d}.worker"
@@ -210,7 +215,8 @@ def test_without_ray_the_run_is_in_process_and_asking_for_ray_is_a_clear_error(t
         "from derl_bench.cli import main\n"
         "assert not ray_available()\n"
         "assert make_executor('auto').name == 'local'\n"
-        f"raise SystemExit(main(['meta', {str(_write_recipe(tmp_path / 'r.yaml', outer_steps=1))!r},"
+        "raise SystemExit(main(['meta', "
+        f"{str(_write_recipe(tmp_path / 'r.yaml', outer_steps=1, **TRAINS_EVERY_SLOT))!r},"
         f" '--output', {str(tmp_path / 'run')!r}, '--executor', 'ray']))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
