@@ -193,7 +193,8 @@ def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
         return {**record, "valid": False, "status": "invalid",
                 "error": "unfinished expression", "score": config.invalid_score}, None
     try:
-        reward = compile_reward(proposal.expr, domain=domain)
+        reward = compile_reward(proposal.expr, domain=domain,
+                                semantics=config.inner.reward_semantics)
     except MetaRewardError as err:
         return {**record, "valid": False, "status": "invalid", "error": str(err),
                 "score": config.invalid_score}, None
