@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -152,3 +153,18 @@ def test_train_config_carries_the_semantics_to_the_reward():
     score = meta_reward_fn(config)
     values = score([episode((1, 0, 0, 1)), episode((1, 0, 1, 1))])
     assert values.tolist() == [official_value("g1 / (g3 - g4)", (1, 0, 0, 1)), 0.0]
+
+
+def test_the_reward_command_takes_the_semantics(tmp_path, capsys):
+    from derl_bench.cli import main
+
+    log = tmp_path / "episodes.jsonl"
+    steps = [dict(zip(MATH_G, map(float, bits), strict=True)) for bits in ((1, 1, 0, 1), (1, 1, 1, 1))]
+    log.write_text("\n".join(json.dumps([step]) for step in steps) + "\n")
+    expr = "g1 / (g3 - g4) + g2"
+    assert main(["reward", "eval", expr, "--env", ENV, "--trajectories", str(log),
+                 "--semantics", "derl-official"]) == 0
+    rewards = [json.loads(line)["reward"] for line in capsys.readouterr().out.splitlines()]
+    assert rewards == [official_value(expr, (1, 1, 0, 1)), 0.0]
+    assert main(["reward", "check", "sqrt(g1)", "--env", ENV, "--semantics", "derl-official"]) == 2
+    assert "only the functions" in capsys.readouterr().err
