@@ -71,7 +71,7 @@ def measure() -> dict[str, Any]:
         "official_formulas_above_1e5": len(large),
         "official_values_above_1e5": int(sum((np.abs(o) > LARGE).sum() for o in official)),
         "official_max": float(max(np.abs(o).max() for o in official)),
-        "official_zero_by_division": int(sum((o == 0).sum() for o in official)),
+        "official_zero_values": int(sum((o == 0).sum() for o in official)),
     }
 
 

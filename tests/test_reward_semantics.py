@@ -168,3 +168,18 @@ def test_the_reward_command_takes_the_semantics(tmp_path, capsys):
     assert rewards == [official_value(expr, (1, 1, 0, 1)), 0.0]
     assert main(["reward", "check", "sqrt(g1)", "--env", ENV, "--semantics", "derl-official"]) == 2
     assert "only the functions" in capsys.readouterr().err
+
+
+def test_the_documented_corpus_figures_are_the_measured_ones(data_root):
+    from pathlib import Path
+
+    from benchmarks.official_semantics import measure
+
+    figures = measure()
+    assert figures["compiled"] == {"derl": 193, "derl-official": 193}
+    assert figures["ranking_reversed"] <= figures["ranking_differs"] <= 193
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "meta-reward.md").read_text()
+    for key in ("ranking_differs", "ties_broken_by_official", "ranking_reversed",
+                "official_formulas_above_1e5"):
+        assert f"| {figures[key]} |" in doc, key
+    assert f"({figures['official_values_above_1e5']} of the 3088 values)" in doc
