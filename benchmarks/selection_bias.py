@@ -14,7 +14,7 @@ method would report, the second holds fresh problems of the same distribution. T
 For each pick the script prints its reported-half score, its fresh-half score and their
 difference (the optimism of the reported number), as mean ± SE over seeds::
 
-    python benchmarks/selection_bias.py --output runs/selection-bias [--seeds 0 1 2 3 4] [--n 8]
+    python benchmarks/selection_bias.py --output runs/selection-bias [--seeds 0 1 2 ...] [--n 8]
 
 Deterministic for given seeds (CPU); the first run also fine-tunes the base policy (minutes).
 """
@@ -91,7 +91,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="runs/selection-bias")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10)))
     parser.add_argument("--n", type=int, default=8, help="candidate policies per seed")
     args = parser.parse_args()
     out = Path(args.output)
