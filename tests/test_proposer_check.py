@@ -13,7 +13,6 @@ from derl_bench.experiments.proposer_check import (
     CheckConfig,
     observed,
     parse_rule,
-    run_check,
     spearman,
 )
 from derl_bench.experiments.stats import paired_difference, t_quantile

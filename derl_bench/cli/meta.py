@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         result = run_meta(config, evaluate=evaluate if config.eval_levels else None,
                           resume=args.resume)
-    except (ResumeError, ExecutorError) as err:
+    except (ConfigError, ResumeError, ExecutorError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if result.best_expr is None:

@@ -100,9 +100,11 @@ def meta_reward_fn(config: TrainConfig, domain: str | None = None) -> RewardFn:
 
     if domain is None:
         # A derl env id compiles against the primitives that env declares.
-        reward = compile_reward(config.meta_reward, env=config.env_id)
+        reward = compile_reward(config.meta_reward, env=config.env_id,
+                                semantics=config.reward_semantics)
     else:
-        reward = compile_reward(config.meta_reward, domain=domain)
+        reward = compile_reward(config.meta_reward, domain=domain,
+                                semantics=config.reward_semantics)
 
     def score(episodes: Sequence[Episode]) -> np.ndarray:
         return np.asarray(reward.episodic_from_steps([e.primitive_steps for e in episodes]),

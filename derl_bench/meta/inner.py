@@ -17,9 +17,10 @@ from pathlib import Path
 
 import gymnasium as gym
 
+from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.family import family_spec
 from derl_bench.grpo.checkpoint import quiet_transformers
-from derl_bench.grpo.config import TrainConfig, config_from_dict
+from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
 from derl_bench.grpo.dispatch import run_training
 from derl_bench.grpo.trainer import make_env, success_rate
 from derl_bench.meta.config import MetaConfig
@@ -61,6 +62,43 @@ def validation_split(meta: MetaConfig) -> str:
     return meta.validation_split or "validation"
 
 
+def validation_config(meta: MetaConfig, config: TrainConfig) -> TrainConfig:
+    """``config`` with the env on the validation split (what scoring plays)."""
+    return config_from_dict({**config.to_dict(), "split": validation_split(meta)})
+
+
+class EvalSplitOverlapError(ConfigError):
+    """A meta run would select Meta-Rewards on items of an eval set."""
+
+
+def check_validation_split(meta: MetaConfig) -> None:
+    """Refuse a run whose validation split shares an item with any level's eval set of the env.
+
+    Selecting rewards by their policies' score on eval items makes the eval score of the
+    selected reward an optimistic estimate (the released DERL code scores its candidates on
+    MATH's test split). The check compares item ids (:mod:`derl_bench.envs.items`), so it reads
+    the cards and the split lists only: no model, no env, no rollout.
+    """
+    env_id = meta.inner.env_id
+    kwargs = validation_config(meta, meta.inner).env_make_kwargs()
+    split, level = str(kwargs["split"]), kwargs.get("level")
+    try:
+        chosen = set(split_items(env_id, split, level))
+    except (ValueError, KeyError) as err:
+        raise ConfigError(f"validation_split {split!r} of {env_id}: {err}") from None
+    for eval_level, eval_kwargs in eval_splits(env_id).items():
+        shared = chosen.intersection(
+            split_items(env_id, eval_kwargs["split"], eval_kwargs.get("level")))
+        if shared:
+            where = ", ".join(f"{k}={v}" for k, v in eval_kwargs.items())
+            raise EvalSplitOverlapError(
+                f"validation_split {split!r} of {env_id} shares {len(shared)} of its "
+                f"{len(chosen)} items with the {eval_level} eval set ({where}): selecting "
+                "Meta-Rewards on eval items makes the reported eval score optimistic. Score "
+                "candidates on a split disjoint from every eval set (the default, "
+                "'validation').")
+
+
 class FixedItem(gym.Wrapper):
     """An env whose every reset plays item ``index`` of its split (in manifest order), whatever
     the seed: one slot of a fixed validation set."""
@@ -76,7 +114,7 @@ class FixedItem(gym.Wrapper):
 def validation_envs(meta: MetaConfig, config: TrainConfig) -> list[gym.Env]:
     """A multi-turn env's fixed validation set: one env per item, the first
     ``validation_episodes`` items of the validation split, each once."""
-    scoring = config_from_dict({**config.to_dict(), "split": validation_split(meta)})
+    scoring = validation_config(meta, config)
     return [FixedItem(make_env(scoring), i) for i in range(meta.validation_episodes)]
 
 
@@ -85,7 +123,7 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
     """Success rate of the policy at ``model_path`` on the validation set (module docstring),
     and the mean of the ``format_boxed`` primitive where the env emits it."""
     spec = family_spec(config.env_id)
-    scoring = config_from_dict({**config.to_dict(), "split": validation_split(meta)})
+    scoring = validation_config(meta, config)
     with quiet_transformers():
         policy = LLMPolicy.from_pretrained(
             model_path, spec, device=config.device, dtype=config.dtype,

@@ -56,7 +56,7 @@ from derl_bench.family import family_spec
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.trainer import ResumeError, make_env
 from derl_bench.meta.config import LEARNING_METHODS, PLACEMENT_FIELDS, MetaConfig
-from derl_bench.meta.inner import inner_config
+from derl_bench.meta.inner import check_validation_split, inner_config
 from derl_bench.meta.probe import ProbeSet, behaviour_key, probe_set
 from derl_bench.meta.search import FixedReward, IslandEvolution, Proposal, RandomSearch
 from derl_bench.meta.workers import (
@@ -202,7 +202,8 @@ def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
         return {**record, "valid": False, "status": "invalid",
                 "error": "unfinished expression", "score": config.invalid_score}, None
     try:
-        reward = compile_reward(proposal.expr, domain=domain)
+        reward = compile_reward(proposal.expr, domain=domain,
+                                semantics=config.inner.reward_semantics)
     except MetaRewardError as err:
         return {**record, "valid": False, "status": "invalid", "error": str(err),
                 "score": config.invalid_score}, None
@@ -420,6 +421,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
     """Run reward discovery as ``config`` says (see the module docstring); ``evaluate``
     computes the headline of the best policy (none without it). ``resume`` continues the run
     in ``config.run_dir`` from its last checkpoint; ``executor`` overrides the recipe's."""
+    check_validation_split(config)  # before anything is trained or written
     env_id = config.inner.env_id
     # Proposals use, and compile against, exactly the primitives the inner env emits.
     domain = env_id
