@@ -57,10 +57,9 @@ def _meta_reward(expression: str | None, env_id: str) -> dict[str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the evaluation; exit status 0 on success, 2 on bad input."""
-    from tqdm import tqdm
-
     from derl_bench.evaluation import PolicyError, ProtocolError, adapter_for, evaluate
     from derl_bench.evaluation.record import file_sha256, write_json_atomic, write_jsonl_atomic
+    from derl_bench.progress import progress_bar
 
     if args.num_envs < 1 or (args.limit is not None and args.limit < 1):
         print("error: --num-envs and --limit must be positive", file=sys.stderr)
@@ -86,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     total = min(eval_set.size, args.limit) if args.limit else eval_set.size
-    bar = tqdm(total=total, desc=f"{args.env} {args.level}", unit="ep",
-               disable=args.no_progress or None, file=sys.stderr)
+    bar = progress_bar(total=total, desc=f"{args.env} {args.level}", unit="ep",
+                       disable=args.no_progress, file=sys.stderr)
     done = {"episodes": 0, "successes": 0}
 
     def tick(episode: Any) -> None:

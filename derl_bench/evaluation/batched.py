@@ -36,7 +36,6 @@ def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | Non
     import gymnasium as gym
 
     from derl_bench.evaluation import evaluate
-    from derl_bench.grpo.checkpoint import quiet_transformers
     from derl_bench.policies import LLMPolicy, SamplingConfig
     from derl_bench.rollout import rollout_single_step
 
@@ -51,10 +50,8 @@ def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | Non
     eval_set = adapter.eval_set(level)
     entries = list(eval_set.entries[:limit] if limit is not None else eval_set.entries)
     start = time.perf_counter()
-    with quiet_transformers():
-        policy = LLMPolicy.from_pretrained(
-            model, adapter.spec,
-            sampling=SamplingConfig(max_new_tokens, temperature, 1.0, seed=0))
+    policy = LLMPolicy.from_pretrained(
+        model, adapter.spec, sampling=SamplingConfig(max_new_tokens, temperature, 1.0, seed=0))
     env = gym.make(env_id, **{**eval_set.spec.env_kwargs, **(env_kwargs or {})})
     results: list[EpisodeResult] = []
     loose: list[float] = []
