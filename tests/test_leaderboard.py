@@ -396,3 +396,63 @@ def test_scienceworld_board_shows_both_metrics():
     readme = (BOARDS / "README.md").read_text()
     assert "| L0 strict | L1 strict | L2 strict | L0 published | L1 published | L2 published |" \
         in readme
+
+
+# -- every record carries its protocol ----------------------------------------------------------
+
+def _unstated_checkpoint(record: dict[str, Any]) -> dict[str, Any]:
+    record["setup"].update(checkpoint=None, unknown={"checkpoint": "not said"})
+    return record
+
+
+@pytest.mark.parametrize(("name", "base", "mutation", "reason"), [
+    ("setup-missing", base_record, _delete("setup"), "missing required field 'setup'"),
+    ("metric-missing", base_record, _delete("results.metric"), "missing required field 'metric'"),
+    ("run-without-checkpoint", base_record, _unstated_checkpoint,
+     "$.setup.checkpoint: a run record states it"),
+    ("null-without-reason", base_record, _reported(setup__step_cap=None),
+     "$.setup.step_cap: null without a reason"),
+    ("reason-for-a-known-value", base_record, _set("setup.unknown", {"step_cap": "unsure"}),
+     "given a reason, but the value is known"),
+    ("run-with-longer-cap", _scienceworld_run, _set("setup.step_cap", 50),
+     "$.setup.step_cap: 50 differs from the protocol's 30"),
+    ("run-with-other-episode-count", base_record, _set("setup.episodes", 128),
+     "$.setup.episodes: 128 differs"),
+    ("run-averaging-repeats", base_record, _set("setup.repeats", 3), "$.setup.repeats: 3 differs"),
+    ("run-drawn-otherwise", base_record, _set("setup.drawn", "128 random draws"),
+     "$.setup.drawn: '128 random draws' differs"),
+    ("reported-null-without-reason", base_record, _reported(setup__unknown={}),
+     "$.setup.episodes: null without a reason"),
+    ("unknown-names-no-field", base_record, _reported(setup__unknown__seed="x"),
+     "must be one of"),
+])
+def test_setup_rules_are_enforced(tmp_path, name, base, mutation, reason):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(mutation(base())), encoding="utf-8")
+    problems = validate_file(path).problems
+    assert any(reason in p for p in problems), problems
+
+
+def test_every_committed_record_states_its_setup_or_why_not():
+    for path in committed():
+        record = json.loads(path.read_text())
+        setup, metric = record["setup"], record["results"]["metric"]
+        assert metric in ("strict", "published")
+        if record["kind"] == "run":
+            assert setup["unknown"] == {} and None not in setup.values(), path
+        else:
+            assert {k for k, v in setup.items() if v is None} == set(setup["unknown"]), path
+
+
+def test_a_fresh_run_record_carries_its_setup():
+    from derl_bench.evaluation import evaluate
+
+    record, _ = evaluate("derl/Arithmetic-v0", "L0", "oracle")
+    assert record["setup"] == {
+        "step_cap": 1, "episodes": record["eval_set"]["size"],
+        "drawn": f"all {record['eval_set']['size']} entries of manifest "
+                 f"{record['eval_set']['manifest']}, in manifest order",
+        "repeats": 1, "checkpoint": "none: a scripted policy, nothing trained", "unknown": {}}
+    assert record["results"]["metric"] == "strict"
+    trained, _ = evaluate("derl/Arithmetic-v0", "L0", "oracle", checkpoint="step 150")
+    assert trained["setup"]["checkpoint"] == "step 150"

@@ -197,7 +197,8 @@ def base_figures(model: str, config: ProxyConfig) -> dict[str, Any]:
     out = {}
     for level in LEVELS:
         record, extra = evaluate_llm(ENV_ID, level, model, limit=config.eval_limit,
-                                     max_new_tokens=int(config.inner["max_new_tokens"]))
+                                     max_new_tokens=int(config.inner["max_new_tokens"]),
+                                     checkpoint="the base policy: the SFT warm start, no GRPO")
         out[level] = {"mean": record["results"]["success_rate"]["mean"],
                       "n": record["results"]["n"], **extra}
     return out
