@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -341,6 +342,7 @@ def test_render_writes_tables_charts_and_page(tmp_path):
         target = board_dir / path.parent.name / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(path.read_bytes())
+    (board_dir / "run-here.txt").write_bytes((BOARDS / "run-here.txt").read_bytes())
     assert main(["leaderboard", "render", "--dir", str(board_dir)]) == 0
     readme = (board_dir / "README.md").read_text()
     for env_id in evaluated_env_ids():
@@ -350,9 +352,16 @@ def test_render_writes_tables_charts_and_page(tmp_path):
     assert "| oracle | none | run here | 100.0 ± 0.0 (n=1319," in readme
     assert "*reported, not reproduced here*" in readme
     page = (board_dir / "index.html").read_text()
-    assert "<script src" not in page and "<link" not in page and "http" not in page
-    assert page.count("<tr") == 1 + sum(len(r.cells) + len(r.published) for b in build_boards(
-        [(p, json.loads(p.read_text())) for p in committed()]) for r in b.rows)
+    # self-contained: nothing is loaded from elsewhere; the only addresses are the papers'
+    # links, which the reader follows or not
+    assert " src=" not in page and "<link" not in page and "@import" not in page
+    assert set(re.findall(r'<a href="(http[^"]*)"', page)) == {
+        "https://arxiv.org/abs/2512.13399v1", "https://arxiv.org/abs/2507.22844"}
+    assert page.count("http") == page.count('<a href="http')  # in links and nowhere else
+    boards = build_boards([(p, json.loads(p.read_text())) for p in committed()])
+    cells = sum(len(r.cells) + len(r.published) for b in boards for r in b.rows)
+    views = sum(len(b.columns()) for b in boards)
+    assert page.count("<tr") == (1 + cells) + (views + cells)  # all records, then the views
 
 
 def test_render_skips_invalid_records(tmp_path, capsys):
@@ -362,7 +371,8 @@ def test_render_skips_invalid_records(tmp_path, capsys):
     (board_dir / "gsm8k" / "bad.json").write_text("{")
     assert main(["leaderboard", "render", "--dir", str(board_dir), "--no-charts"]) == 0
     assert "skipping invalid" in capsys.readouterr().err
-    assert "| random | none | run here |" in (board_dir / "README.md").read_text()
+    # not listed in the folder's run-here.txt, so the board calls it submitted
+    assert "| random | none | submitted |" in (board_dir / "README.md").read_text()
 
 
 def test_html_escapes_what_it_shows():
@@ -479,3 +489,50 @@ def test_a_fresh_run_record_carries_its_setup():
     assert record["results"]["metric"] == "strict"
     trained, _ = evaluate("derl/Arithmetic-v0", "L0", "oracle", checkpoint="step 150")
     assert trained["setup"]["checkpoint"] == "step 150"
+
+
+# -- provenance: run here, submitted, reported --------------------------------------------------
+
+def test_committed_runs_are_listed_as_run_here_and_an_edit_unlists_one():
+    from derl_bench.evaluation.record import read_run_here
+    from derl_bench.leaderboard.render import provenance
+
+    listed = read_run_here(BOARDS)
+    records = [json.loads(p.read_text()) for p in committed()]
+    assert {provenance(r, listed) for r in records if r["kind"] == "run"} == {"run here"}
+    assert {provenance(r, listed) for r in records if r["kind"] == "reported"} == {"reported"}
+    edited = base_record()
+    edited["results"]["mean_steps"] = 0.5
+    assert provenance(edited, listed) == "submitted"
+    boards = build_boards([(Path("gsm8k/x.json"), edited)], listed)
+    assert [r.provenance for r in boards[0].rows] == ["submitted"]
+
+
+def test_run_here_lists_run_records_only(tmp_path, capsys):
+    board = tmp_path / "leaderboards" / "gsm8k"
+    board.mkdir(parents=True)
+    run, reported = board / "run.json", board / "paper.json"
+    run.write_text(BASE.read_text())
+    reported.write_text((BOARDS / "gsm8k" / "reported-derl-paper-derl-trained-on-math-only-L0.json")
+                        .read_text())
+    root = str(tmp_path / "leaderboards")
+    assert main(["leaderboard", "run-here", "--dir", root, str(run), str(reported)]) == 2
+    assert "was not run here" in capsys.readouterr().err
+    assert not (tmp_path / "leaderboards" / "run-here.txt").exists()
+    assert main(["leaderboard", "run-here", "--dir", root, str(run)]) == 0
+    lines = (tmp_path / "leaderboards" / "run-here.txt").read_text().splitlines()
+    assert lines[1].endswith("  gsm8k/run.json") and len(lines) == 2
+
+
+def test_the_proxy_lists_the_records_it_writes_as_run_here(tmp_path):
+    from derl_bench.evaluation.proxy import copy_records
+    from derl_bench.evaluation.record import read_run_here
+    from derl_bench.leaderboard.render import provenance
+
+    source = tmp_path / "L0.json"
+    source.write_text(BASE.read_text())
+    rows = [{"method": "derl", "seed": 0, "eval": {"L0": {"record": str(source)}}}]
+    written = copy_records(rows, tmp_path, tmp_path / "leaderboards" / "gsm8k")
+    listed = read_run_here(tmp_path / "leaderboards")
+    assert list(listed.values()) == ["gsm8k/derl-s0-L0.json"]
+    assert provenance(json.loads(written[0].read_text()), listed) == "run here"

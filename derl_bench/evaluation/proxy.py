@@ -388,8 +388,9 @@ def _progress(row: dict[str, Any]) -> str:
 
 def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[Path]:
     """Copy every run's result records into a board folder, named by method, seed and level
-    (the record's ``method`` names the seed, so the board shows one row per run)."""
-    from derl_bench.evaluation.record import write_json_atomic
+    (the record's ``method`` names the seed, so the board shows one row per run), and list
+    them as run here."""
+    from derl_bench.evaluation.record import mark_run_here, write_json_atomic
 
     records.mkdir(parents=True, exist_ok=True)
     written = []
@@ -400,6 +401,8 @@ def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[P
             path = records / f"{_slug(row['method'])}-s{row['seed']}-{level}.json"
             write_json_atomic(path, record)
             written.append(path)
+    if written:
+        mark_run_here(records.parent, written)
     return written
 
 

@@ -198,6 +198,52 @@ def write_jsonl_atomic(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> N
     os.replace(tmp, path)
 
 
+RUN_HERE_FILE = "run-here.txt"
+"""In a leaderboards folder: the digests of the ``run`` records the project made itself; any
+other ``run`` record on a board was submitted."""
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """sha256 of a record's canonical JSON (sorted keys): the same for any formatting of the
+    file, different after any edit of a value.
+
+    >>> record_digest({"b": 1, "a": [1, 2]}) == record_digest({"a": [1, 2], "b": 1})
+    True
+    """
+    text = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_run_here(boards: str | Path) -> dict[str, str]:
+    """Digest -> file (``<benchmark>/<name>.json``) of the records listed as run here."""
+    path = Path(boards) / RUN_HERE_FILE
+    if not path.is_file():
+        return {}
+    listed = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.strip().partition("  ")
+        if digest and not digest.startswith("#"):
+            listed[digest] = name
+    return listed
+
+
+def mark_run_here(boards: str | Path, files: Sequence[str | Path]) -> Path:
+    """List ``files`` (records under ``boards``) as run here, replacing what was listed for the
+    same file names; returns the list's path. Lines: ``<sha256>  <benchmark>/<file>``."""
+    boards = Path(boards)
+    listed = {name: digest for digest, name in read_run_here(boards).items()}
+    for file in files:
+        path = Path(file)
+        listed[f"{path.parent.name}/{path.name}"] = record_digest(json.loads(path.read_text()))
+    lines = ["# Result records the project ran itself (derl-bench leaderboard run-here)."]
+    lines += [f"{digest}  {name}" for name, digest in sorted(listed.items())]
+    target = boards / RUN_HERE_FILE
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
 def meta_reward_block(expression: str, env_id: str) -> dict[str, str]:
     """The ``meta_reward`` block: the compiled expression's canonical form and hash."""
     from derl_bench.reward import compile_reward
