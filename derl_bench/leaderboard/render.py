@@ -412,6 +412,24 @@ def _setup_td(setup: Mapping[str, Any], name: str, kind: str = "text") -> str:
                cls="long" if kind == "text" else "")
 
 
+def _rate_tds(cell: Cell) -> list[str]:
+    """Success %, SE % and n."""
+    return [_td(f"{100 * cell.mean:.1f}", repr(cell.mean), "num"),
+            _td("–" if cell.se is None else f"{100 * cell.se:.1f}",
+                "" if cell.se is None else repr(cell.se), "num"),
+            _td("–" if cell.n is None else str(cell.n), "" if cell.n is None else str(cell.n),
+                "num")]
+
+
+def _tr(row: Row, tds: Sequence[str]) -> str:
+    """A table row carrying what the filters select on."""
+    esc = html.escape
+    data = (f' data-size="{esc(row.size)}" data-family="{esc(row.family)}"'
+            f' data-provenance="{esc(row.provenance)}"')
+    cls = ' class="reported"' if row.kind != "run" else ""
+    return f"<tr{cls}{data}>{''.join(tds)}</tr>"
+
+
 def _badge(origin: str) -> str:
     return f'<span class="badge {origin.replace(" ", "-")}">{html.escape(origin)}</span>'
 
@@ -454,19 +472,12 @@ def _view(board: Board, level: str, metric: str) -> str:
             _td(row.method, row.method), _td(row.model, row.model),
             _td(row.family, row.family),
             _td(row.provenance, row.provenance, inner=_badge(row.provenance)),
-            _td(f"{100 * cell.mean:.1f}", repr(cell.mean), "num"),
-            _td("–" if cell.se is None else f"{100 * cell.se:.1f}",
-                "" if cell.se is None else repr(cell.se), "num"),
-            _td("–" if cell.n is None else str(cell.n), "" if cell.n is None else str(cell.n),
-                "num"),
+            *_rate_tds(cell),
             _setup_td(setup, "step_cap", "num"), episodes_td,
             _setup_td(setup, "repeats", "num"), _setup_td(setup, "checkpoint"),
             _source_td(row, cell),
         ]
-        data = (f' data-size="{esc(row.size)}" data-family="{esc(row.family)}"'
-                f' data-provenance="{esc(row.provenance)}"')
-        cls = ' class="reported"' if row.kind != "run" else ""
-        body.append(f"<tr{cls}{data}>{''.join(tds)}</tr>")
+        body.append(_tr(row, tds))
     anchor = view_id(board, level, metric)
     return (
         f'<section class="view" id="view-{esc(anchor)}" data-benchmark="{esc(board.benchmark)}" '
@@ -495,21 +506,13 @@ def _all_records(boards: Sequence[Board]) -> str:
                 tds = [
                     _td(board.title, board.title), _td(level, level),
                     _td(row.method, row.method), _td(row.model, row.model),
-                    _td(row.provenance, row.provenance),
-                    _td(f"{100 * cell.mean:.1f}", repr(cell.mean), "num"),
-                    _td("–" if cell.se is None else f"{100 * cell.se:.1f}",
-                        "" if cell.se is None else repr(cell.se), "num"),
-                    _td("–" if cell.n is None else str(cell.n),
-                        "" if cell.n is None else str(cell.n), "num"),
+                    _td(row.provenance, row.provenance), *_rate_tds(cell),
                     _td(row.size, row.size), _td(row.family, row.family),
                     _setup_td(cell.setup, "step_cap", "num"),
                     _setup_td(cell.setup, "checkpoint"),
                     _td(cell.date, cell.date), _td(metric, metric),
                 ]
-                data = (f' data-size="{esc(row.size)}" data-family="{esc(row.family)}"'
-                        f' data-provenance="{esc(row.provenance)}"')
-                cls = ' class="reported"' if row.kind != "run" else ""
-                body.append(f"<tr{cls}{data}>{''.join(tds)}</tr>")
+                body.append(_tr(row, tds))
     return (
         '<section class="view" id="view-all">\n<h2>All records</h2>\n'
         '<p class="metric">Every level and metric in one table; the <i>metric</i> column says '
