@@ -24,7 +24,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ class SFTConfig:
     """A HF name, a local path, or ``tiny`` (a tiny model built in code)."""
     split: str = "train"
     level: str | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Further keyword arguments of the env (``derl/ReasoningGym-v0``: ``task``, ``config``)."""
     steps: int = 200
     batch_size: int = 32
     learning_rate: float = 3e-3
@@ -159,7 +161,7 @@ def run_sft(config: SFTConfig, progress: bool = False) -> dict[str, Any]:
         model, tokenizer = load_model_and_tokenizer(_base_model(config, staging))
         configure_threads(model, config.num_threads)
         policy = LLMPolicy(model, tokenizer, config.env_id)
-        kwargs: dict[str, Any] = {"split": config.split}
+        kwargs: dict[str, Any] = {"split": config.split, **config.env_kwargs}
         if config.level is not None:
             kwargs["level"] = config.level
         env = gym.make(config.env_id, **kwargs)
