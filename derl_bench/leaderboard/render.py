@@ -454,8 +454,6 @@ def _view(board: Board, level: str, metric: str) -> str:
                ("family", "text"), ("provenance", "text"), (f"{name} %", "num"),
                ("SE %", "num"), ("n", "num"), ("step cap", "num"), ("episodes", "text"),
                ("repeats", "num"), ("checkpoint", "text"), ("source", "text"))
-    head = "".join(f'<th data-type="{kind}" scope="col">{esc(label)}</th>'
-                   for label, kind in columns)
     ranked = sorted(((row, row.metric_cells(metric)[level]) for row in board.rows
                      if level in row.metric_cells(metric)),
                     key=lambda rc: (-rc[1].mean, rc[0].method, rc[0].model))
@@ -479,24 +477,28 @@ def _view(board: Board, level: str, metric: str) -> str:
             _source_td(row, cell),
         ]
         body.append(_tr(row, tds))
-    anchor = view_id(board, level, metric)
-    return (
-        f'<section class="view" id="view-{esc(anchor)}" data-benchmark="{esc(board.benchmark)}" '
-        f'data-level="{esc(level)}" data-metric="{esc(metric)}">\n'
-        f"<h2>{esc(board.title)} {esc(level)} — {esc(name)}</h2>\n"
-        f'<p class="metric"><code>{esc(board.env_id)}</code>, level {esc(level)}. '
-        f"Metric: <b>{esc(name)}</b>; {esc(rule)}. Hover over a cell that says "
-        "<i>not stated</i> to read why; over an episode count to read how the episodes were "
-        "drawn.</p>\n"
-        f'<table class="sortable board"><thead><tr>{head}</tr></thead>\n<tbody>\n'
-        + "\n".join(body) + '\n</tbody></table>\n<p class="shown"></p>\n</section>'
-    )
+    return _section(
+        f'id="view-{esc(view_id(board, level, metric))}" data-benchmark="{esc(board.benchmark)}" '
+        f'data-level="{esc(level)}" data-metric="{esc(metric)}"',
+        f"{board.title} {level} — {name}",
+        f"<code>{esc(board.env_id)}</code>, level {esc(level)}. Metric: <b>{esc(name)}</b>; "
+        f"{esc(rule)}. Hover over a cell that says <i>not stated</i> to read why; over an "
+        "episode count to read how the episodes were drawn.",
+        'class="sortable board"', columns, body)
+
+
+def _section(attrs: str, title: str, note: str, table_attrs: str,
+             columns: Sequence[tuple[str, str]], body: Sequence[str]) -> str:
+    """One view: its title, what it shows, a sortable table and the filters' row count."""
+    esc = html.escape
+    head = "".join(f'<th data-type="{kind}" scope="col">{esc(label)}</th>'
+                   for label, kind in columns)
+    return (f'<section class="view" {attrs}>\n<h2>{esc(title)}</h2>\n<p class="metric">{note}</p>\n'
+            f"<table {table_attrs}><thead><tr>{head}</tr></thead>\n<tbody>\n"
+            + "\n".join(body) + '\n</tbody></table>\n<p class="shown"></p>\n</section>')
 
 
 def _all_records(boards: Sequence[Board]) -> str:
-    esc = html.escape
-    head = "".join(f'<th data-type="{kind}" scope="col">{esc(name)}</th>'
-                   for name, kind in _ALL_COLUMNS)
     body = []
     for board in boards:
         for row in board.rows:
@@ -514,13 +516,9 @@ def _all_records(boards: Sequence[Board]) -> str:
                     _td(cell.date, cell.date), _td(metric, metric),
                 ]
                 body.append(_tr(row, tds))
-    return (
-        '<section class="view" id="view-all">\n<h2>All records</h2>\n'
-        '<p class="metric">Every level and metric in one table; the <i>metric</i> column says '
-        "what each rate counts.</p>\n"
-        f'<table class="sortable" id="results"><thead><tr>{head}</tr></thead>\n<tbody>\n'
-        + "\n".join(body) + '\n</tbody></table>\n<p class="shown"></p>\n</section>'
-    )
+    return _section('id="view-all"', "All records",
+                    "Every level and metric in one table; the <i>metric</i> column says what "
+                    "each rate counts.", 'class="sortable" id="results"', _ALL_COLUMNS, body)
 
 
 def _filters(boards: Sequence[Board]) -> str:
