@@ -125,14 +125,14 @@ def _generate(task: str, level: str, split: str, config: tuple[tuple[str, Any], 
     sources = generators(task, level)
     seen: set[str] = set()
     problems: list[Problem] = []
-    # Draw in rounds, one generator after another, each round from its own seed, until the
+    # Draw in passes, one generator after another, each pass from its own seed, until the
     # slice is full; a seeded run therefore always yields the same problems in the same order.
-    # A round that finds nothing new means the distribution is exhausted.
-    for round_ in range(100):
+    # A pass that finds nothing new means the distribution is exhausted.
+    for attempt in range(100):
         before = len(problems)
         for g, (generator, curriculum_level) in enumerate(sources):
             chunk = _dataset(generator, curriculum_level,
-                             seed * 1_000_003 + round_ * 101 + g, 2 * count, dict(config))
+                             seed * 1_000_003 + attempt * 101 + g, 2 * count, dict(config))
             for i in range(len(chunk)):
                 item = chunk[i]
                 question = str(item["question"])
