@@ -201,7 +201,8 @@ def base_figures(model: str, config: ProxyConfig) -> dict[str, Any]:
     out = {}
     for level in LEVELS:
         record, extra = evaluate_llm(ENV_ID, level, model, limit=config.eval_limit,
-                                     max_new_tokens=int(config.inner["max_new_tokens"]))
+                                     max_new_tokens=int(config.inner["max_new_tokens"]),
+                                     checkpoint="the base policy: the SFT warm start, no GRPO")
         out[level] = {"mean": record["results"]["success_rate"]["mean"],
                       "n": record["results"]["n"], **extra}
     return out
@@ -391,8 +392,9 @@ def _progress(row: dict[str, Any]) -> str:
 
 def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[Path]:
     """Copy every run's result records into a board folder, named by method, seed and level
-    (the record's ``method`` names the seed, so the board shows one row per run)."""
-    from derl_bench.evaluation.record import write_json_atomic
+    (the record's ``method`` names the seed, so the board shows one row per run), and list
+    them as run here."""
+    from derl_bench.evaluation.record import mark_run_here, write_json_atomic
 
     records.mkdir(parents=True, exist_ok=True)
     written = []
@@ -403,6 +405,8 @@ def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[P
             path = records / f"{_slug(row['method'])}-s{row['seed']}-{level}.json"
             write_json_atomic(path, record)
             written.append(path)
+    if written:
+        mark_run_here(records.parent, written)
     return written
 
 

@@ -216,9 +216,9 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
 
     steps = range(start_step, config.steps)
     if config.progress:
-        from tqdm.auto import tqdm
+        from derl_bench.progress import progress_bar
 
-        steps = tqdm(steps, initial=start_step, total=config.steps, desc=config.name)
+        steps = progress_bar(steps, initial=start_step, total=config.steps, desc=config.name)
     try:
         for step in steps:
             # 1-2. Roll out G episodes per seed; sampling noise is fixed by (seed, step).

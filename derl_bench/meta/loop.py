@@ -253,11 +253,11 @@ class _Progress:
 
     def __init__(self, config: MetaConfig, generation: int, total: int, done: int,
                  best: float, zero_adv: int) -> None:
-        from tqdm.auto import tqdm
+        from derl_bench.progress import progress_bar
 
         self.running: set[int] = set()
         self.best, self.zero_adv = best, zero_adv
-        self.bar = tqdm(total=total, initial=done, leave=True,
+        self.bar = progress_bar(total=total, initial=done, leave=True,
                         desc=f"{config.name} ({config.method}) gen {generation + 1}/"
                              f"{config.outer_steps}")
         self._show()

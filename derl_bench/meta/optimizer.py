@@ -53,6 +53,7 @@ from derl_bench.policies import (
 )
 from derl_bench.policies.prompts import render
 from derl_bench.policies.threads import configure_threads
+from derl_bench.progress import quiet_transformers
 from derl_bench.reward import (
     MetaRewardError,
     TokenConstraint,
@@ -406,5 +407,6 @@ class MetaOptimizer:
 
     def save(self, path: str | Path) -> None:
         """Save the Meta-Optimizer's weights and tokenizer."""
-        self.model.save_pretrained(path)
+        with quiet_transformers():
+            self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
