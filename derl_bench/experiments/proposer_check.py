@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from derl_bench.experiments.stats import mean_ci, mean_sd, paired_difference
+from derl_bench.meta.config import MetaConfig
 from derl_bench.meta.probe import ProbeSet, probe_set
 from derl_bench.reward import MetaReward, MetaRewardError, compile_reward, primitive_set
 
@@ -66,18 +67,18 @@ OPTIMUM = 1.0 - 1e-9
 
 @dataclass(frozen=True)
 class OuterSettings:
-    """The Meta-Optimizer's outer loop (the ``optimizer_*`` fields of a meta recipe). The
-    defaults are the settings the check selected (docs/proposer-check.md)."""
+    """The Meta-Optimizer's outer loop: the ``optimizer_*`` fields of a meta recipe, with the
+    recipe's defaults (the settings this check selected, docs/proposer-check.md)."""
 
-    learning_rate: float = 1e-3
-    kl_coef: float = 0.001
-    epochs: int = 4
-    reference_reset: bool = True
-    advantage: str = "rloo"
-    temperature: float = 1.0
-    max_new_tokens: int = 48
-    sft_examples: int = 206
-    sft_steps: int = 150
+    learning_rate: float = MetaConfig.optimizer_learning_rate
+    kl_coef: float = MetaConfig.optimizer_kl_coef
+    epochs: int = MetaConfig.optimizer_epochs
+    reference_reset: bool = MetaConfig.optimizer_reference_reset
+    advantage: str = MetaConfig.optimizer_advantage
+    temperature: float = MetaConfig.optimizer_temperature
+    max_new_tokens: int = MetaConfig.optimizer_max_new_tokens
+    sft_examples: int = MetaConfig.optimizer_sft_examples
+    sft_steps: int = MetaConfig.optimizer_sft_steps
 
 
 @dataclass
@@ -216,7 +217,6 @@ def observed(score: float, rule: Rule, config: CheckConfig, rng: np.random.Gener
 
 def _proposer(config: CheckConfig, name: str, cold_start: str | None, seed: int,
               rule: Rule, workdir: Path) -> Any:
-    from derl_bench.meta import MetaConfig
     from derl_bench.meta.loop import make_proposer
 
     outer = config.outer

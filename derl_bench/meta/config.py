@@ -75,16 +75,19 @@ class MetaConfig:
     seed: int = 0
 
     optimizer_model: str = "tiny"
-    optimizer_learning_rate: float = 1e-4
-    optimizer_kl_coef: float = 0.01
+    optimizer_learning_rate: float = 1e-3
+    """The outer update's settings default to what the proposer check selected
+    (docs/proposer-check.md): learning rate 1e-3, KL 0.001 to a reference reset before every
+    update, 4 epochs, leave-one-out advantages."""
+    optimizer_kl_coef: float = 0.001
     optimizer_max_new_tokens: int = 48
     optimizer_temperature: float = 1.0
-    optimizer_epochs: int = 1
+    optimizer_epochs: int = 4
     """Optimiser passes over each generation's group (the official code: 4 PPO epochs)."""
-    optimizer_reference_reset: bool = False
+    optimizer_reference_reset: bool = True
     """Make the current Meta-Optimizer the KL reference before every update (the official
     code resets it each iteration); otherwise the reference stays the cold-started model."""
-    optimizer_advantage: str = "grpo"
+    optimizer_advantage: str = "rloo"
     """``grpo`` (group mean and std) or ``rloo`` (leave-one-out baseline, unscaled)."""
     optimizer_cold_start: str = "generator"
     """The cold-start corpus: ``paper`` (the DERL paper's 206 formulas, those that compile in

@@ -140,10 +140,10 @@ class MetaOptimizer:
     """
 
     def __init__(self, domain: str, model: str = "tiny", workdir: str | Path = ".",
-                 seed: int = 0, learning_rate: float = 1e-4, kl_coef: float = 0.01,
+                 seed: int = 0, learning_rate: float = 1e-3, kl_coef: float = 0.001,
                  clip_eps: float = 0.2, max_new_tokens: int = 48, temperature: float = 1.0,
-                 invalid_score: float = 0.0, device: str = "cpu", epochs: int = 1,
-                 reference_reset: bool = False, advantage: str = "grpo") -> None:
+                 invalid_score: float = 0.0, device: str = "cpu", epochs: int = 4,
+                 reference_reset: bool = True, advantage: str = "rloo") -> None:
         if advantage not in ESTIMATORS:
             raise ValueError(f"advantage must be one of {ESTIMATORS}, got {advantage!r}")
         if epochs < 1:
