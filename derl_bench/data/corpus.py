@@ -45,8 +45,24 @@ def parse_formula(output: str) -> str:
 def cold_start_formulas(root: Path | None = None) -> list[str]:
     """The corpus's formulas in file order (duplicates kept, as the official cold start sees
     them). Fails with the download command when the dataset is missing from the data root."""
+    return [parse_formula(str(item.get("output", ""))) for item in _items(root)[1]]
+
+
+def _items(root: Path | None) -> tuple[Path, list[dict]]:
     path = dataset_dir("derl", root) / CORPUS_FILE
     items = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(items, list):
         raise ValueError(f"{path}: expected a JSON list of items")
-    return [parse_formula(str(item.get("output", ""))) for item in items]
+    return path, items
+
+
+def cold_start_instruction(root: Path | None = None) -> str:
+    """The instruction every corpus item shares: the official code's Meta-Optimizer prompt
+    (``constrained_rollout.py``), which names ``g1``..``g4`` and allows ``+ - * /``,
+    parentheses and floats. An error when the items disagree."""
+    path, items = _items(root)
+    instructions = {str(item.get("instruction", "")) for item in items}
+    if len(instructions) != 1:
+        raise ValueError(f"{path}: expected one instruction shared by every item, found "
+                         f"{len(instructions)}")
+    return instructions.pop()

@@ -39,7 +39,7 @@ def group_advantages(rewards: Sequence[float] | np.ndarray, groups: Sequence[int
     return adv
 
 
-ESTIMATORS = ("grpo", "rloo")
+ESTIMATORS = ("grpo", "rloo", "raw")
 """Advantage estimators for one group of rewards (:func:`outer_advantages`)."""
 
 
@@ -58,6 +58,23 @@ def leave_one_out_advantages(rewards: Sequence[float] | np.ndarray) -> np.ndarra
     return r - (r.sum() - r) / (len(r) - 1)
 
 
+def raw_advantages(rewards: Sequence[float] | np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """No baseline: each reward is a GRPO group of its own, whose mean is taken as 0 and whose
+    standard deviation as 1 (veRL's rule for a one-member group), so the advantage is the
+    reward divided by ``1 + eps``. The released DERL code gives every Meta-Optimizer sample its
+    own group, so this is its outer advantage::
+
+        >>> raw_advantages([0.5, -1.0]).round(4).tolist()
+        [0.5, -1.0]
+    """
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 1:
+        raise ValueError("rewards must be one-dimensional")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("rewards must be finite")
+    return r / (1.0 + eps)
+
+
 def outer_advantages(rewards: Sequence[float] | np.ndarray, estimator: str = "grpo",
                      ) -> np.ndarray:
     """Advantages of one group under ``estimator`` (one of :data:`ESTIMATORS`)."""
@@ -65,4 +82,6 @@ def outer_advantages(rewards: Sequence[float] | np.ndarray, estimator: str = "gr
         return group_advantages(rewards, [0] * len(rewards))
     if estimator == "rloo":
         return leave_one_out_advantages(rewards)
+    if estimator == "raw":
+        return raw_advantages(rewards)
     raise ValueError(f"unknown advantage estimator {estimator!r}; known: {ESTIMATORS}")
