@@ -10,9 +10,9 @@
 See :func:`run_meta` and ``docs/meta-loop.md``.
 """
 
-from derl_bench.meta.config import METHODS, MetaConfig, load_meta_config
+from derl_bench.meta.config import METHODS, MetaConfig, load_meta_config, meta_config_from_dict
 from derl_bench.meta.loop import MetaResult, run_meta
 from derl_bench.meta.search import IslandEvolution, Proposal, RandomSearch
 
 __all__ = ["METHODS", "IslandEvolution", "MetaConfig", "MetaResult", "Proposal", "RandomSearch",
-           "load_meta_config", "run_meta"]
+           "load_meta_config", "meta_config_from_dict", "run_meta"]

@@ -2,6 +2,7 @@
 
     name: derl-gsm8k
     method: derl            # derl | derl-pop | derl-frozen | random | revolve | fixed
+    protocol: derl          # derl | derl-official (the released code's choices, PROTOCOLS)
     outer_steps: 2
     population: 3
     inner:                  # TrainConfig fields shared by every inner GRPO run
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from derl_bench.grpo.advantage import ESTIMATORS
 from derl_bench.grpo.config import (
     ConfigError,
     TrainConfig,
@@ -27,6 +29,44 @@ from derl_bench.grpo.config import (
 METHODS = ("derl", "derl-pop", "derl-frozen", "random", "revolve", "fixed")
 LEARNING_METHODS = ("derl", "derl-pop", "derl-frozen")
 """The methods whose proposer is the Meta-Optimizer LLM (``derl-frozen`` with learning rate 0)."""
+PROTOCOLS: dict[str, dict[str, Any]] = {
+    "derl": {},
+    # The released DERL code (sitaocheng/DERL, commit e9f0ff9); each value's source is in
+    # docs/meta-loop.md, "The derl-official protocol".
+    "derl-official": {
+        "outer_steps": 20,                          # grpo_coordinator.py:28
+        "population": 8,                            # grpo_coordinator.py:29
+        "optimizer_decoder": "whitelist",           # constrained_rollout.py:66-118, :236
+        "optimizer_temperature": 0.7,               # constrained_rollout.py:229
+        "optimizer_max_new_tokens": 128,            # constrained_rollout.py:232
+        "invalid_score": -1.0,                      # expression_check.py:57-61
+        "optimizer_invalid": "drop",                # ray_trainer.py:955-960
+        "constant_rewards": "train",                # every valid formula is trained
+        "optimizer_learning_rate": 1e-6,            # run_qwen2_5_05b_instr_math_meta_rl.sh:35
+        "optimizer_kl_coef": 0.001,                 # :39-41, low_var_kl = k3
+        "optimizer_epochs": 4,                      # :43
+        "optimizer_reference_reset": True,          # :34, the iteration's model
+        "optimizer_advantage": "raw",               # ray_trainer.py:1034, core_algos.py:206-208
+        "optimizer_cold_start": "paper",            # dataset/cold_start_training_data.json
+        "warm_start_from": "previous",              # grpo_coordinator_population.py:322-371
+        "inner.reward_semantics": "derl-official",  # verl/utils/reward_score/__init__.py:36-48
+    },
+}
+"""Each protocol's values for the recipe fields it sets (``inner.X`` is the inner recipe's
+field ``X``); a field the recipe sets itself keeps the recipe's value."""
+PROTOCOL_METHOD_VALUES: dict[tuple[str, str], dict[str, Any]] = {
+    ("derl-official", "derl-pop"): {"outer_steps": 50},  # grpo_coordinator_population.py:29
+}
+"""Values a protocol sets for one method only, over :data:`PROTOCOLS`."""
+OFFICIAL_METHODS = ("derl", "derl-pop", "derl-frozen")
+"""The methods the ``derl-official`` protocol applies to: the released code has DERL and
+DERL-pop (and the frozen control is DERL at learning rate 0)."""
+DECODERS = ("grammar", "whitelist")
+"""How the Meta-Optimizer samples: derl-bench's grammar automaton, or the official token
+whitelist (:mod:`derl_bench.meta.optimizer`)."""
+INVALID_RULES = ("score", "drop")
+"""What the outer update does with an invalid proposal: learn from its ``invalid_score``, or
+drop it and refill the group with copies of the first valid proposal."""
 PLACEMENT_FIELDS = ("executor", "ray_address", "workers", "num_cpus", "num_gpus", "progress")
 """Fields that say where and how visibly a run executes, not what it computes: a resumed run
 may change them (move to a cluster, say)."""
@@ -44,6 +84,11 @@ class MetaConfig:
     learning rate 0), ``random`` (random search), ``revolve`` (island evolution) or ``fixed``
     (the hand-made ``reward`` at the same budget: one inner run per candidate slot, each with
     its own seed)."""
+    protocol: str = "derl"
+    """``derl`` (derl-bench's settings) or ``derl-official`` (the released DERL code's
+    choices, :data:`PROTOCOLS`, for the math families and the DERL methods). A protocol fills
+    the fields a recipe leaves unset when the recipe is read (:func:`meta_config_from_dict`);
+    a field the recipe sets keeps its value."""
     reward: str | None = None
     """``fixed``: the hand-made Meta-Reward."""
     warm_start: bool = False
@@ -57,6 +102,10 @@ class MetaConfig:
     """Generations: each proposes ``population`` Meta-Rewards and trains one policy per reward."""
     population: int = 3
     """Meta-Rewards per generation (the Meta-Optimizer's GRPO group size)."""
+    warm_start_from: str = "best"
+    """Warm starts (``derl-pop``, ``warm_start``) continue from the ``best`` policy so far, or
+    from the best of the ``previous`` generation only (the official DERL-pop); with no scored
+    candidate there, from the recipe's model."""
     validation_split: str | None = None
     """Split the inner policies are scored on (default ``validation``: every env has one that
     inner training never sees and that shares nothing with the eval sets)."""
@@ -88,7 +137,16 @@ class MetaConfig:
     """Make the current Meta-Optimizer the KL reference before every update (the official
     code resets it each iteration); otherwise the reference stays the cold-started model."""
     optimizer_advantage: str = "rloo"
-    """``grpo`` (group mean and std) or ``rloo`` (leave-one-out baseline, unscaled)."""
+    """``grpo`` (group mean and std), ``rloo`` (leave-one-out baseline, unscaled) or ``raw``
+    (the score itself, no baseline: the official code's one-member groups)."""
+    optimizer_decoder: str = "grammar"
+    """``grammar`` (derl-bench's prompt and grammar-constrained decoding) or ``whitelist``
+    (the official prompt, token whitelist, first-line formula and validity check;
+    :mod:`derl_bench.reward.whitelist`)."""
+    optimizer_invalid: str = "score"
+    """An invalid proposal is learnt from at ``invalid_score`` (``score``), or ``drop``-ped
+    from the update, the group refilled with copies of the first valid proposal (the
+    official update)."""
     optimizer_cold_start: str = "generator"
     """The cold-start corpus: ``paper`` (the DERL paper's 206 formulas, those that compile in
     the env's domain; needs ``derl-bench data download derl``) or ``generator`` (draws from
@@ -101,6 +159,10 @@ class MetaConfig:
     """A folder where cold-started Meta-Optimizers are kept, keyed by everything that
     determines them, so runs that share a cold start fine-tune once (``None``: no cache)."""
     invalid_score: float = 0.0
+    constant_rewards: str = "skip"
+    """A reward constant on the probe set trains nothing: ``skip`` scores it ``invalid_score``
+    without training; ``train`` trains it (once per starting policy, as all such rewards
+    train alike) and scores its policy, as the official code does with every valid formula."""
 
     islands: int = 2
     """``revolve``: number of islands; each keeps ``population`` members."""
@@ -141,9 +203,19 @@ class MetaConfig:
             raise ConfigError("num_cpus and num_gpus must be >= 0")
         if self.method == "fixed" and not self.reward:
             raise ConfigError("method fixed needs a reward expression")
-        if self.optimizer_advantage not in ("grpo", "rloo"):
-            raise ConfigError("optimizer_advantage must be grpo or rloo, got "
-                              f"{self.optimizer_advantage!r}")
+        for name, allowed in (("protocol", tuple(PROTOCOLS)),
+                              ("optimizer_advantage", ESTIMATORS),
+                              ("optimizer_decoder", DECODERS),
+                              ("optimizer_invalid", INVALID_RULES),
+                              ("constant_rewards", ("skip", "train")),
+                              ("warm_start_from", ("best", "previous"))):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got "
+                                  f"{getattr(self, name)!r}")
+        if self.protocol == "derl-official" and self.method not in OFFICIAL_METHODS:
+            raise ConfigError(f"protocol derl-official reproduces the released DERL code, which "
+                              f"has the methods {', '.join(OFFICIAL_METHODS)}, not "
+                              f"{self.method!r}")
         if self.optimizer_cold_start not in ("paper", "generator"):
             raise ConfigError("optimizer_cold_start must be paper or generator, got "
                               f"{self.optimizer_cold_start!r}")
@@ -155,6 +227,15 @@ class MetaConfig:
             self.inner = config_from_dict({"seed": self.seed, **self.inner})
         elif not isinstance(self.inner, TrainConfig):
             raise ConfigError("inner must be a mapping of TrainConfig fields")
+        if self.optimizer_decoder == "whitelist" or self.protocol == "derl-official":
+            from derl_bench.reward import MetaRewardError, primitive_set
+            from derl_bench.reward.semantics import official_primitives
+
+            try:
+                official_primitives(primitive_set(self.inner.env_id))
+            except MetaRewardError as err:
+                raise ConfigError(f"{self.inner.env_id}: the official prompt and protocol "
+                                  f"write formulas over g1..g4: {err}") from None
 
     @property
     def run_dir(self) -> Path:
@@ -170,6 +251,45 @@ class MetaConfig:
         return asdict(self)
 
 
+def apply_protocol(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (a recipe's fields) with its ``protocol``'s values (:data:`PROTOCOLS`) for
+    every field it does not set itself; an explicit field wins over the protocol.
+
+        >>> apply_protocol({"protocol": "derl-official", "method": "derl-pop",
+        ...                 "optimizer_learning_rate": 1e-3})["optimizer_learning_rate"]
+        0.001
+        >>> v = apply_protocol({"protocol": "derl-official", "method": "derl-pop"})
+        >>> v["outer_steps"], v["optimizer_temperature"], v["inner"]["reward_semantics"]
+        (50, 0.7, 'derl-official')
+    """
+    protocol = values.get("protocol", "derl")
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    preset = {**PROTOCOLS[protocol],
+              **PROTOCOL_METHOD_VALUES.get((protocol, values.get("method", "derl")), {})}
+    filled = {**values}
+    for key, value in preset.items():
+        if key.startswith("inner."):
+            inner = filled.get("inner", {})
+            if isinstance(inner, dict):
+                filled["inner"] = {key[len("inner."):]: value, **inner}
+        else:
+            filled.setdefault(key, value)
+    return filled
+
+
+def meta_config_from_dict(values: dict[str, Any]) -> MetaConfig:
+    """A MetaConfig from a recipe's fields: unknown keys are refused and the recipe's
+    ``protocol`` fills what the recipe leaves unset (:func:`apply_protocol`)."""
+    known = {f.name for f in fields(MetaConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown meta recipe keys: {', '.join(unknown)}")
+    if not isinstance(values.get("inner", {}), dict):
+        raise ConfigError("inner must be a mapping of TrainConfig fields")
+    return MetaConfig(**apply_protocol(values))
+
+
 def load_meta_config(path: str | Path, overrides: list[str] | None = None) -> MetaConfig:
     """Read a YAML meta recipe; ``key=value`` overrides (``inner.steps=3`` reaches inside)."""
     values = read_recipe(path)
@@ -178,10 +298,4 @@ def load_meta_config(path: str | Path, overrides: list[str] | None = None) -> Me
             values.setdefault("inner", {})[key[len("inner."):]] = value
         else:
             values[key] = value
-    known = {f.name for f in fields(MetaConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"unknown meta recipe keys: {', '.join(unknown)}")
-    if not isinstance(values.get("inner", {}), dict):
-        raise ConfigError("inner must be a mapping of TrainConfig fields")
-    return MetaConfig(**values)
+    return meta_config_from_dict(values)

@@ -6,8 +6,9 @@ Every generation, top to bottom:
    ``derl-pop``, the grammar for ``random``, mutation and crossover for ``revolve``);
 2. each one is compiled (an invalid one scores ``invalid_score`` and trains nothing), then
    trains an inner GRPO policy — from the recipe's model, or for ``derl-pop`` (and any method
-   with ``warm_start``) from the best policy so far, continuing through the training data
-   where that policy stopped — and the policy's success on the fixed validation set is its
+   with ``warm_start``) from the best policy so far (with ``warm_start_from: previous``, the
+   previous generation's best), continuing through the training data where that policy
+   stopped — and the policy's success on the fixed validation set is its
    score. The generation's inner runs go
    to an executor (:mod:`derl_bench.meta.workers`: Ray tasks, in parallel, or this process).
    A reward that behaves on the env's probe set (:mod:`derl_bench.meta.probe`) as one
@@ -108,7 +109,9 @@ def make_proposer(config: MetaConfig, domain: str, warm_start: bool = True) -> A
                               invalid_score=config.invalid_score,
                               device=config.inner.device, epochs=config.optimizer_epochs,
                               reference_reset=config.optimizer_reference_reset,
-                              advantage=config.optimizer_advantage)
+                              advantage=config.optimizer_advantage,
+                              decoder=config.optimizer_decoder,
+                              invalid=config.optimizer_invalid)
     if config.optimizer_sft_examples and warm_start:
         optimizer.warm_start(config.optimizer_sft_examples, config.optimizer_sft_steps,
                              seed=config.seed, corpus=config.optimizer_cold_start,
@@ -200,7 +203,8 @@ def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
                               "start_model": start_model, "inner_seed": inner_seed}
     if proposal.extra.get("complete") is False:
         return {**record, "valid": False, "status": "invalid",
-                "error": "unfinished expression", "score": config.invalid_score}, None
+                "error": proposal.extra.get("error", "unfinished expression"),
+                "score": config.invalid_score}, None
     try:
         reward = compile_reward(proposal.expr, domain=domain,
                                 semantics=config.inner.reward_semantics)
@@ -212,6 +216,9 @@ def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
     if probe is None:
         return record, (reward.hash, start_model, inner_seed)
     behaviour = behaviour_key(reward, probe, config.inner.scale_by_std)
+    if behaviour is None and config.constant_rewards == "train":
+        # Every constant reward gives zero advantage everywhere: they all train alike.
+        behaviour = "constant"
     if behaviour is None:
         # Every advantage of every group would be zero: training on it changes nothing.
         return {**record, "status": "constant", "score": config.invalid_score,
@@ -454,8 +461,8 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
         print(f"Ray dashboard: {executor.dashboard_url}")
 
     for generation in range(first, config.outer_steps):
-        warm = config.warm_starts and result.best_checkpoint is not None
-        start_model = result.best_checkpoint if warm else None
+        start_model = _warm_start_model(config, result, generation)
+        warm = start_model is not None
         data_offset = generation * inner_steps if warm else 0
         if resumed is not None:
             proposals, resumed = resumed, None
@@ -477,7 +484,12 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
                 result.best_checkpoint = record["checkpoint"]
         kept = [i for i, r in enumerate(records) if r["status"] != "failed"]
         scores = [float(records[i]["score"]) for i in kept]
-        stats = proposer.observe([proposals[i] for i in kept], scores) if kept else {}
+        stats = {}
+        if kept and config.method in LEARNING_METHODS:
+            stats = proposer.observe([proposals[i] for i in kept], scores,
+                                     [records[i]["status"] != "invalid" for i in kept])
+        elif kept:
+            proposer.observe([proposals[i] for i in kept], scores)
         advantage = _advantage_stats(scores)
         result.zero_advantage_generations += advantage["zero_advantage"]
         result.candidates.extend(records)
@@ -518,6 +530,21 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
                 }
     _write_summary(config, result, domain)
     return result
+
+
+def _warm_start_model(config: MetaConfig, result: MetaResult, generation: int) -> str | None:
+    """The checkpoint generation ``generation``'s inner runs start from: none without warm
+    starts; the best policy so far; or, with ``warm_start_from: previous``, the best of the
+    previous generation (the first on ties; none when nothing there was scored)."""
+    if not config.warm_starts:
+        return None
+    if config.warm_start_from == "best":
+        return result.best_checkpoint
+    scored = [c for c in result.candidates
+              if c["generation"] == generation - 1 and c.get("status") == "scored"]
+    # Records are in completion order after a resume: break ties by index, not by order.
+    best = max(scored, key=lambda c: (c["score"], -c["index"]), default=None)
+    return best["checkpoint"] if best is not None else None
 
 
 def _write_summary(config: MetaConfig, result: MetaResult, domain: str) -> None:

@@ -22,7 +22,15 @@ generation's group (PPO epochs, clipped ratio), the KL reference optionally rese
 current model before every update (``reference_reset``), and the advantage estimator
 (``grpo``: ``(r - mean) / std`` within the group; ``rloo``: REINFORCE with a leave-one-out
 baseline, ``r_i - mean_{j != i} r_j``, unscaled, so a small score difference stays a small
-advantage).
+advantage; ``raw``: the score itself, no baseline, as in the official code).
+
+``decoder="whitelist"`` samples as the released DERL code does instead
+(:mod:`derl_bench.reward.whitelist`): the official prompt (the cold-start corpus's
+instruction, naming ``g1..g4`` and ``+ - * /``), a fixed token whitelist in place of the
+grammar, the first line of each sample as its formula and the official validity check; the
+update trains on the formula's text tokenized again, without an end token, as the official
+update does. ``invalid="drop"`` drops the invalid samples from the update and refills the group
+to its size with copies of the first valid sample and its score (the official update).
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import torch
 from derl_bench.grpo.advantage import ESTIMATORS, outer_advantages
 from derl_bench.grpo.loss import token_logprobs
 from derl_bench.grpo.update import UpdateSettings, batch_logprobs, grpo_update, make_optimizer
+from derl_bench.meta.config import DECODERS, INVALID_RULES
 from derl_bench.meta.search import Proposal
 from derl_bench.policies import (
     SamplingConfig,
@@ -62,6 +71,7 @@ from derl_bench.reward import (
     primitive_set,
     random_expression,
 )
+from derl_bench.reward.whitelist import check_formula, formula_text, whitelist_ids
 from derl_bench.rollout import Episode, Step, collate
 
 PROMPT = """You design reward functions for reinforcement learning.
@@ -89,6 +99,14 @@ def build_prompt(domain: str) -> list[dict[str, str]]:
     aliases = ", ".join(f"{a} = {text}" for a, text in chosen.aliases.items())
     return [{"role": "user", "content": PROMPT.format(
         primitives=", ".join(chosen.names), aliases=aliases, language=language_summary())}]
+
+
+def official_prompt() -> list[dict[str, str]]:
+    """The released DERL code's Meta-Optimizer prompt, as chat messages: its instruction is the
+    one every item of the paper's cold-start corpus carries (the ``derl`` dataset)."""
+    from derl_bench.data.corpus import cold_start_instruction
+
+    return [{"role": "user", "content": cold_start_instruction()}]
 
 
 def closing_suffix(automaton: Any, text: str, limit: int = 64) -> str | None:
@@ -134,18 +152,28 @@ class MetaOptimizer:
             epochs).
         reference_reset: make the current model the KL reference before every update (as the
             official code does each iteration), instead of keeping the cold-started model.
-        advantage: ``grpo`` or ``rloo`` (see the module docstring).
-        max_new_tokens: longest expression in tokens (constrained decoding always closes the
+        advantage: ``grpo``, ``rloo`` or ``raw`` (see the module docstring).
+        max_new_tokens: longest expression in tokens (the grammar decoder always closes the
             expression within it).
+        decoder: ``grammar`` or ``whitelist`` (the official prompt, whitelist and validity
+            rule; see the module docstring).
+        invalid: ``score`` (an invalid proposal is learnt from at ``invalid_score``) or
+            ``drop`` (dropped, and the group refilled with copies of the first valid one).
     """
 
     def __init__(self, domain: str, model: str = "tiny", workdir: str | Path = ".",
                  seed: int = 0, learning_rate: float = 1e-3, kl_coef: float = 0.001,
                  clip_eps: float = 0.2, max_new_tokens: int = 48, temperature: float = 1.0,
                  invalid_score: float = 0.0, device: str = "cpu", epochs: int = 4,
-                 reference_reset: bool = True, advantage: str = "rloo") -> None:
+                 reference_reset: bool = True, advantage: str = "rloo",
+                 decoder: str = "grammar", invalid: str = "score") -> None:
         if advantage not in ESTIMATORS:
             raise ValueError(f"advantage must be one of {ESTIMATORS}, got {advantage!r}")
+        if decoder not in DECODERS:
+            raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
+        if invalid not in INVALID_RULES:
+            raise ValueError(f"invalid must be one of {INVALID_RULES}, got {invalid!r}")
+        self.decoder, self.invalid = decoder, invalid
         if epochs < 1:
             raise ValueError(f"epochs must be at least 1, got {epochs!r}")
         self.domain = domain
@@ -172,15 +200,20 @@ class MetaOptimizer:
         self.generator = torch.Generator().manual_seed(seed)
         vocab = [self.tokenizer.decode([i]) for i in range(len(self.tokenizer))]
         self.token_text = vocab
-        # Tabs and newlines are valid whitespace to the grammar but make unreadable rewards.
-        self.constraint = TokenConstraint(
-            ["" if any(c in t for c in "\t\r\n\x0b\x0c") else t for t in vocab], domain)
-        self.char_token = {t: i for i, t in enumerate(vocab) if len(t) == 1}
-        self._closing_cache: dict[str, str | None] = {}
-        self._allowed_cache: dict[str, list[int]] = {}
         self.eos_id = self.tokenizer.eos_token_id
         self.backend = TransformersBackend(self.model, self.tokenizer)
-        prompt_text = render(self.tokenizer, build_prompt(domain))
+        if decoder == "whitelist":
+            self.whitelist = whitelist_ids(self.tokenizer)
+            messages = official_prompt()
+        else:
+            # Tabs and newlines are valid whitespace to the grammar but make unreadable rewards.
+            self.constraint = TokenConstraint(
+                ["" if any(c in t for c in "\t\r\n\x0b\x0c") else t for t in vocab], domain)
+            self.char_token = {t: i for i, t in enumerate(vocab) if len(t) == 1}
+            self._closing_cache: dict[str, str | None] = {}
+            self._allowed_cache: dict[str, list[int]] = {}
+            messages = build_prompt(domain)
+        prompt_text = render(self.tokenizer, messages)
         self.prompt_ids: list[int] = self.tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
         self.updates = 0
 
@@ -239,12 +272,21 @@ class MetaOptimizer:
             masked[row, allowed] = logits[row, allowed]
         return masked
 
+    def _whitelist_hook(self, logits: torch.Tensor, completions: list[list[int]],
+                        active: torch.Tensor) -> torch.Tensor:
+        masked = torch.full_like(logits, float("-inf"))
+        masked[:, self.whitelist] = logits[:, self.whitelist]
+        return masked
+
     def _text(self, completion: Sequence[int]) -> str:
         return "".join(self.token_text[t] for t in completion if t != self.eos_id)
 
     def propose(self, n: int) -> list[Proposal]:
-        """Sample ``n`` expressions in one batch; an unfinished one is marked invalid."""
+        """Sample ``n`` expressions in one batch; an unfinished (grammar) or invalid
+        (whitelist) one is marked ``complete: False``."""
         sampling = SamplingConfig(self.max_new_tokens, self.temperature, 1.0)
+        if self.decoder == "whitelist":
+            return self._propose_whitelisted(n, sampling)
         completions = self.backend.generate([self.prompt_ids] * n, sampling,
                                             logits_hook=self._hook, generator=self.generator)
         proposals = []
@@ -254,6 +296,27 @@ class MetaOptimizer:
                         and self.constraint.is_complete(text))
             proposals.append(Proposal(text.strip(), "meta-optimizer", extra={
                 "completion_ids": list(completion), "complete": complete}))
+        return proposals
+
+    def _propose_whitelisted(self, n: int, sampling: SamplingConfig) -> list[Proposal]:
+        """The official rollout: whitelisted tokens, the first line as the formula, the
+        official validity check. The reward is the formula with its spaces removed (what the
+        official code trains on); the update trains on the formula as written, tokenized
+        again without an end token."""
+        completions = self.backend.generate([self.prompt_ids] * n, sampling,
+                                            logits_hook=self._whitelist_hook,
+                                            generator=self.generator)
+        proposals = []
+        for completion in completions:
+            formula = formula_text(self.tokenizer.decode(
+                completion, skip_special_tokens=True, clean_up_tokenization_spaces=False))
+            error = check_formula(formula)
+            train_ids = self.tokenizer(formula, add_special_tokens=False)["input_ids"]
+            extra: dict[str, Any] = {"completion_ids": list(completion), "formula": formula,
+                                     "complete": error is None, "train_ids": train_ids}
+            if error is not None:
+                extra["error"] = f"fails the official expression check: {error}"
+            proposals.append(Proposal(formula.replace(" ", ""), "meta-optimizer", extra=extra))
         return proposals
 
     # -- learning ---------------------------------------------------------------------
@@ -282,7 +345,9 @@ class MetaOptimizer:
         encoded = []
         for text in texts:
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-            if len(ids) + 1 <= self.max_new_tokens and self.constraint.is_complete(text):
+            valid = (check_formula(text) is None if self.decoder == "whitelist"
+                     else self.constraint.is_complete(text))
+            if len(ids) + 1 <= self.max_new_tokens and valid:
                 encoded.append(ids + [self.eos_id])
         if not encoded:
             raise ValueError(f"no {corpus} cold-start expression fits {self.max_new_tokens} "
@@ -351,20 +416,37 @@ class MetaOptimizer:
             losses.append(float(loss.detach()))
         return losses
 
-    def observe(self, proposals: Sequence[Proposal], scores: Sequence[float]) -> dict[str, float]:
-        """One outer update on the group of ``proposals`` with rewards ``scores``.
+    def observe(self, proposals: Sequence[Proposal], scores: Sequence[float],
+                valid: Sequence[bool] | None = None) -> dict[str, float]:
+        """One outer update on the group of ``proposals`` with rewards ``scores``; ``valid``
+        says which proposals are valid rewards (default: those sampled complete).
 
         Returns the update's statistics: ``meta/kl`` (to the KL reference, during the update),
         ``meta/kl_from_start`` (per token, from the cold-started model, on this group's
-        samples after the update: how far learning has moved the sampler) and the
-        advantages' spread."""
-        rewards = [s if p.extra.get("complete") else self.invalid_score
-                   for p, s in zip(proposals, scores, strict=True)]
+        samples after the update: how far learning has moved the sampler), the advantages'
+        spread, and with ``invalid="drop"`` how many proposals were valid (``meta/valid``)
+        and how many copies refilled the group (``meta/padded``)."""
+        if valid is None:
+            valid = [bool(p.extra.get("complete")) for p in proposals]
+        group = list(zip(proposals, scores, valid, strict=True))
+        padding: dict[str, float] = {}
+        if self.invalid == "drop":
+            # The official update: invalid samples leave the group, which is refilled to its
+            # size with the first valid sample and its score; with none valid, no update.
+            kept = [(p, s, True) for p, s, ok in group if ok]
+            padding = {"meta/valid": float(len(kept)), "meta/padded": 0.0}
+            if not kept:
+                return padding
+            padding["meta/padded"] = float(len(group) - len(kept))
+            group = kept + [kept[0]] * (len(group) - len(kept))
+        proposals = [p for p, _, _ in group]
+        rewards = [s if ok else self.invalid_score for _, s, ok in group]
         if len(rewards) < 2:
-            return {"meta/reward_mean": float(sum(rewards) / max(1, len(rewards)))}
+            return {"meta/reward_mean": float(sum(rewards) / max(1, len(rewards))), **padding}
         advantages = outer_advantages(rewards, self.advantage)
-        episodes = [Episode(0, 0, [Step(self.prompt_ids, p.extra["completion_ids"], p.expr,
-                                        p.expr, {})]) for p in proposals]
+        episodes = [Episode(0, 0, [Step(self.prompt_ids,
+                                        p.extra.get("train_ids") or p.extra["completion_ids"],
+                                        p.expr, p.expr, {})]) for p in proposals]
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         batch = collate(episodes, advantages, pad).to(self.device)
         if self.learning_rate == 0:
@@ -385,7 +467,7 @@ class MetaOptimizer:
                 "meta/kl_from_start": float(k3.sum() / batch.loss_mask.sum().clamp(min=1)),
                 "meta/reward_mean": float(sum(rewards) / len(rewards)),
                 "meta/advantage_abs_mean": float(np.abs(advantages).mean()),
-                "meta/advantage_max": float(np.max(advantages))}
+                "meta/advantage_max": float(np.max(advantages)), **padding}
 
     def state_dict(self) -> dict[str, Any]:
         """Weights, reference, optimiser state and sampling RNG: what a resumed run needs to
