@@ -271,7 +271,12 @@ def test_an_official_derl_run_on_gsm8k_scores_invalid_proposals_minus_one(data_r
     assert generation["meta/valid"] == valid
     assert generation["meta/padded"] == (4 - valid if valid else 0)
     state = torch.load(run / "state" / "checkpoint.pt", weights_only=True)
-    assert all(len(p["extra"]["completion_ids"]) <= 128 for p in state["proposals"])
+    from transformers import AutoTokenizer
+
+    allowed = set(whitelist_ids(AutoTokenizer.from_pretrained(run / "meta-optimizer")))
+    for proposal in state["proposals"]:
+        assert len(proposal["extra"]["completion_ids"]) <= 128
+        assert set(proposal["extra"]["completion_ids"]) <= allowed
 
 
 @pytest.fixture(scope="module")
