@@ -304,7 +304,7 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
         model, tokenizer = load_model_and_tokenizer(start_path, first.device, first.dtype)
     configure_threads(model, first.num_threads)
     population = Population.replicate(model, members)
-    reference = population.frozen() if first.kl_coef > 0 else None
+    reference = Population.shared(model, members) if first.kl_coef > 0 else None
     optimizer = make_optimizer(population, first.learning_rate, first.weight_decay)
     settings = update_settings(first)
     policy = LLMPolicy(model, tokenizer, spec)  # prompts and decoding; sampling is the population's

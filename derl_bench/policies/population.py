@@ -129,9 +129,13 @@ class Population:
             requires_grad) for n, p in model.named_parameters()}
         return cls(model, params)
 
-    def frozen(self) -> Population:
-        """A detached copy of the current weights (the KL reference)."""
-        return Population(self.template, {n: p.detach().clone() for n, p in self.params.items()})
+    @classmethod
+    def shared(cls, model: Any, size: int) -> Population:
+        """``size`` frozen views of one copy of ``model``'s current weights: the KL reference
+        of members that all start from ``model``, in the memory of one model."""
+        params = {n: p.detach().clone().unsqueeze(0).expand(size, *p.shape)
+                  for n, p in model.named_parameters()}
+        return cls(model, params)
 
     def parameters(self) -> list[torch.Tensor]:
         """The stacked parameters, in the template's ``parameters()`` order."""
