@@ -29,7 +29,7 @@ from derl_bench.meta.workers import ExecutorError, InnerJob, inner_groups
 from derl_bench.policies import SamplingConfig, TransformersBackend
 from derl_bench.policies.fast import FastSampler
 from derl_bench.policies.population import Population
-from derl_bench.policies.tiny import TinyModelSpec, build_tiny_model, build_tiny_tokenizer
+from tests.test_fast_path import _model  # the tiny model, scaled to write varied tokens
 
 ENV = "derl/Arithmetic-v0"
 REWARDS = ["response_length", "-response_length", "1 / (1 + response_length)"]
@@ -153,19 +153,8 @@ def test_a_members_checkpoint_resumes_as_a_separate_run(runs):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
-def _varied_model(seed: int):
-    # A freshly initialised model repeats one token; scaled weights write varied ones.
-    tokenizer = build_tiny_tokenizer()
-    model = build_tiny_model(tokenizer, TinyModelSpec(seed=seed))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if "norm" not in name:
-                param.mul_(6.0)
-    return model.eval(), tokenizer
-
-
 def test_prefix_sharing_changes_no_sample():
-    model, tok = _varied_model(1)
+    model, tok = _model(1)
     sampler = FastSampler(model, {tok.eos_token_id, 40}, tok.pad_token_id)
     prompts = [[5, 6, 7]] * 4 + [[8, 9]] * 4 + [[10, 11, 12, 13]] * 4
     shared = sampler.sample(prompts, 12, seed=3)
@@ -174,7 +163,7 @@ def test_prefix_sharing_changes_no_sample():
 
 
 def test_every_member_samples_what_its_model_samples_alone():
-    models = [_varied_model(seed) for seed in (0, 1, 2)]
+    models = [_model(seed) for seed in (0, 1, 2)]
     tok = models[0][1]
     population = Population.stack([m for m, _ in models])
     prompts = [[[5, 6, 7]] * 3 + [[8]] * 3, [[9, 10]] * 6, [[11, 12, 13, 14]] * 2 + [[15]] * 4]
@@ -193,7 +182,7 @@ def test_every_member_samples_what_its_model_samples_alone():
 
 
 def test_population_log_probs_and_gradients_equal_each_models():
-    models = [_varied_model(seed)[0] for seed in (0, 1, 2)]
+    models = [_model(seed)[0] for seed in (0, 1, 2)]
     population = Population.stack(models)
     ids = torch.randint(3, 500, (3, 4, 9))
     mask = torch.zeros(3, 4, 9)

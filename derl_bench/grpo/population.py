@@ -10,9 +10,11 @@ trainer (:func:`derl_bench.grpo.trainer.train`) computes, up to float rounding:
 2. its own samples: its own generator, seeded as its separate run seeds the global RNG, and
    drawn from only while its rows are running (same seeds, same samples);
 3. its own compiled Meta-Reward and group-relative advantages;
-4. its own update: the micro-batches, loss weights and KL reference of its run; gradients are
-   clipped per member (a norm over the whole population would couple the runs); AdamW on the
-   stacked tensors is AdamW on each member, since every one of its operations is elementwise;
+4. its own update: the loss weights and KL reference of its run; gradients are clipped per
+   member (a norm over the whole population would couple the runs); AdamW on the stacked
+   tensors is AdamW on each member, since every one of its operations is elementwise. A
+   stacked forward/backward pass holds ``micro_batch_size`` rows in all, as a separate run's
+   does (:func:`member_rows`): micro-batches change memory, not the loss;
 5. its own run directory: ``config.yaml``, ``metrics.jsonl``, TensorBoard, learning curve and
    checkpoints (an HF folder, and the member's own optimiser state).
 
@@ -196,6 +198,16 @@ def clip_grad_norms(params: Sequence[torch.Tensor], max_norm: float,
     return total
 
 
+def member_rows(micro_batch_size: int, members: int) -> int:
+    """Rows of each member in one stacked forward/backward pass: ``micro_batch_size`` rows in
+    all, as a separate run holds (memory, and a CPU's caches, see rows, not members).
+
+    >>> member_rows(64, 4), member_rows(16, 3), member_rows(2, 8)
+    (16, 6, 1)
+    """
+    return max(1, -(-micro_batch_size // members))
+
+
 def population_update(population: Population, optimizer: torch.optim.Optimizer,
                       batches: Sequence[TrainBatch], settings: UpdateSettings, pad_id: int,
                       reference: Population | None = None) -> list[dict[str, float]]:
@@ -207,18 +219,19 @@ def population_update(population: Population, optimizer: torch.optim.Optimizer,
     use_kl = reference is not None and s.kl_coef > 0
     started = time.perf_counter()
     old_logp = (population_logprobs(population.weights, ids, attention, loss_mask,
-                                    s.micro_batch_size, s.temperature)
+                                    member_rows(s.micro_batch_size, members), s.temperature)
                 if s.updates_per_batch > 1 else None)
     ref_logp = (population_logprobs(reference.weights, ids, attention, loss_mask,
-                                    s.micro_batch_size, s.temperature)
+                                    member_rows(s.micro_batch_size, members), s.temperature)
                 if use_kl and reference is not None else None)
     reference_s = time.perf_counter() - started
     names = ("loss", "policy_loss", "kl", "clip_fraction", "entropy", "grad_norm")
     sums = {k: torch.zeros(members, device=ids.device) for k in names}
+    rows_each = member_rows(s.micro_batch_size, members)
     for _ in range(s.updates_per_batch):
         optimizer.zero_grad(set_to_none=True)
-        for start in range(0, ids.shape[1], s.micro_batch_size):
-            rows = slice(start, start + s.micro_batch_size)
+        for start in range(0, ids.shape[1], rows_each):
+            rows = slice(start, start + rows_each)
             width = int(attention[:, rows].sum(-1).max())
             mask = loss_mask[:, rows, :width]
             logp, entropy = population_token_logprobs(population.weights, ids[:, rows, :width],
@@ -388,6 +401,7 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
 
 
 __all__ = ["MEMBER_FIELDS", "PopulationRun", "clip_grad_norms", "member_optimizer_state",
+           "member_rows",
            "population_key", "population_logprobs", "population_support",
            "population_token_logprobs", "population_update", "stack_batches", "start_model",
            "train_population"]

@@ -1,8 +1,9 @@
 """A population of same-shaped Qwen2/Llama decoders run as one stacked model.
 
 Reward discovery trains ``P`` policies at once, one per candidate Meta-Reward, all from the
-same model. On a small model every op is dominated by its call overhead, so ``P`` separate
-forward passes cost about ``P`` times one; stacked, they cost about one. :class:`Population`
+same model. Stacked, the ``P`` models pay each op's call (or kernel launch) overhead once
+instead of ``P`` times: a gain where ops are small, as when decoding a few rows, and little
+where one member's batch already keeps the processor busy. :class:`Population`
 holds every parameter with a leading population axis ``[P, ...]`` (leaf tensors an optimiser
 steps directly) and runs the lean path of :mod:`derl_bench.policies.fast` through
 :class:`StackedWeights`, whose linear maps are batched matrix products (``torch.baddbmm``):
@@ -154,16 +155,23 @@ class Population:
         """A new HF model with member ``index``'s weights (the template is left as it is)."""
         return self.member(index, copy.deepcopy(self.template))
 
+    def members(self, start: int, stop: int) -> Population:
+        """Members ``start..stop-1`` as a population of their own (views, no copy)."""
+        return Population(self.template, {n: p[start:stop] for n, p in self.params.items()})
+
     @torch.no_grad()
     def sample(self, prompts: Sequence[Sequence[Sequence[int]]], max_new_tokens: int,
                temperature: float, eos_ids: set[int], pad_id: int, top_p: float = 1.0,
                generators: Sequence[torch.Generator | None] | None = None,
-               batch_size: int = GENERATION_BATCH) -> list[list[list[int]]]:
+               batch_size: int = GENERATION_BATCH,
+               max_rows: int = GENERATION_BATCH) -> list[list[list[int]]]:
         """``prompts[m]`` sampled by member ``m`` from ``generators[m]``: what
         :class:`~derl_bench.policies.backends.TransformersBackend` gives member ``m``'s model
         with that generator (the same chunks of ``batch_size`` rows, the same draws).
 
-        Every member samples as many prompts.
+        Every member samples as many prompts. Members decode together in groups of at most
+        ``max_rows`` rows (at least one member a group): stacking removes per-op overhead,
+        but past a few hundred rows a CPU's caches, not the overhead, set the pace.
         """
         if len(prompts) != self.size:
             raise ValueError(f"{len(prompts)} prompt lists for a population of {self.size}")
@@ -171,14 +179,20 @@ class Population:
         if any(len(p) != count for p in prompts):
             raise ValueError("every member of a population samples as many prompts")
         generators = list(generators) if generators is not None else [None] * self.size
+        chunk = min(count, batch_size)
+        together = max(1, max_rows // max(1, chunk))
         out: list[list[list[int]]] = [[] for _ in range(self.size)]
-        for start in range(0, count, batch_size):
-            rows = [row for member in prompts for row in member[start:start + batch_size]]
-            completions = sample_rows(self.weights, rows, max_new_tokens, temperature, top_p,
-                                      generators, sorted(eos_ids), pad_id)
-            per = len(rows) // self.size
-            for m in range(self.size):
-                out[m].extend(completions[m * per:(m + 1) * per])
+        for first in range(0, self.size, together):
+            last = min(self.size, first + together)
+            group = self if (first, last) == (0, self.size) else self.members(first, last)
+            for start in range(0, count, batch_size):
+                rows = [row for member in prompts[first:last]
+                        for row in member[start:start + batch_size]]
+                completions = sample_rows(group.weights, rows, max_new_tokens, temperature,
+                                          top_p, generators[first:last], sorted(eos_ids), pad_id)
+                per = len(rows) // group.size
+                for m in range(group.size):
+                    out[first + m].extend(completions[m * per:(m + 1) * per])
         return out
 
 
