@@ -61,7 +61,7 @@ def generation(config: Any, root: str, together: bool) -> dict[str, Any]:
     if together:
         results = train_and_score_population(config, specs)
     else:
-        results = [train_and_score(config, s.expr, s.run_dir) for s in specs]
+        results = [train_and_score(config, s.expr, s.run_dir, None) for s in specs]
     seconds = time.perf_counter() - started
     generated = trained = 0.0
     for spec in specs:

@@ -19,6 +19,7 @@ def test_population_inner_runs_per_minute(benchmark):
     figures = benchmark.pedantic(bench.measure, kwargs={"steps": 5, "validation": 50,
                                                         "population": 4, "workers": 2},
                                  rounds=1, iterations=1)
-    benchmark.extra_info.update(ratio_key="meta.population", ratio=figures["ratio"], **figures)
+    benchmark.extra_info.update(figures)
+    benchmark.extra_info["ratio_key"] = "meta.population"
     assert figures["separate"]["inner_runs"] == figures["together"]["inner_runs"] == 8
     assert figures["separate"]["scores"] == figures["together"]["scores"]
