@@ -39,12 +39,13 @@ LOSS_KEYS = ("loss", "policy_loss", "kl", "clip_fraction", "entropy", "grad_norm
 
 
 def _config(run_dir: Path, expr: str, steps: int = STEPS) -> TrainConfig:
-    # Every part of the update runs: micro-batches with a ragged last one, two updates per
-    # batch (old log-probs), the KL reference and gradient clipping.
+    # Every part of the update runs: micro-batches with a ragged last one (a population's
+    # hold 18 rows in all: 6 of each member, groups of 4 continuing one prompt), two updates
+    # per batch (old log-probs), the KL reference and gradient clipping.
     return TrainConfig(name=run_dir.name, env_id=ENV, model="tiny", meta_reward=expr,
                        steps=steps, group_size=4, prompts_per_step=2, max_new_tokens=10,
                        learning_rate=1e-2, kl_coef=0.05, updates_per_batch=2,
-                       micro_batch_size=3, max_grad_norm=0.5, save_every=0,
+                       micro_batch_size=18, max_grad_norm=0.5, save_every=0,
                        keep_checkpoints=1, tensorboard=False, progress=False,
                        output_dir=str(run_dir))
 
@@ -181,13 +182,21 @@ def test_every_member_samples_what_its_model_samples_alone():
     assert len({len(row) for rows in alone for row in rows}) > 1, "rows should end at different steps"
 
 
-def test_population_log_probs_and_gradients_equal_each_models():
+@pytest.mark.parametrize("shared", [False, True], ids=["distinct-prompts", "group-prompts"])
+def test_population_log_probs_and_gradients_equal_each_models(shared):
     models = [_model(seed)[0] for seed in (0, 1, 2)]
     population = Population.stack(models)
     ids = torch.randint(3, 500, (3, 4, 9))
     mask = torch.zeros(3, 4, 9)
     mask[:, :, 4:] = 1
     mask[1, 2, 7:] = 0
+    if shared:  # rows 0-1 and 2-3 of each member continue one prompt (its length differs)
+        ids[:, 1, :4] = ids[:, 0, :4]
+        ids[:, 3, :3] = ids[:, 2, :3]
+        mask[:, 2:, 3:] = 1
+        mask[0, 3, 6:] = 0
+        mask[1, 2, 7:] = 0
+    assert (pop_trainer._shared_prompts(ids, mask) is not None) == shared
     logp, entropy = population_token_logprobs(population.weights, ids, mask, 0.7, True)
     (logp * mask).sum().backward()
     for m, model in enumerate(models):

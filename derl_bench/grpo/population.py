@@ -59,6 +59,7 @@ from derl_bench.grpo.trainer import (
 )
 from derl_bench.grpo.update import UpdateSettings, make_optimizer, micro_batch_weights
 from derl_bench.policies import LLMPolicy, load_model_and_tokenizer
+from derl_bench.policies.fast import prefixed_hidden
 from derl_bench.policies.population import Population, StackedWeights, population_hidden
 from derl_bench.policies.threads import configure_threads
 from derl_bench.rollout import TrainBatch, collate, grade_single_step, single_step_prompts
@@ -137,6 +138,50 @@ def stack_batches(batches: Sequence[TrainBatch], pad_id: int,
     return ids, attention, loss_mask, advantages
 
 
+def _shared_prompts(input_ids: torch.Tensor, loss_mask: torch.Tensor,
+                    ) -> tuple[torch.Tensor, ...] | None:
+    """Rows ``[P, N, T]`` of prompt + completion as each member's distinct prompts and every
+    row's completion (the inputs of :func:`~derl_bench.policies.fast.prefixed_hidden`), with
+    each row's completion length; ``None`` when a row is not a prompt followed by one
+    completion, or when no member's rows share a prompt."""
+    members, rows, width = input_ids.shape
+    mask = loss_mask > 0
+    lengths = mask.sum(-1)
+    starts = mask.to(torch.uint8).argmax(-1)
+    positions = torch.arange(width, device=mask.device)
+    block = (positions >= starts[..., None]) & (positions < (starts + lengths)[..., None])
+    if not torch.equal(block, mask) or bool(((starts < 1) & (lengths > 0)).any()):
+        return None
+    ids, starts_l, lengths_l = input_ids.tolist(), starts.tolist(), lengths.tolist()
+    prompts: list[list[tuple[int, ...]]] = []
+    owners: list[list[int]] = []
+    for m in range(members):
+        seen: dict[tuple[int, ...], int] = {}
+        for r in range(rows):
+            # A row with no completion (padding) reads nothing: any one-token prefix will do.
+            prompt = tuple(ids[m][r][:starts_l[m][r] if lengths_l[m][r] else 1])
+            seen.setdefault(prompt, len(seen))
+        prompts.append(list(seen))
+        owners.append([seen[tuple(ids[m][r][:starts_l[m][r] if lengths_l[m][r] else 1])]
+                       for r in range(rows)])
+    distinct = max(len(p) for p in prompts)
+    if distinct == rows:
+        return None
+    padded = [p[min(i, len(p) - 1)] for p in prompts for i in range(distinct)]
+    prefix_width = max(len(p) for p in padded)
+    suffix_width = max(1, int(lengths.max()))
+    prefix_ids = input_ids.new_zeros((len(padded), prefix_width))
+    for i, prompt in enumerate(padded):
+        prefix_ids[i, :len(prompt)] = torch.tensor(prompt, dtype=input_ids.dtype)
+    prefix_lengths = torch.tensor([len(p) for p in padded], device=input_ids.device)
+    owner = torch.tensor([m * distinct + o for m in range(members) for o in owners[m]],
+                         device=input_ids.device)
+    take = (starts.reshape(-1, 1) + torch.arange(suffix_width, device=mask.device)).clamp(
+        max=width - 1)
+    suffix_ids = input_ids.reshape(-1, width).gather(1, take)
+    return prefix_ids, prefix_lengths, suffix_ids, owner, lengths.reshape(-1)
+
+
 def population_token_logprobs(weights: StackedWeights, input_ids: torch.Tensor,
                               loss_mask: torch.Tensor, temperature: float = 1.0,
                               with_entropy: bool = False,
@@ -144,21 +189,39 @@ def population_token_logprobs(weights: StackedWeights, input_ids: torch.Tensor,
     """:func:`~derl_bench.grpo.loss.token_logprobs` of right-padded ``[P, N, T]`` rows, member
     ``m``'s rows under member ``m``: ``[P, N, T]``, 0 wherever ``loss_mask`` is 0.
 
-    The output projection runs only on the positions the loss reads: each member's, gathered
-    into a ``[P, M, hidden]`` block (``M`` the most any member has).
+    Rows that are a prompt followed by a completion run each member's distinct prompts once
+    (a group's G rows share one: :func:`~derl_bench.policies.fast.prefixed_hidden`), then
+    the completions. The output projection runs only on the positions the loss reads: each
+    member's, gathered into a ``[P, M, hidden]`` block (``M`` the most any member has).
     """
-    hidden = population_hidden(weights, input_ids)[:, :, :-1]
+    members = input_ids.shape[0]
     where = loss_mask[:, :, 1:] > 0
-    flat = where.flatten(1)
-    counts = flat.sum(1)
+    shared = _shared_prompts(input_ids, loss_mask)
+    if shared is None:
+        hidden = population_hidden(weights, input_ids)[:, :, :-1]
+        states, read = hidden.flatten(1, 2), where.flatten(1)
+        targets = input_ids[:, :, 1:].flatten(1)
+    else:
+        prefix_ids, prefix_lengths, suffix_ids, owner, lengths = shared
+        prefix_hidden, suffix_hidden = prefixed_hidden(weights, prefix_ids, prefix_lengths,
+                                                       suffix_ids, owner)
+        # Completion token j is predicted by the state before it: the prompt's last one for
+        # j = 0, the completion's own j - 1 after that.
+        last = prefix_hidden[owner, prefix_lengths[owner] - 1]
+        predictors = torch.cat([last.unsqueeze(1), suffix_hidden[:, :-1]], dim=1)
+        width = suffix_ids.shape[1]
+        states = predictors.reshape(members, -1, predictors.shape[-1])
+        read = (torch.arange(width, device=lengths.device) < lengths[:, None]).reshape(
+            members, -1)
+        targets = suffix_ids.reshape(members, -1)
+    counts = read.sum(1)
     most = int(counts.max())
-    # Each member's read positions first, in order (a stable sort of "not read").
-    order = torch.argsort((~flat).to(torch.uint8), dim=1, stable=True)[:, :most]
-    picked_hidden = hidden.flatten(1, 2).gather(
-        1, order.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
-    targets = input_ids[:, :, 1:].flatten(1).gather(1, order)
-    logits = weights.head(picked_hidden)
-    picked, ent = target_logprobs(logits, targets, temperature, with_entropy)
+    # Each member's read positions first, in order (a stable sort of "not read"); both
+    # layouts list a member's positions row by row, in the order of ``where``.
+    order = torch.argsort((~read).to(torch.uint8), dim=1, stable=True)[:, :most]
+    picked_states = states.gather(1, order.unsqueeze(-1).expand(-1, -1, states.shape[-1]))
+    logits = weights.head(picked_states)
+    picked, ent = target_logprobs(logits, targets.gather(1, order), temperature, with_entropy)
     kept = torch.arange(most, device=counts.device).unsqueeze(0) < counts.unsqueeze(1)
     zeros = picked.new_zeros(where.shape)
     lead = picked.new_zeros(where.shape[:2] + (1,))

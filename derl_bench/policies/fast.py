@@ -249,6 +249,58 @@ def hidden_states(w: _Weights, input_ids: torch.Tensor) -> torch.Tensor:
     return w.final(x)
 
 
+def prefixed_hidden(w: _Weights, prefix_ids: torch.Tensor, prefix_lengths: torch.Tensor,
+                    suffix_ids: torch.Tensor, owner: torch.Tensor,
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Final hidden states of rows that continue shared prefixes, each prefix run once.
+
+    Row ``r`` is prefix ``owner[r]`` (the first ``prefix_lengths`` tokens of a right-padded
+    ``prefix_ids`` row) followed by its own right-padded ``suffix_ids[r]``; the G completions
+    of a GRPO group continue one prompt. Returns the prefixes' states ``(U, Tp, hidden)`` and
+    the suffixes' ``(R, Ts, hidden)``: what :func:`hidden_states` gives the concatenated rows,
+    with the prefix computed once instead of once per row. Gradients reach each prefix from
+    every row that continues it. Rows (and prefixes) are member-major, as in
+    :func:`hidden_states`. Differentiable.
+    """
+    prefix_width = prefix_ids.shape[1]
+    suffix_width = suffix_ids.shape[1]
+    layers = w.packed()
+    x = w.embed_ids(prefix_ids)
+    cos_table, sin_table = w.rope(prefix_width + suffix_width, x.dtype)
+    gqa = w.kv_heads != w.heads
+    keys_values: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def attend_prefix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        keys_values.append((k, v))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+
+    cos, sin = cos_table[None, :prefix_width, None], sin_table[None, :prefix_width, None]
+    for layer in layers:
+        x = _layer_forward(layer, x, cos, sin, w, attend_prefix)
+    # A suffix token sees its prefix's real tokens and the suffix tokens up to itself.
+    lengths = prefix_lengths[owner]
+    positions = lengths[:, None] + torch.arange(suffix_width, device=lengths.device)
+    seen = torch.cat([
+        (torch.arange(prefix_width, device=lengths.device) < lengths[:, None])[:, None, :]
+        .expand(-1, suffix_width, -1),
+        torch.ones(suffix_width, suffix_width, dtype=torch.bool,
+                   device=lengths.device).tril().expand(len(owner), -1, -1)], dim=2)
+    mask = seen.unsqueeze(1)
+    y = w.embed_ids(suffix_ids)
+    cos, sin = cos_table[positions].unsqueeze(2), sin_table[positions].unsqueeze(2)
+    for layer, (k_prefix, v_prefix) in zip(layers, keys_values, strict=True):
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   k_prefix: torch.Tensor = k_prefix, v_prefix: torch.Tensor = v_prefix,
+                   ) -> torch.Tensor:
+            keys = torch.cat((k_prefix[owner], k), dim=2)
+            values = torch.cat((v_prefix[owner], v), dim=2)
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+                                                  enable_gqa=gqa)
+
+        y = _layer_forward(layer, y, cos, sin, w, attend)
+    return w.final(x), w.final(y)
+
+
 def causal_hidden(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
     """Final hidden states ``(N, T, hidden)`` of right-padded rows under causal attention.
 
@@ -469,5 +521,5 @@ class FastSampler:
 
 
 __all__ = ["SUPPORTED_TYPES", "FastSampler", "causal_hidden", "causal_logits", "hidden_states",
-           "lm_head", "sample_rows", "sample_tokens", "shared_prefixes", "supports",
-           "supports_config"]
+           "lm_head", "prefixed_hidden", "sample_rows", "sample_tokens", "shared_prefixes",
+           "supports", "supports_config"]
