@@ -1,6 +1,6 @@
 """Population-batched inner runs: seconds per inner run together over separately, same run.
 
-A generation of 4 rewards at the proxy's inner settings, shortened (5 GRPO steps, 50
+A generation of 4 rewards at the proxy's inner settings, shortened (10 GRPO steps, 100
 validation problems) so the suite stays quick, on 2 worker processes each way (see
 ``population_throughput.py``). ``extra_info["ratio"]`` is seconds per inner run as one
 population over seconds per inner run as separate runs (lower is better; the goal is at most
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.benchmark_suite
 
 
 def test_population_inner_runs_per_minute(benchmark):
-    figures = benchmark.pedantic(bench.measure, kwargs={"steps": 5, "validation": 50,
+    figures = benchmark.pedantic(bench.measure, kwargs={"steps": 10, "validation": 100,
                                                         "population": 4, "workers": 2},
                                  rounds=1, iterations=1)
     benchmark.extra_info.update(figures)
