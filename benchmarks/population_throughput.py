@@ -13,8 +13,10 @@ core of this project's machine), every process training and scoring its own gene
 a warm-up in every process. Reported: inner runs per minute each way, their ratio (seconds per
 inner run together / separately: lower is better), and the fraction of the machine's matrix
 product rate (a 1024^3 float32 product, measured in the same run on one thread) each way
-reaches, from estimated FLOPs (2 per parameter per generated or validated token, 6 per trained
-token, 2 more per trained token for the old log-probs when ``updates_per_batch`` > 1)::
+reaches, from the FLOPs of the work as separate runs do it (2 per parameter per generated or
+validated token, 6 per trained token, 2 more per trained token for the old log-probs when
+``updates_per_batch`` > 1; a population, which runs each group's prompt once in the update,
+does fewer, so its figure is the rate of equivalent work)::
 
     python benchmarks/population_throughput.py                      # the proxy's settings
     python benchmarks/population_throughput.py --steps 4 --validation 40 --base-steps 0

@@ -14,7 +14,10 @@ trainer (:func:`derl_bench.grpo.trainer.train`) computes, up to float rounding:
    member (a norm over the whole population would couple the runs); AdamW on the stacked
    tensors is AdamW on each member, since every one of its operations is elementwise. A
    stacked forward/backward pass holds ``micro_batch_size`` rows in all, as a separate run's
-   does (:func:`member_rows`): micro-batches change memory, not the loss;
+   does (:func:`member_rows`): micro-batches change memory, not the loss. Within a pass each
+   member's distinct prompts run once and its completions attend to them
+   (:func:`~derl_bench.policies.fast.prefixed_hidden`): the same log-probabilities for about
+   half the tokens;
 5. its own run directory: ``config.yaml``, ``metrics.jsonl``, TensorBoard, learning curve and
    checkpoints (an HF folder, and the member's own optimiser state).
 
@@ -279,18 +282,18 @@ def population_update(population: Population, optimizer: torch.optim.Optimizer,
     s = settings
     members = population.size
     ids, attention, loss_mask, advantages = stack_batches(batches, pad_id)
+    rows_each = member_rows(s.micro_batch_size, members)
     use_kl = reference is not None and s.kl_coef > 0
     started = time.perf_counter()
-    old_logp = (population_logprobs(population.weights, ids, attention, loss_mask,
-                                    member_rows(s.micro_batch_size, members), s.temperature)
+    old_logp = (population_logprobs(population.weights, ids, attention, loss_mask, rows_each,
+                                    s.temperature)
                 if s.updates_per_batch > 1 else None)
-    ref_logp = (population_logprobs(reference.weights, ids, attention, loss_mask,
-                                    member_rows(s.micro_batch_size, members), s.temperature)
+    ref_logp = (population_logprobs(reference.weights, ids, attention, loss_mask, rows_each,
+                                    s.temperature)
                 if use_kl and reference is not None else None)
     reference_s = time.perf_counter() - started
     names = ("loss", "policy_loss", "kl", "clip_fraction", "entropy", "grad_norm")
     sums = {k: torch.zeros(members, device=ids.device) for k in names}
-    rows_each = member_rows(s.micro_batch_size, members)
     for _ in range(s.updates_per_batch):
         optimizer.zero_grad(set_to_none=True)
         for start in range(0, ids.shape[1], rows_each):
