@@ -55,7 +55,8 @@ def test_the_families_as_the_cards_declare_them():
     assert got == {"alfworld": (True, "agent", "success", 30),
                    "scienceworld": (True, "agent", "success", 30),
                    "math": (False, "math", "outcome", 1),
-                   "arithmetic": (False, "math", "outcome", 1)}
+                   "arithmetic": (False, "math", "outcome", 1),
+                   "reasoning_gym": (False, "math", "outcome", 1)}
 
 
 @pytest.mark.parametrize("name", card_families())

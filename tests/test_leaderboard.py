@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -57,13 +58,36 @@ def test_random_and_oracle_are_committed_for_every_env_and_level(policy):
 
 def test_reported_records_say_so_and_have_no_se():
     reported = [json.loads(p.read_text()) for p in committed() if p.name.startswith("reported-")]
-    assert len(reported) == 56  # Table 1: 6 methods x 6 columns; Table 2: 5 x 2 x 2
+    # DERL: Table 1, 4 methods x 6 columns (its GiGPO and RLVMR rows are RLVMR's own);
+    # Table 2, 5 x 2 x 2. RLVMR: Table 1, 15 rows x 6 columns.
+    papers = {"https://arxiv.org/abs/2512.13399v1": 44, "https://arxiv.org/abs/2507.22844": 90}
+    assert {url: sum(r["source"]["url"] == url for r in reported) for url in papers} == papers
+    assert len(reported) == sum(papers.values())
     for record in reported:
         assert record["kind"] == "reported"
         assert "reported, not reproduced here" in record["source"]["note"]
         assert "no standard errors" in record["source"]["note"]
         assert record["results"]["success_rate"]["se"] is None
-        assert record["source"]["url"].startswith("https://arxiv.org/abs/2512.13399")
+        assert record["setup"]["step_cap"] == (30 if record["benchmark"] in (
+            "alfworld", "scienceworld") else 1)
+        assert record["results"]["metric"] == (
+            "published" if record["benchmark"] == "scienceworld" else "strict")
+
+
+def test_rlvmr_table_1_rows_are_on_the_agent_boards():
+    rows = {(r["benchmark"], r["method"], r["model"], r["level"]): r
+            for r in (json.loads(p.read_text()) for p in committed())
+            if r["source"] and "2507.22844" in r["source"]["url"]}
+    # spot checks against the paper: the 7B RLVMR L2 headline and the 1.5B ReAct floor
+    assert rows[("alfworld", "RLVMR", "Qwen2.5-7B-Instruct", "L2")][
+        "results"]["success_rate"]["mean"] == 0.836
+    assert rows[("scienceworld", "ReAct", "Qwen2.5-1.5B-Instruct", "L1")][
+        "results"]["success_rate"]["mean"] == 0.008
+    assert {m for _, m, model, _ in rows if model == "GPT-4o"} == {"ReAct"}
+    for record in rows.values():
+        unknown = record["setup"]["unknown"]
+        assert {"episodes", "drawn", "repeats"} <= set(unknown)
+        assert (record["setup"]["checkpoint"] is None) == ("checkpoint" in unknown)
 
 
 def test_committed_board_is_up_to_date():
@@ -318,6 +342,7 @@ def test_render_writes_tables_charts_and_page(tmp_path):
         target = board_dir / path.parent.name / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(path.read_bytes())
+    (board_dir / "run-here.txt").write_bytes((BOARDS / "run-here.txt").read_bytes())
     assert main(["leaderboard", "render", "--dir", str(board_dir)]) == 0
     readme = (board_dir / "README.md").read_text()
     for env_id in evaluated_env_ids():
@@ -327,9 +352,16 @@ def test_render_writes_tables_charts_and_page(tmp_path):
     assert "| oracle | none | run here | 100.0 ± 0.0 (n=1319," in readme
     assert "*reported, not reproduced here*" in readme
     page = (board_dir / "index.html").read_text()
-    assert "<script src" not in page and "<link" not in page and "http" not in page
-    assert page.count("<tr") == 1 + sum(len(r.cells) + len(r.published) for b in build_boards(
-        [(p, json.loads(p.read_text())) for p in committed()]) for r in b.rows)
+    # self-contained: nothing is loaded from elsewhere; the only addresses are the papers'
+    # links, which the reader follows or not
+    assert " src=" not in page and "<link" not in page and "@import" not in page
+    assert set(re.findall(r'<a href="(http[^"]*)"', page)) == {
+        "https://arxiv.org/abs/2512.13399v1", "https://arxiv.org/abs/2507.22844"}
+    assert page.count("http") == page.count('<a href="http')  # in links and nowhere else
+    boards = build_boards([(p, json.loads(p.read_text())) for p in committed()])
+    cells = sum(len(r.cells) + len(r.published) for b in boards for r in b.rows)
+    views = sum(len(b.columns()) for b in boards)
+    assert page.count("<tr") == (1 + cells) + (views + cells)  # all records, then the views
 
 
 def test_render_skips_invalid_records(tmp_path, capsys):
@@ -339,7 +371,8 @@ def test_render_skips_invalid_records(tmp_path, capsys):
     (board_dir / "gsm8k" / "bad.json").write_text("{")
     assert main(["leaderboard", "render", "--dir", str(board_dir), "--no-charts"]) == 0
     assert "skipping invalid" in capsys.readouterr().err
-    assert "| random | none | run here |" in (board_dir / "README.md").read_text()
+    # not listed in the folder's run-here.txt, so the board calls it submitted
+    assert "| random | none | submitted |" in (board_dir / "README.md").read_text()
 
 
 def test_html_escapes_what_it_shows():
@@ -396,3 +429,110 @@ def test_scienceworld_board_shows_both_metrics():
     readme = (BOARDS / "README.md").read_text()
     assert "| L0 strict | L1 strict | L2 strict | L0 published | L1 published | L2 published |" \
         in readme
+
+
+# -- every record carries its protocol ----------------------------------------------------------
+
+def _unstated_checkpoint(record: dict[str, Any]) -> dict[str, Any]:
+    record["setup"].update(checkpoint=None, unknown={"checkpoint": "not said"})
+    return record
+
+
+@pytest.mark.parametrize(("name", "base", "mutation", "reason"), [
+    ("setup-missing", base_record, _delete("setup"), "missing required field 'setup'"),
+    ("metric-missing", base_record, _delete("results.metric"), "missing required field 'metric'"),
+    ("run-without-checkpoint", base_record, _unstated_checkpoint,
+     "$.setup.checkpoint: a run record states it"),
+    ("null-without-reason", base_record, _reported(setup__step_cap=None),
+     "$.setup.step_cap: null without a reason"),
+    ("reason-for-a-known-value", base_record, _set("setup.unknown", {"step_cap": "unsure"}),
+     "given a reason, but the value is known"),
+    ("run-with-longer-cap", _scienceworld_run, _set("setup.step_cap", 50),
+     "$.setup.step_cap: 50 differs from the protocol's 30"),
+    ("run-with-other-episode-count", base_record, _set("setup.episodes", 128),
+     "$.setup.episodes: 128 differs"),
+    ("run-averaging-repeats", base_record, _set("setup.repeats", 3), "$.setup.repeats: 3 differs"),
+    ("run-drawn-otherwise", base_record, _set("setup.drawn", "128 random draws"),
+     "$.setup.drawn: '128 random draws' differs"),
+    ("reported-null-without-reason", base_record, _reported(setup__unknown={}),
+     "$.setup.episodes: null without a reason"),
+    ("unknown-names-no-field", base_record, _reported(setup__unknown__seed="x"),
+     "must be one of"),
+])
+def test_setup_rules_are_enforced(tmp_path, name, base, mutation, reason):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(mutation(base())), encoding="utf-8")
+    problems = validate_file(path).problems
+    assert any(reason in p for p in problems), problems
+
+
+def test_every_committed_record_states_its_setup_or_why_not():
+    for path in committed():
+        record = json.loads(path.read_text())
+        setup, metric = record["setup"], record["results"]["metric"]
+        assert metric in ("strict", "published")
+        if record["kind"] == "run":
+            assert setup["unknown"] == {} and None not in setup.values(), path
+        else:
+            assert {k for k, v in setup.items() if v is None} == set(setup["unknown"]), path
+
+
+def test_a_fresh_run_record_carries_its_setup():
+    from derl_bench.evaluation import evaluate
+
+    record, _ = evaluate("derl/Arithmetic-v0", "L0", "oracle")
+    assert record["setup"] == {
+        "step_cap": 1, "episodes": record["eval_set"]["size"],
+        "drawn": f"all {record['eval_set']['size']} entries of manifest "
+                 f"{record['eval_set']['manifest']}, in manifest order",
+        "repeats": 1, "checkpoint": "none: a scripted policy, nothing trained", "unknown": {}}
+    assert record["results"]["metric"] == "strict"
+    trained, _ = evaluate("derl/Arithmetic-v0", "L0", "oracle", checkpoint="step 150")
+    assert trained["setup"]["checkpoint"] == "step 150"
+
+
+# -- provenance: run here, submitted, reported --------------------------------------------------
+
+def test_committed_runs_are_listed_as_run_here_and_an_edit_unlists_one():
+    from derl_bench.evaluation.record import read_run_here
+    from derl_bench.leaderboard.render import provenance
+
+    listed = read_run_here(BOARDS)
+    records = [json.loads(p.read_text()) for p in committed()]
+    assert {provenance(r, listed) for r in records if r["kind"] == "run"} == {"run here"}
+    assert {provenance(r, listed) for r in records if r["kind"] == "reported"} == {"reported"}
+    edited = base_record()
+    edited["results"]["mean_steps"] = 0.5
+    assert provenance(edited, listed) == "submitted"
+    boards = build_boards([(Path("gsm8k/x.json"), edited)], listed)
+    assert [r.provenance for r in boards[0].rows] == ["submitted"]
+
+
+def test_run_here_lists_run_records_only(tmp_path, capsys):
+    board = tmp_path / "leaderboards" / "gsm8k"
+    board.mkdir(parents=True)
+    run, reported = board / "run.json", board / "paper.json"
+    run.write_text(BASE.read_text())
+    reported.write_text((BOARDS / "gsm8k" / "reported-derl-paper-derl-trained-on-math-only-L0.json")
+                        .read_text())
+    root = str(tmp_path / "leaderboards")
+    assert main(["leaderboard", "run-here", "--dir", root, str(run), str(reported)]) == 2
+    assert "was not run here" in capsys.readouterr().err
+    assert not (tmp_path / "leaderboards" / "run-here.txt").exists()
+    assert main(["leaderboard", "run-here", "--dir", root, str(run)]) == 0
+    lines = (tmp_path / "leaderboards" / "run-here.txt").read_text().splitlines()
+    assert lines[1].endswith("  gsm8k/run.json") and len(lines) == 2
+
+
+def test_the_proxy_lists_the_records_it_writes_as_run_here(tmp_path):
+    from derl_bench.evaluation.proxy import copy_records
+    from derl_bench.evaluation.record import read_run_here
+    from derl_bench.leaderboard.render import provenance
+
+    source = tmp_path / "L0.json"
+    source.write_text(BASE.read_text())
+    rows = [{"method": "derl", "seed": 0, "eval": {"L0": {"record": str(source)}}}]
+    written = copy_records(rows, tmp_path, tmp_path / "leaderboards" / "gsm8k")
+    listed = read_run_here(tmp_path / "leaderboards")
+    assert list(listed.values()) == ["gsm8k/derl-s0-L0.json"]
+    assert provenance(json.loads(written[0].read_text()), listed) == "run here"

@@ -3,7 +3,8 @@
 Chromium is started with ``--remote-debugging-pipe`` (commands on fd 3, replies on fd 4, each
 message a JSON object ending in a NUL byte), so the test needs nothing beyond the standard
 library and Debian's ``chromium`` package. It loads the rendered ``index.html`` from disk,
-takes a screenshot, reads the table's rows from the DOM, clicks a header and checks the order.
+takes screenshots, reads the tables' rows from the DOM, switches views, clicks headers and
+filters, and checks what is shown.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from derl_bench.evaluation.record import read_run_here
 from derl_bench.leaderboard import submission_files, validate_file
-from derl_bench.leaderboard.render import build_boards, render_html
+from derl_bench.leaderboard.render import METRIC_NAMES, build_boards, render_html, view_id
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -134,13 +136,33 @@ def browser(tmp_path):
         tools.close()
 
 
-def test_leaderboard_page_in_headless_chromium(browser, tmp_path):
+def _boards() -> list:
     records = []
     for path in submission_files(REPO / "leaderboards"):
         report = validate_file(path)
         assert report.ok, report.problems
-        records.append((path, report.record))
-    boards = build_boards(records)
+        records.append((path.relative_to(REPO / "leaderboards"), report.record))
+    return build_boards(records, read_run_here(REPO / "leaderboards"))
+
+
+def _open(browser: DevTools, url: str) -> None:
+    browser.send("Page.navigate", {"url": url})
+    deadline = time.monotonic() + 30
+    while browser.evaluate("document.readyState") != "complete":
+        assert time.monotonic() < deadline, "the page did not finish loading"
+        time.sleep(0.1)
+
+
+def _screenshot(browser: DevTools, path: Path) -> bytes:
+    shot = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"})["data"])
+    assert _png_size(shot) == (1280, 900)
+    path.write_bytes(shot)
+    assert len(shot) > 10_000  # a blank page compresses to a few hundred bytes
+    return shot
+
+
+def test_leaderboard_page_in_headless_chromium(browser, tmp_path):
+    boards = _boards()
     page = tmp_path / "index.html"
     page.write_text(render_html(boards), encoding="utf-8")
     expected = [(b.title, level, r.method, r.model, f"{100 * c.mean:.1f}", metric)
@@ -150,20 +172,11 @@ def test_leaderboard_page_in_headless_chromium(browser, tmp_path):
     browser.send("Page.enable")
     browser.send("Emulation.setDeviceMetricsOverride",
                  {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
-    browser.send("Page.navigate", {"url": page.as_uri()})
-    deadline = time.monotonic() + 30
-    while browser.evaluate("document.readyState") != "complete":
-        assert time.monotonic() < deadline, "the page did not finish loading"
-        time.sleep(0.1)
-
-    shot = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"})["data"])
-    width, height = _png_size(shot)
-    assert (width, height) == (1280, 900)
-    (tmp_path / "leaderboard.png").write_bytes(shot)
-    assert len(shot) > 10_000  # a blank page compresses to a few hundred bytes
+    _open(browser, page.as_uri())
+    _screenshot(browser, tmp_path / "leaderboard.png")
 
     headers = browser.evaluate(HEADERS_JS)
-    assert headers[:6] == ["benchmark", "level", "method", "model", "source", "success %"]
+    assert headers[:6] == ["benchmark", "level", "method", "model", "provenance", "success %"]
     rows = browser.evaluate(ROWS_JS)
     assert headers[-1] == "metric"
     assert sorted((r[0], r[1], r[2], r[3], r[5], r[-1]) for r in rows) == sorted(expected)
@@ -185,3 +198,92 @@ def test_leaderboard_page_in_headless_chromium(browser, tmp_path):
     names = [r[bench] for r in browser.evaluate(ROWS_JS)]
     assert names == sorted(names, key=str.casefold)
     assert len(set(names)) == len(boards)
+
+
+VISIBLE_JS = """Array.from(document.querySelectorAll('section.view')).filter(
+  s => !s.hidden).map(s => s.id)"""
+VIEW_ROWS_JS = """Array.from(document.querySelectorAll('section.view:not([hidden]) tbody tr')).filter(
+  tr => !tr.hidden).map(tr => ({size: tr.dataset.size, family: tr.dataset.family,
+  provenance: tr.dataset.provenance, cells: Array.from(tr.cells).map(td => td.textContent)}))"""
+VIEW_HEAD_JS = """({title: document.querySelector('section.view:not([hidden]) h2').textContent,
+  headers: Array.from(document.querySelectorAll('section.view:not([hidden]) th')).map(
+  th => th.textContent), shown: document.querySelector(
+  'section.view:not([hidden]) p.shown').textContent})"""
+
+
+def _click(browser: DevTools, selector: str) -> None:
+    assert browser.evaluate(f"(function () {{ var e = document.querySelector({selector!r}); "
+                            "if (!e) return false; e.click(); return true; })()")
+
+
+def test_one_view_per_benchmark_level_and_metric_with_filters(browser, tmp_path):
+    boards = _boards()
+    page = tmp_path / "index.html"
+    page.write_text(render_html(boards), encoding="utf-8")
+    browser.send("Page.enable")
+    browser.send("Emulation.setDeviceMetricsOverride",
+                 {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+    _open(browser, page.as_uri())
+    first = boards[0]
+    assert browser.evaluate(VISIBLE_JS) == [f"view-{view_id(first, first.levels[0], 'strict')}"]
+
+    # every view: its button shows it alone, its header names the metric, its rows are the
+    # rows with a number for that level and metric, best first, each with its provenance
+    for board in boards:
+        for _, level, metric in board.columns():
+            name = view_id(board, level, metric)
+            _click(browser, f'nav#views button[data-view="{name}"]')
+            assert browser.evaluate(VISIBLE_JS) == [f"view-{name}"]
+            head = browser.evaluate(VIEW_HEAD_JS)
+            assert head["title"] == f"{board.title} {level} — {METRIC_NAMES[metric]}"
+            assert f"{METRIC_NAMES[metric]} %" in head["headers"]
+            rows = browser.evaluate(VIEW_ROWS_JS)
+            want = sorted((r.method, r.model) for r in board.rows
+                          if level in r.metric_cells(metric))
+            assert sorted((r["cells"][1], r["cells"][2]) for r in rows) == want
+            assert head["shown"] == f"{len(want)} of {len(want)} rows shown"
+            rates = [float(r["cells"][head["headers"].index(f"{METRIC_NAMES[metric]} %")])
+                     for r in rows]
+            assert rates == sorted(rates, reverse=True)
+            provenance = head["headers"].index("provenance")
+            assert {r["cells"][provenance] for r in rows} <= {"run here", "submitted",
+                                                              "reported"}
+            assert all(r["cells"][provenance] == r["provenance"] for r in rows)
+
+    # ALFWorld L2: the paper rows are reported, the scripted baselines run here, and the
+    # setup columns say what each number rests on
+    _click(browser, 'nav#views button[data-view="alfworld-L2-strict"]')
+    rows = browser.evaluate(VIEW_ROWS_JS)
+    headers = browser.evaluate(VIEW_HEAD_JS)["headers"]
+    by_name = {(r["cells"][1], r["cells"][2]): r for r in rows}
+    oracle, rlvmr = by_name[("oracle", "none")], by_name[("RLVMR", "Qwen2.5-7B-Instruct")]
+    assert oracle["provenance"] == "run here" and rlvmr["provenance"] == "reported"
+    assert rlvmr["cells"][headers.index("strict success %")] == "83.6"
+    assert rlvmr["cells"][headers.index("step cap")] == "30"
+    assert rlvmr["cells"][headers.index("episodes")] == "not stated"
+    assert oracle["cells"][headers.index("episodes")] == "38"
+    reason = browser.evaluate(
+        "document.querySelector('section.view:not([hidden]) td.unknown').title")
+    assert "does not" in reason
+    _screenshot(browser, tmp_path / "alfworld-L2.png")
+
+    # filters: hide the 7B models and the prompting family, then bring them back
+    _click(browser, '#filters input[name="size"][value="7B"]')
+    _click(browser, '#filters input[name="family"][value="prompting"]')
+    filtered = browser.evaluate(VIEW_ROWS_JS)
+    assert filtered and all(r["size"] != "7B" and r["family"] != "prompting" for r in filtered)
+    hidden = sum(r["size"] == "7B" or r["family"] == "prompting" for r in rows)
+    assert hidden > 0 and len(filtered) == len(rows) - hidden
+    assert browser.evaluate(VIEW_HEAD_JS)["shown"].startswith(f"{len(filtered)} of {len(rows)}")
+    _screenshot(browser, tmp_path / "alfworld-L2-filtered.png")
+    _click(browser, '#filters input[name="size"][value="7B"]')
+    _click(browser, '#filters input[name="family"][value="prompting"]')
+    assert len(browser.evaluate(VIEW_ROWS_JS)) == len(rows)
+    _click(browser, '#filters input[name="provenance"][value="reported"]')
+    assert {r["provenance"] for r in browser.evaluate(VIEW_ROWS_JS)} == {"run here"}
+
+    # an address names a view: ScienceWorld's published metric opens on its own
+    _open(browser, page.as_uri() + "#scienceworld-L2-published")
+    assert browser.evaluate(VISIBLE_JS) == ["view-scienceworld-L2-published"]
+    assert browser.evaluate("window.scrollY") == 0
+    assert "published metric %" in browser.evaluate(VIEW_HEAD_JS)["headers"]

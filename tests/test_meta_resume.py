@@ -31,6 +31,9 @@ COMPARED = ("generation", "index", "expr", "status", "score", "train_reward", "v
             "start_model", "duplicate_of")
 
 
+TRAINS_EVERY_SLOT = {"method": "fixed", "reward": "outcome + format_boxed"}
+
+
 def _write_recipe(path: Path, **changes: object) -> Path:
     path.write_text(yaml.safe_dump({**RECIPE, **changes}))
     return path
@@ -162,13 +165,15 @@ needs_ray = pytest.mark.skipif(not ray_available(), reason="ray is not installed
 
 
 def _kill_worker_mid_run(tmp_path: Path, index: int, retries: int, batch_inner: str = "false",
-                         ) -> tuple[Path, Path, int, dict[int, dict]]:
+                         inner: dict | None = None) -> tuple[Path, Path, int, dict[int, dict]]:
     """Run a one-generation recipe on 2 Ray workers and SIGKILL the worker process of
     candidate ``index`` while it trains; returns the recipe, run directory, killed pid and
     the records by index. Inner runs are separate unless ``batch_inner`` says otherwise."""
+    # A fixed reward trains every slot (a search could propose a reward constant on the probe
+    # set, which is never trained, and the kill needs a running inner run).
     recipe = _write_recipe(tmp_path / "recipe.yaml", outer_steps=1,
-                           inner={**INNER, "steps": 12}, retries=retries,
-                           batch_inner=batch_inner)
+                           inner={**INNER, "steps": 12, **(inner or {})}, retries=retries,
+                           batch_inner=batch_inner, **TRAINS_EVERY_SLOT)
     out = tmp_path / "run"
     proc = _meta(recipe, out, "--executor", "ray", "--workers", "2")
     marker = out / "inner" / f"g000-c{index:02d}.worker"
@@ -195,11 +200,16 @@ def test_an_inner_run_whose_ray_worker_is_killed_is_retried_and_scores_as_withou
 
 @needs_ray
 def test_a_killed_population_reruns_its_inner_runs_separately(tmp_path):
-    # 3 candidates on 2 workers: candidates 0 and 1 train as one population, 2 alone. Losing
-    # the population's worker says nothing about its rewards: even with no retries left they
-    # run again, separately, and score as an in-process run of the same recipe does.
+    # 3 candidates on 2 workers: candidates 0 and 1 train as one population, 2 alone (the
+    # fixed reward's slots differ in their seeds only, and start from one model). Losing the
+    # population's worker says nothing about its rewards: even with no retries left they run
+    # again, separately, and score as an in-process run of the same recipe does.
+    from derl_bench.policies.tiny import init_tiny_model
+
+    base = init_tiny_model(tmp_path / "base")
     recipe, out, pid, records = _kill_worker_mid_run(tmp_path, index=1, retries=0,
-                                                     batch_inner="auto")
+                                                     batch_inner="auto",
+                                                     inner={"model": str(base)})
     for i in (0, 1):
         assert records[i]["status"] == "scored" and "retried_after" not in records[i]
         assert records[i]["worker"].rsplit(":", 1)[1] != str(pid)
@@ -229,7 +239,8 @@ def test_without_ray_the_run_is_in_process_and_asking_for_ray_is_a_clear_error(t
         "from derl_bench.cli import main\n"
         "assert not ray_available()\n"
         "assert make_executor('auto').name == 'local'\n"
-        f"raise SystemExit(main(['meta', {str(_write_recipe(tmp_path / 'r.yaml', outer_steps=1))!r},"
+        "raise SystemExit(main(['meta', "
+        f"{str(_write_recipe(tmp_path / 'r.yaml', outer_steps=1, **TRAINS_EVERY_SLOT))!r},"
         f" '--output', {str(tmp_path / 'run')!r}, '--executor', 'ray']))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=300)

@@ -37,6 +37,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", help="model name for the record (default: the policy's)")
     p.add_argument("--recipe", type=Path, help="training recipe file; its sha256 is recorded")
     p.add_argument("--meta-reward", help="the Meta-Reward expression the policy was trained with")
+    p.add_argument("--checkpoint", metavar="RULE",
+                   help="which weights are evaluated, in words (e.g. 'final', 'step 150', "
+                        "'best validation success'); a board requires it for trained policies")
     p.add_argument("--protocol", choices=("strict", "rlvmr"), default="strict",
                    help="strict (default; what the boards rank) or rlvmr: RLVMR's validation "
                         "(128 seeded draws for ScienceWorld with --seed as its env.seed, the "
@@ -57,20 +60,21 @@ def _meta_reward(expression: str | None, env_id: str) -> dict[str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the evaluation; exit status 0 on success, 2 on bad input."""
-    from tqdm import tqdm
-
     from derl_bench.evaluation import PolicyError, ProtocolError, adapter_for, evaluate
     from derl_bench.evaluation.record import file_sha256, write_json_atomic, write_jsonl_atomic
+    from derl_bench.progress import progress_bar
 
     if args.num_envs < 1 or (args.limit is not None and args.limit < 1):
         print("error: --num-envs and --limit must be positive", file=sys.stderr)
         return 2
     from derl_bench.evaluation.schema import RESULT_SCHEMA, schema_errors
 
-    for name in ("method", "model"):
+    setup = RESULT_SCHEMA["properties"]["setup"]["properties"]
+    for name, schema in (("method", RESULT_SCHEMA["properties"]["method"]),
+                         ("model", RESULT_SCHEMA["properties"]["model"]),
+                         ("checkpoint", setup["checkpoint"])):
         value = getattr(args, name)
-        errors = [] if value is None else schema_errors(
-            value, RESULT_SCHEMA["properties"][name], f"--{name}")
+        errors = [] if value is None else schema_errors(value, schema, f"--{name}")
         if errors:
             print(f"error: {errors[0]} (use plain words: a leaderboard rejects anything else)",
                   file=sys.stderr)
@@ -86,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     total = min(eval_set.size, args.limit) if args.limit else eval_set.size
-    bar = tqdm(total=total, desc=f"{args.env} {args.level}", unit="ep",
-               disable=args.no_progress or None, file=sys.stderr)
+    bar = progress_bar(total=total, desc=f"{args.env} {args.level}", unit="ep",
+                       disable=args.no_progress, file=sys.stderr)
     done = {"episodes": 0, "successes": 0}
 
     def tick(episode: Any) -> None:
@@ -101,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
             args.env, args.level, args.policy, num_envs=args.num_envs, limit=args.limit,
             base_seed=args.seed, method=args.method, model=args.model, recipe=recipe,
             meta_reward=meta_reward, keep_trajectories=args.trajectories is not None,
-            max_new_tokens=args.max_new_tokens, on_episode=tick, protocol=args.protocol)
+            max_new_tokens=args.max_new_tokens, on_episode=tick, protocol=args.protocol,
+            checkpoint=args.checkpoint)
     except (PolicyError, ProtocolError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

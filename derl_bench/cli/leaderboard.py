@@ -4,6 +4,7 @@
     derl-bench leaderboard validate my-result.json       # one file, any place
     derl-bench leaderboard render                        # README.md, plots/, index.html
     derl-bench leaderboard render --check                # fail if the committed board is stale
+    derl-bench leaderboard run-here leaderboards/x/a.json  # list records the project ran
     derl-bench leaderboard schema                        # the record's JSON Schema
 """
 
@@ -38,6 +39,14 @@ def register(subparsers: Any) -> None:
                    help="write nothing; exit 1 if README.md or index.html is out of date")
     r.set_defaults(func=run_render)
 
+    h = sub.add_parser("run-here", help="list run records as made by this project",
+                       description="Record the digests of valid run records under --dir in "
+                       "run-here.txt; the boards show them as 'run here', any other run "
+                       "record as 'submitted'. Editing a listed record unlists it.")
+    h.add_argument("files", nargs="+", type=Path, help="run records under --dir")
+    h.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="leaderboards folder")
+    h.set_defaults(func=run_run_here)
+
     s = sub.add_parser("schema", help="print the result record's JSON Schema")
     s.set_defaults(func=run_schema)
 
@@ -67,6 +76,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def run_render(args: argparse.Namespace) -> int:
     """Render from the valid records; invalid ones are reported and left out."""
+    from derl_bench.evaluation.record import read_run_here
     from derl_bench.leaderboard import render_html, render_markdown, submission_files, validate_file
     from derl_bench.leaderboard.render import build_boards, collect_citations, render_all
 
@@ -78,7 +88,7 @@ def run_render(args: argparse.Namespace) -> int:
         else:
             print(f"skipping invalid {path}: {'; '.join(report.problems)}", file=sys.stderr)
     if args.check:
-        boards = build_boards(records)
+        boards = build_boards(records, read_run_here(args.dir))
         expected = {args.dir / "README.md": render_markdown(boards, collect_citations(boards)),
                     args.dir / "index.html": render_html(boards)}
         stale = [p for p, text in expected.items()
@@ -90,6 +100,30 @@ def run_render(args: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     print(f"rendered {len(records)} records", file=sys.stderr)
+    return 0
+
+
+def run_run_here(args: argparse.Namespace) -> int:
+    """Exit 0 when every file was listed; 2, listing nothing, when any is not a valid run
+    record on a board under ``--dir``."""
+    from derl_bench.evaluation.record import mark_run_here
+    from derl_bench.leaderboard import validate_file
+
+    root = args.dir.resolve()
+    problems = []
+    for path in args.files:
+        report = validate_file(path)
+        if path.resolve().parent.parent != root:
+            problems.append(f"{path}: not a board record under {args.dir}")
+        elif not report.ok or report.record is None:
+            problems.append(f"{path}: invalid ({'; '.join(report.problems)})")
+        elif report.record["kind"] != "run":
+            problems.append(f"{path}: a {report.record['kind']} record was not run here")
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        return 2
+    print(f"listed {len(args.files)} records in {mark_run_here(args.dir, args.files)}")
     return 0
 
 

@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         result = run_meta(config, evaluate=evaluate if config.eval_levels else None,
                           resume=args.resume)
-    except (ResumeError, ExecutorError) as err:
+    except (ConfigError, ResumeError, ExecutorError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if result.best_expr is None:
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("recipe", help="YAML meta recipe")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="recipe overrides, e.g. outer_steps=3 inner.steps=2")
-    parser.add_argument("--method", choices=("derl", "derl-pop", "random", "revolve"),
+    parser.add_argument("--method", choices=("derl", "derl-pop", "derl-frozen", "random", "revolve"),
                         help="override the recipe's method")
     parser.add_argument("--output", help="run directory (default runs/<name>)")
     parser.add_argument("--resume", action="store_true",

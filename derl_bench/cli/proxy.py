@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default 0 1 2)")
     parser.add_argument("--methods", nargs="+", default=None,
                         help="a subset of: outcome, 'outcome + format', average, random, "
-                        "revolve, derl, derl-pop")
+                        "revolve, derl, derl-pop, derl-frozen, outcome-pop, random-pop")
     parser.add_argument("--small", action="store_true",
                         help="the CI-sized run: the whole pipeline in about a minute, numbers "
                         "meaningless")

@@ -15,7 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from derl_bench.reward import DOMAINS, MetaRewardError, compile_reward, pad_episodes
+from derl_bench.reward import (
+    DOMAINS,
+    SEMANTICS,
+    MetaRewardError,
+    compile_reward,
+    pad_episodes,
+)
 
 REJECTED = 2
 
@@ -55,6 +61,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated known primitive names (default: the env's or the domain's)",
     )
+    parser.add_argument("--semantics", choices=SEMANTICS, default="derl",
+                        help="derl (default) or derl-official: the released DERL code's "
+                        "arithmetic (docs/meta-reward.md)")
 
 
 def _primitives(args: argparse.Namespace) -> list[str] | None:
@@ -66,7 +75,8 @@ def _primitives(args: argparse.Namespace) -> list[str] | None:
 def run_check(args: argparse.Namespace) -> int:
     """Print the analysis of one expression; 2 on rejection."""
     try:
-        reward = compile_reward(args.expr, args.env or args.domain, _primitives(args))
+        reward = compile_reward(args.expr, args.env or args.domain, _primitives(args),
+                                semantics=args.semantics)
     except MetaRewardError as err:
         print(f"rejected: {err}", file=sys.stderr)
         return REJECTED
@@ -115,7 +125,8 @@ def run_eval(args: argparse.Namespace) -> int:
     """Print one JSON line per episode with its reward; 2 on rejection."""
     try:
         reward = compile_reward(
-            args.expr, args.env or args.domain, _primitives(args), bound=args.bound
+            args.expr, args.env or args.domain, _primitives(args), bound=args.bound,
+            semantics=args.semantics,
         )
         episodes = _read_episodes(args.trajectories)
         traj, lengths = pad_episodes(episodes, reward.primitives)

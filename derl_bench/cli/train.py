@@ -62,7 +62,7 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.recipe, overrides)
         # Reject a reward over primitives the env does not emit before any model loads.
-        compile_reward(config.meta_reward, env=config.env_id)
+        compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
         history, _model = run_training(config, resume=args.resume)
     except (ConfigError, ResumeError, MetaRewardError) as err:
         print(f"derl-bench train: {err}", file=sys.stderr)

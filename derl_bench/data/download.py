@@ -185,11 +185,11 @@ def download(
     marker.unlink(missing_ok=True)
     (root / name).mkdir(parents=True, exist_ok=True)
 
-    from tqdm.auto import tqdm
+    from derl_bench.progress import progress_bar
 
     for source in spec.sources:
         total = len(tree_files(source)) if source.kind == "tree" and mirror else None
-        with tqdm(total=total, desc=f"{name}: {source.path}", unit="file",
+        with progress_bar(total=total, desc=f"{name}: {source.path}", unit="file",
                   disable=not show_progress, leave=False) as bar:
             if source.kind == "file":
                 _fetch_file(source, root, mirror, force)

@@ -51,6 +51,7 @@ def evaluate(
     max_new_tokens: int = 512,
     on_episode: Callable[[EpisodeResult], None] | None = None,
     protocol: str = "strict",
+    checkpoint: str | None = None,
 ) -> tuple[dict[str, Any], list[EpisodeResult]]:
     """Evaluate ``policy`` (a spec or a :class:`Policy`) on ``env_id`` at ``level``.
 
@@ -59,6 +60,8 @@ def evaluate(
     reproduces RLVMR's validation (:mod:`derl_bench.evaluation.rlvmr`): its episode draws
     (seeded by ``base_seed``, RLVMR's ``env.seed``), tick limit, prompt, temperature and
     action parsing; such a record documents a reproduction and is not a board entry.
+    ``checkpoint`` says which weights were evaluated (the built-in scripted policies say it
+    themselves); a board requires it.
     """
     adapter = adapter_for(env_id)
     eval_set = adapter.eval_set(level, protocol=protocol, seed=base_seed)
@@ -73,7 +76,8 @@ def evaluate(
     record = build_record(eval_set, results, method=method or agent.method,
                           model=model or agent.model, policy_spec=spec, wall_time_s=wall,
                           base_seed=base_seed, env_kwargs=env_kwargs, recipe=recipe,
-                          meta_reward=meta_reward, protocol=protocol)
+                          meta_reward=meta_reward, protocol=protocol,
+                          checkpoint=checkpoint or agent.checkpoint)
     return record, results
 
 

@@ -27,16 +27,16 @@ def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | Non
                  method: str = "llm", model_label: str | None = None,
                  max_new_tokens: int = 64, meta_reward: str | None = None,
                  env_kwargs: dict[str, Any] | None = None, temperature: float = 0.0,
-                 ) -> tuple[dict[str, Any], dict[str, float]]:
+                 checkpoint: str | None = None) -> tuple[dict[str, Any], dict[str, float]]:
     """A result record of the policy at ``model`` on ``env_id``'s ``level`` eval set
-    (``model_label`` is the board's name for the model, default the folder name), and the
+    (``model_label`` is the board's name for the model, default the folder name; ``checkpoint``
+    which of its run's weights ``model`` holds, in words), and the
     lenient figure beside it: for single-step envs the share of responses that contain the
     reference answer anywhere (``loose_outcome``), the number a looser grader would publish.
     A policy that raises it while strict success stays flat has learnt to game the grader."""
     import gymnasium as gym
 
     from derl_bench.evaluation import evaluate
-    from derl_bench.grpo.checkpoint import quiet_transformers
     from derl_bench.policies import LLMPolicy, SamplingConfig
     from derl_bench.rollout import rollout_single_step
 
@@ -46,15 +46,13 @@ def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | Non
     if adapter.spec.multi_turn:
         record, _results = evaluate(env_id, level, f"llm:{model}", limit=limit, method=method,
                                     model=label, meta_reward=block, env_kwargs=env_kwargs,
-                                    max_new_tokens=max_new_tokens)
+                                    max_new_tokens=max_new_tokens, checkpoint=checkpoint)
         return record, {}
     eval_set = adapter.eval_set(level)
     entries = list(eval_set.entries[:limit] if limit is not None else eval_set.entries)
     start = time.perf_counter()
-    with quiet_transformers():
-        policy = LLMPolicy.from_pretrained(
-            model, adapter.spec,
-            sampling=SamplingConfig(max_new_tokens, temperature, 1.0, seed=0))
+    policy = LLMPolicy.from_pretrained(
+        model, adapter.spec, sampling=SamplingConfig(max_new_tokens, temperature, 1.0, seed=0))
     env = gym.make(env_id, **{**eval_set.spec.env_kwargs, **(env_kwargs or {})})
     results: list[EpisodeResult] = []
     loose: list[float] = []
@@ -76,8 +74,15 @@ def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | Non
     spec = f"llm:{model},temperature={temperature:g},batched"
     record = build_record(eval_set, results, method=method, model=label, policy_spec=spec,
                           wall_time_s=time.perf_counter() - start, env_kwargs=env_kwargs,
-                          meta_reward=block)
+                          meta_reward=block, checkpoint=checkpoint)
     return record, {"lenient_success": sum(loose) / max(1, len(loose))}
+
+
+BEST_POLICY = ("final weights of the inner GRPO run with the best validation success "
+               "(the search's best policy)")
+RETRAINED = "final weights of the best Meta-Reward retrained once from the base policy"
+RETRAINED_SUFFIX = " (retrained)"
+"""The meta loop names the retrained run's method ``<method> (retrained)``."""
 
 
 def headline_evaluator(env_id: str, levels: Sequence[str], *, limit: int | None = None,
@@ -93,11 +98,13 @@ def headline_evaluator(env_id: str, levels: Sequence[str], *, limit: int | None 
                  method: str) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
         report: dict[str, Any] = {}
+        rule = RETRAINED if method.endswith(RETRAINED_SUFFIX) else BEST_POLICY
         for level in available:
             record, extra = evaluate_llm(env_id, level, checkpoint, limit=limit, method=method,
                                          model_label=model_label,
                                          max_new_tokens=max_new_tokens,
-                                         meta_reward=meta_reward, env_kwargs=env_kwargs)
+                                         meta_reward=meta_reward, env_kwargs=env_kwargs,
+                                         checkpoint=rule)
             path = out / f"{level}.json"
             write_json_atomic(path, record)
             rate = record["results"]["success_rate"]

@@ -25,8 +25,8 @@ from typing import Any
 import gymnasium as gym
 
 from derl_bench.cards import load_card
+from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.evaluation.protocol import (
-    LEVELS,
     EvalSet,
     LevelSpec,
     ManifestRef,
@@ -137,14 +137,14 @@ class MathAdapter(FamilyAdapter):
         self._spec = datasets[self.dataset]
 
     def levels(self) -> dict[str, LevelSpec]:
-        level_splits = self._spec.get("levels") or {"L0": self._spec["eval_split"]}
         out = {}
-        for level, split in level_splits.items():
+        for level, kwargs in eval_splits(self.env_id).items():
+            split = kwargs["split"]
             split_spec = self._spec["splits"][split]
             manifest = ManifestRef(split, str(split_spec["manifest_sha256"]),
                                    int(split_spec["count"]),
-                                   functools.partial(_problem_ids, self.dataset, split))
-            out[level] = LevelSpec(manifest, {"split": split})
+                                   functools.partial(split_items, self.env_id, split))
+            out[level] = LevelSpec(manifest, dict(kwargs))
         return out
 
     def reset_options(self, env: gym.Env, entry: str) -> dict[str, Any]:
@@ -185,11 +185,12 @@ class ArithmeticAdapter(MathAdapter):
     def levels(self) -> dict[str, LevelSpec]:
         card = load_card("arithmetic")
         out = {}
-        for level, split in card["levels"].items():
+        for level, kwargs in eval_splits(self.env_id).items():
+            split = kwargs["split"]
             spec = card["splits"][split]
             manifest = ManifestRef(split, str(spec["manifest_sha256"]), int(spec["count"]),
-                                   functools.partial(_arithmetic_ids, split))
-            out[level] = LevelSpec(manifest, {"split": split})
+                                   functools.partial(split_items, self.env_id, split))
+            out[level] = LevelSpec(manifest, dict(kwargs))
         return out
 
     def task_type(self, entry: str, info: Mapping[str, Any]) -> str:
@@ -200,19 +201,45 @@ class ArithmeticAdapter(MathAdapter):
         from derl_bench.cards import sha256_lines
 
         split = eval_set.spec.env_kwargs["split"]
-        return {f"arithmetic/{split}": sha256_lines(_arithmetic_ids(split))}
+        return {f"arithmetic/{split}": sha256_lines(split_items(self.env_id, split))}
 
 
-def _arithmetic_ids(split: str) -> list[str]:
-    from derl_bench.envs.arithmetic import generate_split
+class ReasoningGymAdapter(ArithmeticAdapter):
+    """``derl/ReasoningGym-v0``: one step; L0/L1/L2 are the eval slices of the card's
+    ``benchmark_task``, checksummed on the card."""
 
-    return [p.problem_id for p in generate_split(split)]
+    def __init__(self, env_id: str) -> None:
+        FamilyAdapter.__init__(self, env_id)
+        self.dataset = "reasoning_gym"
+        self.task = str(load_card("reasoning_gym")["benchmark_task"])
+
+    def levels(self) -> dict[str, LevelSpec]:
+        from derl_bench.envs.reasoning_gym import LEVELS, manifest_key
+
+        card = load_card("reasoning_gym")
+        out = {}
+        for level in LEVELS:
+            digest = card["data_checksums"][manifest_key(self.task, level)]
+            manifest = ManifestRef(f"{level}-eval", str(digest), int(card["sizes"]["eval"]),
+                                   functools.partial(_reasoning_gym_ids, self.task, level))
+            out[level] = LevelSpec(manifest, {"task": self.task, "level": level,
+                                              "split": "eval"})
+        return out
+
+    def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
+        # Generated, not read: the data is the level's eval manifest, checked on generation.
+        from derl_bench.cards import sha256_lines
+        from derl_bench.envs.reasoning_gym import manifest_key
+
+        kwargs = eval_set.spec.env_kwargs
+        return {manifest_key(kwargs["task"], kwargs["level"]):
+                sha256_lines(_reasoning_gym_ids(kwargs["task"], kwargs["level"]))}
 
 
-def _problem_ids(dataset: str, split: str) -> list[str]:
-    from derl_bench.envs.math import load_problems
+def _reasoning_gym_ids(task: str, level: str) -> list[str]:
+    from derl_bench.envs.reasoning_gym import generate
 
-    return [p.problem_id for p in load_problems(dataset, split)]
+    return [p.problem_id for p in generate(task, level, "eval")]
 
 
 def _problem_index(env: Any, problem_id: str) -> int:
@@ -234,9 +261,8 @@ class ALFWorldAdapter(FamilyAdapter):
         return self.eval_set(level)
 
     def levels(self) -> dict[str, LevelSpec]:
-        return {level: LevelSpec(card_manifest("alfworld", f"{level}-eval"),
-                                 {"level": level, "split": "eval"})
-                for level in LEVELS}
+        return {level: LevelSpec(card_manifest("alfworld", f"{level}-{kwargs['split']}"), kwargs)
+                for level, kwargs in eval_splits(self.env_id).items()}
 
     def reset_options(self, env: gym.Env, entry: str) -> dict[str, Any]:
         return {"game": entry}
@@ -272,10 +298,9 @@ class ScienceWorldAdapter(FamilyAdapter):
     has_published = True
 
     def levels(self) -> dict[str, LevelSpec]:
-        return {level: LevelSpec(card_manifest("scienceworld", f"{level}-eval"),
-                                 {"level": level, "split": "eval"},
-                                 sample_size=SCIENCEWORLD_SAMPLE, sample_seed=SAMPLE_SEED)
-                for level in LEVELS}
+        return {level: LevelSpec(card_manifest("scienceworld", f"{level}-{kwargs['split']}"),
+                                 kwargs, sample_size=SCIENCEWORLD_SAMPLE, sample_seed=SAMPLE_SEED)
+                for level, kwargs in eval_splits(self.env_id).items()}
 
     def rlvmr_eval_set(self, level: str, seed: int) -> EvalSet:
         from derl_bench.evaluation.rlvmr import scienceworld_entries
@@ -320,7 +345,7 @@ class ScienceWorldAdapter(FamilyAdapter):
 
 _ADAPTERS: dict[str, type[FamilyAdapter]] = {
     "math": MathAdapter, "arithmetic": ArithmeticAdapter, "alfworld": ALFWorldAdapter,
-    "scienceworld": ScienceWorldAdapter,
+    "scienceworld": ScienceWorldAdapter, "reasoning_gym": ReasoningGymAdapter,
 }
 """Each family's evaluation rules, by :attr:`FamilySpec.name`: they live here, not in the spec,
 because they read the envs and the evaluation protocol, which the spec's stage must not import."""

@@ -53,6 +53,10 @@ ScienceWorld action text, templates and objects)."""
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
+SCRIPTED = "none: a scripted policy, nothing trained"
+"""The ``setup.checkpoint`` of the built-in policies that follow a fixed rule."""
+
+
 class PolicyError(ValueError):
     """A policy spec cannot be resolved, or a policy returned something that is not an action."""
 
@@ -62,12 +66,14 @@ class Policy:
 
     ``needs`` names extra info the evaluator must supply: ``"valid_actions"`` (the actions the
     env accepts now, on every step) and ``"oracle_plan"`` (the reference action sequence, on
-    reset). ``method`` and ``model`` name the policy in result records.
+    reset). ``method`` and ``model`` name the policy in result records, and ``checkpoint``
+    says which weights it acts with (``None``: the caller must say).
     """
 
     needs: ClassVar[frozenset[str]] = frozenset()
     method: str = "policy"
     model: str = "none"
+    checkpoint: str | None = None
 
     def reset(self, slot: int, observation: str, info: Mapping[str, Any], seed: int) -> None:
         """Start a new episode in ``slot``."""
@@ -88,6 +94,7 @@ class RandomPolicy(Policy):
 
     needs = frozenset({VALID_ACTIONS})
     method = "random"
+    checkpoint = SCRIPTED
 
     def __init__(self) -> None:
         self._rngs: dict[int, np.random.Generator] = {}
@@ -109,6 +116,7 @@ class OraclePolicy(Policy):
 
     needs = frozenset({ORACLE_PLAN})
     method = "oracle"
+    checkpoint = SCRIPTED
 
     def __init__(self) -> None:
         self._plans: dict[int, list[str]] = {}
@@ -141,6 +149,7 @@ class MajorityAnswerPolicy(Policy):
     """Answers every problem with the train split's most common reference answer."""
 
     method = "majority answer"
+    checkpoint = SCRIPTED
 
     def __init__(self, dataset: str) -> None:
         self.answer = most_common_answer(dataset)

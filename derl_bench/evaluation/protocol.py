@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,25 @@ def sample_entries(entries: Sequence[str], k: int, seed: int) -> list[str]:
     rank = sorted(range(len(entries)),
                   key=lambda i: hashlib.sha256(f"{seed}:{entries[i]}".encode()).hexdigest())
     return [entries[i] for i in sorted(rank[:k])]
+
+
+def draw_rule(eval_set: Mapping[str, Any]) -> str:
+    """How the episodes of an ``eval_set`` block were drawn, in words (a record's
+    ``setup.drawn``).
+
+    >>> draw_rule({"manifest": "L1-eval", "manifest_count": 134, "selection": "all",
+    ...            "sample_seed": None, "size": 134})
+    'all 134 entries of manifest L1-eval, in manifest order'
+    """
+    name, size, seed = eval_set["manifest"], eval_set["size"], eval_set["sample_seed"]
+    if eval_set["selection"] == "draws":
+        return (f"{size} draws with replacement from manifest {name} by RLVMR's validation "
+                f"rule, seed {seed}")
+    if eval_set["selection"] == "sample":
+        return (f"fixed sample of {size} of the {eval_set['manifest_count']} entries of "
+                f"manifest {name}: those with the smallest sha256 of seed:entry, seed {seed}, "
+                "in manifest order")
+    return f"all {size} entries of manifest {name}, in manifest order"
 
 
 @dataclass(frozen=True)

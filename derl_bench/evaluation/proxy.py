@@ -5,7 +5,9 @@ Methods (each run for every seed):
 - hand-made rewards: ``outcome``, ``outcome + format`` (``outcome + format_boxed``, the
   paper's Table 2 row) and ``average`` (the mean of the four math aliases ``g1..g4``);
 - black-box search: ``random`` (random search) and ``revolve`` (island evolution);
-- ``derl`` and ``derl-pop`` (the Meta-Optimizer LLM trained by GRPO on validation scores);
+- ``derl`` and ``derl-pop`` (the Meta-Optimizer LLM trained by GRPO on validation scores), and
+  ``derl-frozen``, the control that isolates learning (the same cold-started Meta-Optimizer and
+  sampler with learning rate 0);
 - ``outcome-pop`` and ``random-pop``: outcome-only and random search with DERL-pop's warm start
   (each generation continues from the best policy so far), since part of what DERL-pop gains
   over a cold-started method is that warm start alone.
@@ -45,7 +47,7 @@ HAND_MADE: dict[str, str] = {
     "average": "(g1 + g2 + g3 + g4) / 4",
 }
 """The hand-made baselines and their Meta-Rewards."""
-SEARCH = ("random", "revolve", "derl", "derl-pop")
+SEARCH = ("random", "revolve", "derl", "derl-pop", "derl-frozen")
 WARM_STARTED: dict[str, str] = {"outcome-pop": "outcome", "random-pop": "random"}
 """Baselines given DERL-pop's population warm start (every generation continues from the best
 policy so far), and the method each is a variant of: the fair comparison for ``derl-pop``."""
@@ -138,6 +140,8 @@ def _meta_config(config: ProxyConfig, method: str, seed: int, model: str, out: P
         population=config.population, validation_episodes=config.validation_episodes,
         seed=seed, optimizer_sft_examples=config.optimizer_sft_examples,
         optimizer_sft_steps=config.optimizer_sft_steps, eval_levels=list(LEVELS),
+        # DERL, DERL-pop and the frozen control of one seed share one cold start.
+        optimizer_cache=str(Path(config.output) / "meta-optimizer-cache"),
         eval_limit=config.eval_limit, output_dir=str(out), progress=False,
         # The benchmark spreads whole runs (method x seed) over its workers; each runs in-process.
         executor="local")
@@ -197,7 +201,8 @@ def base_figures(model: str, config: ProxyConfig) -> dict[str, Any]:
     out = {}
     for level in LEVELS:
         record, extra = evaluate_llm(ENV_ID, level, model, limit=config.eval_limit,
-                                     max_new_tokens=int(config.inner["max_new_tokens"]))
+                                     max_new_tokens=int(config.inner["max_new_tokens"]),
+                                     checkpoint="the base policy: the SFT warm start, no GRPO")
         out[level] = {"mean": record["results"]["success_rate"]["mean"],
                       "n": record["results"]["n"], **extra}
     return out
@@ -387,8 +392,9 @@ def _progress(row: dict[str, Any]) -> str:
 
 def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[Path]:
     """Copy every run's result records into a board folder, named by method, seed and level
-    (the record's ``method`` names the seed, so the board shows one row per run)."""
-    from derl_bench.evaluation.record import write_json_atomic
+    (the record's ``method`` names the seed, so the board shows one row per run), and list
+    them as run here."""
+    from derl_bench.evaluation.record import mark_run_here, write_json_atomic
 
     records.mkdir(parents=True, exist_ok=True)
     written = []
@@ -399,6 +405,8 @@ def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[P
             path = records / f"{_slug(row['method'])}-s{row['seed']}-{level}.json"
             write_json_atomic(path, record)
             written.append(path)
+    if written:
+        mark_run_here(records.parent, written)
     return written
 
 

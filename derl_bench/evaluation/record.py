@@ -19,7 +19,7 @@ from typing import Any
 
 from derl_bench._version import __version__
 from derl_bench.evaluation.families import adapter_for
-from derl_bench.evaluation.protocol import EvalSet
+from derl_bench.evaluation.protocol import EvalSet, draw_rule
 from derl_bench.evaluation.runner import EpisodeResult
 from derl_bench.evaluation.schema import SCHEMA_VERSION, binomial_se
 
@@ -75,7 +75,7 @@ def summarize(results: Sequence[EpisodeResult], has_score: bool = False,
     n = len(results)
     if n == 0:
         return {"n": None, "successes": None, "success_rate": {"mean": 0.0, "se": None},
-                "mean_score": None, "per_task_type": {}, "mean_steps": None}
+                "mean_score": None, "per_task_type": {}, "mean_steps": None, "metric": "strict"}
     successes = sum(r.success for r in results)
     by_type: dict[str, list[EpisodeResult]] = {}
     for r in results:
@@ -85,11 +85,10 @@ def summarize(results: Sequence[EpisodeResult], has_score: bool = False,
         scores = [r.score for r in rs if r.score is not None]
         return sum(scores) / len(scores) if has_score and scores else None
 
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"metric": "strict"}
     if has_published:
         published = sum(bool(r.published) for r in results)
-        extra = {"metric": "strict",
-                 "published": {"successes": published, "success_rate": _rate(published, n)}}
+        extra["published"] = {"successes": published, "success_rate": _rate(published, n)}
     return {
         "n": n,
         "successes": successes,
@@ -126,10 +125,14 @@ def build_record(
     data_checksums: Mapping[str, str] | None = None,
     date: dt.date | None = None,
     protocol: str = "strict",
+    checkpoint: str | None = None,
 ) -> dict[str, Any]:
-    """A complete ``kind: run`` result record for ``results`` on ``eval_set``."""
+    """A complete ``kind: run`` result record for ``results`` on ``eval_set``. ``checkpoint``
+    says which weights were evaluated (e.g. "final", "best validation success"); without it
+    the record says it was not stated, and a board rejects it."""
     adapter = adapter_for(eval_set.env_id)
     summary = summarize(results, adapter.has_score, adapter.has_published)
+    described = eval_set.describe()
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "run",
@@ -139,7 +142,7 @@ def build_record(
                 "card_version": adapter.spec.card_version,
                 "kwargs": {**eval_set.spec.env_kwargs, **(env_kwargs or {})}},
         "level": eval_set.level,
-        "eval_set": eval_set.describe(),
+        "eval_set": described,
         "data_checksums": dict(data_checksums if data_checksums is not None
                                else adapter.data_checksums(eval_set)),
         "versions": package_versions(),
@@ -151,9 +154,28 @@ def build_record(
         "seeds": {"base": base_seed, "rule": SEED_RULE},
         "hardware": hardware(),
         "date": (date or dt.datetime.now(dt.UTC).date()).isoformat(),
+        "setup": run_setup(described, len(results), adapter.max_steps, checkpoint),
         "results": {**summary, "wall_time_s": round(wall_time_s, 3)},
         "source": None,
     }
+
+
+CHECKPOINT_NOT_STATED = ("not stated when the record was made (derl-bench evaluate "
+                         "--checkpoint, or the checkpoint argument of evaluate)")
+
+
+def run_setup(eval_set: Mapping[str, Any], episodes: int, step_cap: int,
+              checkpoint: str | None) -> dict[str, Any]:
+    """The ``setup`` block of a run: one pass over ``eval_set`` (its ``eval_set`` block) with
+    episodes capped at ``step_cap`` steps.
+
+    >>> run_setup({"manifest": "test", "manifest_count": 5, "selection": "all",
+    ...            "sample_seed": None, "size": 5}, 5, 1, None)["unknown"]["checkpoint"][:10]
+    'not stated'
+    """
+    return {"step_cap": step_cap, "episodes": episodes, "drawn": draw_rule(eval_set),
+            "repeats": 1, "checkpoint": checkpoint,
+            "unknown": {} if checkpoint else {"checkpoint": CHECKPOINT_NOT_STATED}}
 
 
 def write_json_atomic(path: str | Path, payload: Any) -> None:
@@ -174,6 +196,52 @@ def write_jsonl_atomic(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> N
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
+
+
+RUN_HERE_FILE = "run-here.txt"
+"""In a leaderboards folder: the digests of the ``run`` records the project made itself; any
+other ``run`` record on a board was submitted."""
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """sha256 of a record's canonical JSON (sorted keys): the same for any formatting of the
+    file, different after any edit of a value.
+
+    >>> record_digest({"b": 1, "a": [1, 2]}) == record_digest({"a": [1, 2], "b": 1})
+    True
+    """
+    text = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_run_here(boards: str | Path) -> dict[str, str]:
+    """Digest -> file (``<benchmark>/<name>.json``) of the records listed as run here."""
+    path = Path(boards) / RUN_HERE_FILE
+    if not path.is_file():
+        return {}
+    listed = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.strip().partition("  ")
+        if digest and not digest.startswith("#"):
+            listed[digest] = name
+    return listed
+
+
+def mark_run_here(boards: str | Path, files: Sequence[str | Path]) -> Path:
+    """List ``files`` (records under ``boards``) as run here, replacing what was listed for the
+    same file names; returns the list's path. Lines: ``<sha256>  <benchmark>/<file>``."""
+    boards = Path(boards)
+    listed = {name: digest for digest, name in read_run_here(boards).items()}
+    for file in files:
+        path = Path(file)
+        listed[f"{path.parent.name}/{path.name}"] = record_digest(json.loads(path.read_text()))
+    lines = ["# Result records the project ran itself (derl-bench leaderboard run-here)."]
+    lines += [f"{digest}  {name}" for name, digest in sorted(listed.items())]
+    target = boards / RUN_HERE_FILE
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    return target
 
 
 def meta_reward_block(expression: str, env_id: str) -> dict[str, str]:

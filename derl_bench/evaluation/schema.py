@@ -29,6 +29,29 @@ _RATE_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 _COUNT = {"type": "integer", "minimum": 0}
 _VERSION = {"type": ["string", "null"], "maxLength": 64, "pattern": r"^[A-Za-z0-9.+_-]*$"}
 
+SETUP_FIELDS = ("step_cap", "episodes", "drawn", "repeats", "checkpoint")
+"""What a reader needs to compare a number with another: the step cap, how many eval episodes
+and how they were drawn, how many repeats the number averages, and which checkpoint was
+evaluated. (The model is the record's ``model``, the metric ``results.metric``.)"""
+
+_SETUP = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": [*SETUP_FIELDS, "unknown"],
+    "properties": {
+        "step_cap": {"type": ["integer", "null"], "minimum": 1},
+        "episodes": {"type": ["integer", "null"], "minimum": 1},
+        "drawn": {"type": ["string", "null"], "minLength": 1, "maxLength": 300},
+        "repeats": {"type": ["integer", "null"], "minimum": 1},
+        "checkpoint": {"type": ["string", "null"], "minLength": 1, "maxLength": 300},
+        # why a field is null: only a reported record may leave one unknown
+        "unknown": {"type": "object", "maxProperties": len(SETUP_FIELDS),
+                    "propertyNames": {"enum": list(SETUP_FIELDS)},
+                    "additionalProperties": {"type": "string", "minLength": 1,
+                                             "maxLength": 500}},
+    },
+}
+
 _SUCCESS_RATE = {
     "type": "object",
     "required": ["mean", "se"],
@@ -44,7 +67,7 @@ RESULT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["schema_version", "kind", "benchmark", "env", "level", "eval_set",
                  "data_checksums", "versions", "method", "model", "policy", "recipe",
-                 "meta_reward", "seeds", "hardware", "date", "results", "source"],
+                 "meta_reward", "seeds", "hardware", "date", "setup", "results", "source"],
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
         "kind": {"enum": ["run", "reported"]},
@@ -129,11 +152,12 @@ RESULT_SCHEMA: dict[str, Any] = {
                            "gpu": {"type": ["string", "null"], "maxLength": 200}},
         },
         "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+        "setup": _SETUP,
         "results": {
             "type": "object",
             "additionalProperties": False,
             "required": ["n", "successes", "success_rate", "mean_score", "per_task_type",
-                         "mean_steps", "wall_time_s"],
+                         "mean_steps", "wall_time_s", "metric"],
             "properties": {
                 "n": {"type": ["integer", "null"], "minimum": 1},
                 "successes": {"type": ["integer", "null"], "minimum": 0},
@@ -155,7 +179,7 @@ RESULT_SCHEMA: dict[str, Any] = {
                 },
                 "mean_steps": {"type": ["number", "null"], "minimum": 0},
                 "wall_time_s": {"type": ["number", "null"], "minimum": 0},
-                # what success_rate counts; absent means "strict" (the board's default)
+                # what success_rate counts: strict (the board's default) or the published rule
                 "metric": {"enum": ["strict", "published"]},
                 # ScienceWorld runs: the published (RLVMR) metric next to the strict one
                 "published": {

@@ -37,3 +37,32 @@ def group_advantages(rewards: Sequence[float] | np.ndarray, groups: Sequence[int
         centred = r[idx] - r[idx].mean()
         adv[idx] = centred / (r[idx].std() + eps) if scale_by_std else centred
     return adv
+
+
+ESTIMATORS = ("grpo", "rloo")
+"""Advantage estimators for one group of rewards (:func:`outer_advantages`)."""
+
+
+def leave_one_out_advantages(rewards: Sequence[float] | np.ndarray) -> np.ndarray:
+    """REINFORCE with a leave-one-out baseline (RLOO): each reward minus the mean of the
+    others, unscaled, so advantages keep the size of the reward differences::
+
+        >>> leave_one_out_advantages([1.0, 0.0, 0.0, 0.0]).round(4).tolist()
+        [1.0, -0.3333, -0.3333, -0.3333]
+    """
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 1 or len(r) < 2:
+        raise ValueError("leave-one-out needs a 1-D group of at least two rewards")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("rewards must be finite")
+    return r - (r.sum() - r) / (len(r) - 1)
+
+
+def outer_advantages(rewards: Sequence[float] | np.ndarray, estimator: str = "grpo",
+                     ) -> np.ndarray:
+    """Advantages of one group under ``estimator`` (one of :data:`ESTIMATORS`)."""
+    if estimator == "grpo":
+        return group_advantages(rewards, [0] * len(rewards))
+    if estimator == "rloo":
+        return leave_one_out_advantages(rewards)
+    raise ValueError(f"unknown advantage estimator {estimator!r}; known: {ESTIMATORS}")

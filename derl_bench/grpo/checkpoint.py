@@ -8,31 +8,17 @@ temporary name and renamed, so a crash never leaves a half checkpoint that looks
 
 from __future__ import annotations
 
-import contextlib
 import random
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from derl_bench.progress import quiet_transformers
+
 STATE_FILE = "trainer_state.pt"
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Hide transformers' per-call progress bars, which would break the run's own bar."""
-    from transformers.utils import logging as hf_logging
-
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()
 
 
 def checkpoints_dir(run_dir: str | Path) -> Path:

@@ -5,6 +5,7 @@ A recipe is a flat YAML mapping of :class:`TrainConfig` fields::
     name: gsm8k-outcome
     env_id: derl/GSM8K-v0
     meta_reward: outcome
+    reward_semantics: derl
     model: tiny
     group_size: 4
     steps: 3
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from derl_bench.reward.semantics import SEMANTICS
 
 TINY_MODEL = "tiny"
 """``model: tiny`` builds the tiny random model in code (under the run's output directory)."""
@@ -45,6 +48,10 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     meta_reward: str = "outcome"
     """The Meta-Reward expression the policy is trained on."""
+    reward_semantics: str = "derl"
+    """How ``meta_reward`` is evaluated: ``derl`` (the language's own rules) or
+    ``derl-official`` (the released DERL code's: ``g1..g4`` as ``1e-6``/``1 + 1e-6``, a
+    division by zero zeroes the reward, no clipping; see ``derl_bench.reward.semantics``)."""
     model: str = TINY_MODEL
     """A HF hub name, a local path, or ``tiny``."""
     trainer: str = "compact"
@@ -116,7 +123,8 @@ class TrainConfig:
             raise ConfigError("out of range: " + ", ".join(
                 f"{n}={getattr(self, n)!r}" for n in bad))
         for name, allowed in (("trainer", ("compact", "trl")), ("aggregation", ("token", "sequence")),
-                              ("backend", ("transformers", "vllm"))):
+                              ("backend", ("transformers", "vllm")),
+                              ("reward_semantics", SEMANTICS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 

@@ -100,9 +100,11 @@ def meta_reward_fn(config: TrainConfig, domain: str | None = None) -> RewardFn:
 
     if domain is None:
         # A derl env id compiles against the primitives that env declares.
-        reward = compile_reward(config.meta_reward, env=config.env_id)
+        reward = compile_reward(config.meta_reward, env=config.env_id,
+                                semantics=config.reward_semantics)
     else:
-        reward = compile_reward(config.meta_reward, domain=domain)
+        reward = compile_reward(config.meta_reward, domain=domain,
+                                semantics=config.reward_semantics)
 
     def score(episodes: Sequence[Episode]) -> np.ndarray:
         return np.asarray(reward.episodic_from_steps([e.primitive_steps for e in episodes]),
@@ -214,9 +216,9 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
 
     steps = range(start_step, config.steps)
     if config.progress:
-        from tqdm.auto import tqdm
+        from derl_bench.progress import progress_bar
 
-        steps = tqdm(steps, initial=start_step, total=config.steps, desc=config.name)
+        steps = progress_bar(steps, initial=start_step, total=config.steps, desc=config.name)
     try:
         for step in steps:
             # 1-2. Roll out G episodes per seed; sampling noise is fixed by (seed, step).

@@ -51,7 +51,8 @@ def _replay_reward(config: TrainConfig) -> tuple[Any, Any]:
     """Reward functions for TRL: the Meta-Reward, and the success rate (logged, weight 0)."""
     from derl_bench.reward import compile_reward
 
-    reward = compile_reward(config.meta_reward, env=config.env_id)
+    reward = compile_reward(config.meta_reward, env=config.env_id,
+                            semantics=config.reward_semantics)
     env = make_env(config)
 
     def primitives(completions: Sequence[Any], reset_seed: Sequence[int]) -> list[dict]:

@@ -18,6 +18,9 @@ A submission is rejected, with every reason found, when:
   ``success_rate`` counts anything but strict success;
 - a ``reported`` record lacks its citation and the "reported, not reproduced here" note, or
   claims a standard error;
+- its ``setup`` leaves a field null without saying why (or says why of a field it gives); a
+  ``run`` record leaves any null, or its step cap, episode count, draw rule or repeats differ
+  from the protocol's one pass over its eval set;
 - its date is not a real date or lies in the future;
 - it was run under another protocol than the strict one (``protocol: rlvmr``).
 
@@ -39,8 +42,14 @@ from typing import Any
 
 from derl_bench.cards import load_card
 from derl_bench.evaluation.families import adapter_for, evaluated_env_ids
-from derl_bench.evaluation.protocol import ProtocolError
-from derl_bench.evaluation.schema import REPORTED_NOTE, RESULT_SCHEMA, binomial_se, schema_errors
+from derl_bench.evaluation.protocol import ProtocolError, draw_rule
+from derl_bench.evaluation.schema import (
+    REPORTED_NOTE,
+    RESULT_SCHEMA,
+    SETUP_FIELDS,
+    binomial_se,
+    schema_errors,
+)
 
 MAX_BYTES = 1 << 20
 SE_TOLERANCE = 1e-6
@@ -200,6 +209,37 @@ def _published_problems(res: Mapping[str, Any], n: int, has_published: bool) -> 
                           "$.results.published.success_rate")
 
 
+_SETUP_HINTS = {"checkpoint": " (which weights were evaluated: derl-bench evaluate --checkpoint)"}
+
+
+def _setup_problems(record: Mapping[str, Any]) -> list[str]:
+    """The setup says what it knows, says why for what it does not, and a run's setup is the
+    protocol's: one pass over its eval set, capped at the env's step cap."""
+    setup = record["setup"]
+    unknown = setup["unknown"]
+    problems = []
+    for name in SETUP_FIELDS:
+        if setup[name] is None and name not in unknown:
+            problems.append(f"$.setup.{name}: null without a reason in $.setup.unknown")
+        elif setup[name] is not None and name in unknown:
+            problems.append(f"$.setup.unknown.{name}: given a reason, but the value is known")
+    if record["kind"] != "run":
+        return problems
+    problems = [p for p in problems if "without a reason" not in p]
+    for name in SETUP_FIELDS:
+        if setup[name] is None:
+            problems.append(f"$.setup.{name}: a run record states it"
+                            f"{_SETUP_HINTS.get(name, '')}")
+    adapter = adapter_for(record["env"]["id"])
+    expected = {"step_cap": adapter.max_steps, "episodes": record["results"]["n"],
+                "drawn": draw_rule(record["eval_set"]), "repeats": 1}
+    for name, want in expected.items():
+        if setup[name] is not None and setup[name] != want:
+            problems.append(f"$.setup.{name}: {setup[name]!r} differs from the protocol's "
+                            f"{want!r}")
+    return problems
+
+
 def _reported_problems(record: Mapping[str, Any]) -> list[str]:
     problems = []
     results = record["results"]
@@ -318,6 +358,7 @@ def record_problems(record: Any, path: Path | None = None) -> list[str]:
         problems.append(f"file is in folder {path.parent.name!r}, but its benchmark is "
                         f"{record['benchmark']!r}")
     if size:
+        problems += _setup_problems(record)
         problems += _data_checksum_problems(record)
         if record["kind"] == "run":
             problems += _run_problems(record, size)

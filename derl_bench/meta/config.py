@@ -1,7 +1,7 @@
 """One dataclass configures a reward-discovery run; YAML recipes fill it.
 
     name: derl-gsm8k
-    method: derl            # derl | derl-pop | random | revolve | fixed
+    method: derl            # derl | derl-pop | derl-frozen | random | revolve | fixed
     outer_steps: 2
     population: 3
     inner:                  # TrainConfig fields shared by every inner GRPO run
@@ -24,7 +24,9 @@ from derl_bench.grpo.config import (
     read_recipe,
 )
 
-METHODS = ("derl", "derl-pop", "random", "revolve", "fixed")
+METHODS = ("derl", "derl-pop", "derl-frozen", "random", "revolve", "fixed")
+LEARNING_METHODS = ("derl", "derl-pop", "derl-frozen")
+"""The methods whose proposer is the Meta-Optimizer LLM (``derl-frozen`` with learning rate 0)."""
 BATCH_INNER = ("auto", "true", "false")
 PLACEMENT_FIELDS = ("executor", "ray_address", "workers", "num_cpus", "num_gpus", "batch_inner",
                     "progress")
@@ -39,9 +41,11 @@ class MetaConfig:
     name: str = "derl"
     method: str = "derl"
     """``derl`` (an LLM Meta-Optimizer trained by GRPO on validation scores), ``derl-pop``
-    (the same, every inner run warm-started from the best policy so far), ``random`` (random
-    search), ``revolve`` (island evolution) or ``fixed`` (the hand-made ``reward`` at the same
-    budget: one inner run per candidate slot, each with its own seed)."""
+    (the same, every inner run warm-started from the best policy so far), ``derl-frozen`` (the
+    control that isolates learning: DERL's cold-started Meta-Optimizer and sampler with
+    learning rate 0), ``random`` (random search), ``revolve`` (island evolution) or ``fixed``
+    (the hand-made ``reward`` at the same budget: one inner run per candidate slot, each with
+    its own seed)."""
     reward: str | None = None
     """``fixed``: the hand-made Meta-Reward."""
     warm_start: bool = False
@@ -73,14 +77,31 @@ class MetaConfig:
     seed: int = 0
 
     optimizer_model: str = "tiny"
-    optimizer_learning_rate: float = 1e-4
-    optimizer_kl_coef: float = 0.01
+    optimizer_learning_rate: float = 1e-3
+    """The outer update's settings default to what the proposer check selected
+    (docs/proposer-check.md): learning rate 1e-3, KL 0.001 to a reference reset before every
+    update, 4 epochs, leave-one-out advantages."""
+    optimizer_kl_coef: float = 0.001
     optimizer_max_new_tokens: int = 48
     optimizer_temperature: float = 1.0
+    optimizer_epochs: int = 4
+    """Optimiser passes over each generation's group (the official code: 4 PPO epochs)."""
+    optimizer_reference_reset: bool = True
+    """Make the current Meta-Optimizer the KL reference before every update (the official
+    code resets it each iteration); otherwise the reference stays the cold-started model."""
+    optimizer_advantage: str = "rloo"
+    """``grpo`` (group mean and std) or ``rloo`` (leave-one-out baseline, unscaled)."""
+    optimizer_cold_start: str = "generator"
+    """The cold-start corpus: ``paper`` (the DERL paper's 206 formulas, those that compile in
+    the env's domain; needs ``derl-bench data download derl``) or ``generator`` (draws from
+    the grammar)."""
     optimizer_sft_examples: int = 206
-    """Cold start: valid Meta-Rewards from the grammar the Meta-Optimizer is fine-tuned on
-    before its first GRPO step (the paper's official code uses 206); 0 skips it."""
+    """Cold start from the generator: how many expressions it draws (the paper's corpus has
+    206); 0 skips the cold start."""
     optimizer_sft_steps: int = 150
+    optimizer_cache: str | None = None
+    """A folder where cold-started Meta-Optimizers are kept, keyed by everything that
+    determines them, so runs that share a cold start fine-tune once (``None``: no cache)."""
     invalid_score: float = 0.0
 
     islands: int = 2
@@ -133,7 +154,15 @@ class MetaConfig:
             raise ConfigError("num_cpus and num_gpus must be >= 0")
         if self.method == "fixed" and not self.reward:
             raise ConfigError("method fixed needs a reward expression")
-        if self.method in ("derl", "derl-pop") and self.population < 2:
+        if self.optimizer_advantage not in ("grpo", "rloo"):
+            raise ConfigError("optimizer_advantage must be grpo or rloo, got "
+                              f"{self.optimizer_advantage!r}")
+        if self.optimizer_cold_start not in ("paper", "generator"):
+            raise ConfigError("optimizer_cold_start must be paper or generator, got "
+                              f"{self.optimizer_cold_start!r}")
+        if self.optimizer_epochs < 1:
+            raise ConfigError(f"optimizer_epochs must be at least 1, got {self.optimizer_epochs!r}")
+        if self.method in LEARNING_METHODS and self.population < 2:
             raise ConfigError("derl needs population >= 2: GRPO compares rewards within a group")
         if isinstance(self.inner, dict):
             self.inner = config_from_dict({"seed": self.seed, **self.inner})

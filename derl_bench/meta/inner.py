@@ -18,9 +18,10 @@ from pathlib import Path
 
 import gymnasium as gym
 
+from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.family import FamilySpec, family_spec
 from derl_bench.grpo.checkpoint import quiet_transformers
-from derl_bench.grpo.config import TrainConfig, config_from_dict
+from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
 from derl_bench.grpo.dispatch import run_training
 from derl_bench.grpo.population import PopulationRun, train_population
 from derl_bench.grpo.trainer import make_env, success_rate
@@ -69,6 +70,43 @@ def validation_split(meta: MetaConfig) -> str:
     return meta.validation_split or "validation"
 
 
+def validation_config(meta: MetaConfig, config: TrainConfig) -> TrainConfig:
+    """``config`` with the env on the validation split (what scoring plays)."""
+    return config_from_dict({**config.to_dict(), "split": validation_split(meta)})
+
+
+class EvalSplitOverlapError(ConfigError):
+    """A meta run would select Meta-Rewards on items of an eval set."""
+
+
+def check_validation_split(meta: MetaConfig) -> None:
+    """Refuse a run whose validation split shares an item with any level's eval set of the env.
+
+    Selecting rewards by their policies' score on eval items makes the eval score of the
+    selected reward an optimistic estimate (the released DERL code scores its candidates on
+    MATH's test split). The check compares item ids (:mod:`derl_bench.envs.items`), so it reads
+    the cards and the split lists only: no model, no env, no rollout.
+    """
+    env_id = meta.inner.env_id
+    kwargs = validation_config(meta, meta.inner).env_make_kwargs()
+    split, level = str(kwargs["split"]), kwargs.get("level")
+    try:
+        chosen = set(split_items(env_id, split, level))
+    except (ValueError, KeyError) as err:
+        raise ConfigError(f"validation_split {split!r} of {env_id}: {err}") from None
+    for eval_level, eval_kwargs in eval_splits(env_id).items():
+        shared = chosen.intersection(
+            split_items(env_id, eval_kwargs["split"], eval_kwargs.get("level")))
+        if shared:
+            where = ", ".join(f"{k}={v}" for k, v in eval_kwargs.items())
+            raise EvalSplitOverlapError(
+                f"validation_split {split!r} of {env_id} shares {len(shared)} of its "
+                f"{len(chosen)} items with the {eval_level} eval set ({where}): selecting "
+                "Meta-Rewards on eval items makes the reported eval score optimistic. Score "
+                "candidates on a split disjoint from every eval set (the default, "
+                "'validation').")
+
+
 class FixedItem(gym.Wrapper):
     """An env whose every reset plays item ``index`` of its split (in manifest order), whatever
     the seed: one slot of a fixed validation set."""
@@ -84,7 +122,7 @@ class FixedItem(gym.Wrapper):
 def validation_envs(meta: MetaConfig, config: TrainConfig) -> list[gym.Env]:
     """A multi-turn env's fixed validation set: one env per item, the first
     ``validation_episodes`` items of the validation split, each once."""
-    scoring = config_from_dict({**config.to_dict(), "split": validation_split(meta)})
+    scoring = validation_config(meta, config)
     return [FixedItem(make_env(scoring), i) for i in range(meta.validation_episodes)]
 
 
@@ -132,7 +170,7 @@ def validation_figures(episodes: Sequence[Episode], spec: FamilySpec,
 
 def _validation_env(meta: MetaConfig, config: TrainConfig) -> gym.Env:
     """A single-step env's validation split, checked to hold the validation set."""
-    scoring = config_from_dict({**config.to_dict(), "split": validation_split(meta)})
+    scoring = validation_config(meta, config)
     env = make_env(scoring)
     count = len(env.unwrapped.problems)
     if meta.validation_episodes > count:

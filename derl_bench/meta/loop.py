@@ -10,7 +10,9 @@ Every generation, top to bottom:
    where that policy stopped — and the policy's success on the fixed validation set is its
    score. The generation's inner runs go
    to an executor (:mod:`derl_bench.meta.workers`: Ray tasks, in parallel, or this process).
-   A reward already scored from the same starting policy is not trained twice. An inner run
+   A reward that behaves on the env's probe set (:mod:`derl_bench.meta.probe`) as one
+   already scored from the same starting policy is not trained twice, and one that is
+   constant there is not trained at all (it scores ``invalid_score``). An inner run
    that raises, or whose worker dies, is retried ``retries`` times and then *excluded* from
    the generation (logged with its reason): a crash says nothing about the reward;
 3. the proposer learns from the scores of the candidates that ran (a GRPO step of the
@@ -53,8 +55,9 @@ import yaml
 from derl_bench.family import family_spec
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.trainer import ResumeError, make_env
-from derl_bench.meta.config import PLACEMENT_FIELDS, MetaConfig
-from derl_bench.meta.inner import inner_config
+from derl_bench.meta.config import LEARNING_METHODS, PLACEMENT_FIELDS, MetaConfig
+from derl_bench.meta.inner import check_validation_split, inner_config
+from derl_bench.meta.probe import ProbeSet, behaviour_key, probe_set
 from derl_bench.meta.search import FixedReward, IslandEvolution, Proposal, RandomSearch
 from derl_bench.meta.workers import (
     InnerJob,
@@ -96,15 +99,20 @@ def make_proposer(config: MetaConfig, domain: str, warm_start: bool = True) -> A
                                config.crossover_rate, config.migrate_every, config.max_depth)
     from derl_bench.meta.optimizer import MetaOptimizer
 
+    frozen = config.method == "derl-frozen"
     optimizer = MetaOptimizer(domain, config.optimizer_model, config.run_dir, config.seed,
-                              config.optimizer_learning_rate, config.optimizer_kl_coef,
+                              0.0 if frozen else config.optimizer_learning_rate,
+                              config.optimizer_kl_coef,
                               max_new_tokens=config.optimizer_max_new_tokens,
                               temperature=config.optimizer_temperature,
                               invalid_score=config.invalid_score,
-                              device=config.inner.device)
+                              device=config.inner.device, epochs=config.optimizer_epochs,
+                              reference_reset=config.optimizer_reference_reset,
+                              advantage=config.optimizer_advantage)
     if config.optimizer_sft_examples and warm_start:
         optimizer.warm_start(config.optimizer_sft_examples, config.optimizer_sft_steps,
-                             seed=config.seed)
+                             seed=config.seed, corpus=config.optimizer_cold_start,
+                             cache=config.optimizer_cache)
     return optimizer
 
 
@@ -177,14 +185,15 @@ def _plot_structure(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 Key = tuple[str, str | None, int | None]
-"""An inner run's identity: the reward's canonical hash, the start model and the inner seed."""
+"""An inner run's identity: the reward's behaviour on the probe set (its canonical hash where
+there is no probe set), the start model and the inner seed."""
 
 
 def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
-               proposal: Proposal, start_model: str | None
+               proposal: Proposal, start_model: str | None, probe: ProbeSet | None,
                ) -> tuple[dict[str, Any], Key | None]:
-    """The candidate's record so far, and the key of the inner run it needs (``None`` for an
-    invalid reward, which trains nothing)."""
+    """The candidate's record so far, and the key of the inner run it needs (``None`` for a
+    reward that trains nothing: invalid, or constant on the probe set)."""
     inner_seed = proposal.extra.get("inner_seed")
     record: dict[str, Any] = {"generation": generation, "index": index, "expr": proposal.expr,
                               "origin": proposal.origin, "parents": list(proposal.parents),
@@ -193,13 +202,22 @@ def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
         return {**record, "valid": False, "status": "invalid",
                 "error": "unfinished expression", "score": config.invalid_score}, None
     try:
-        reward = compile_reward(proposal.expr, domain=domain)
+        reward = compile_reward(proposal.expr, domain=domain,
+                                semantics=config.inner.reward_semantics)
     except MetaRewardError as err:
         return {**record, "valid": False, "status": "invalid", "error": str(err),
                 "score": config.invalid_score}, None
     record.update(valid=True, canonical=reward.canonical, hash=reward.hash,
                   structure=reward.structure.kind, primitives=list(reward.primitives))
-    return record, (reward.hash, start_model, inner_seed)
+    if probe is None:
+        return record, (reward.hash, start_model, inner_seed)
+    behaviour = behaviour_key(reward, probe, config.inner.scale_by_std)
+    if behaviour is None:
+        # Every advantage of every group would be zero: training on it changes nothing.
+        return {**record, "status": "constant", "score": config.invalid_score,
+                "error": "constant on the probe set: trains nothing"}, None
+    record["behaviour"] = behaviour
+    return record, (behaviour, start_model, inner_seed)
 
 
 def _finish(record: dict[str, Any], outcome: JobOutcome) -> dict[str, Any]:
@@ -226,7 +244,8 @@ def _copy_of(record: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
 
 
 def _key(record: dict[str, Any]) -> Key:
-    return (record["hash"], record["start_model"], record.get("inner_seed"))
+    return (record.get("behaviour") or record["hash"], record["start_model"],
+            record.get("inner_seed"))
 
 
 class _Progress:
@@ -234,11 +253,11 @@ class _Progress:
 
     def __init__(self, config: MetaConfig, generation: int, total: int, done: int,
                  best: float, zero_adv: int) -> None:
-        from tqdm.auto import tqdm
+        from derl_bench.progress import progress_bar
 
         self.running: set[int] = set()
         self.best, self.zero_adv = best, zero_adv
-        self.bar = tqdm(total=total, initial=done, leave=True,
+        self.bar = progress_bar(total=total, initial=done, leave=True,
                         desc=f"{config.name} ({config.method}) gen {generation + 1}/"
                              f"{config.outer_steps}")
         self._show()
@@ -267,7 +286,8 @@ def _run_generation(config: MetaConfig, domain: str, generation: int,
                     proposals: list[Proposal], start_model: str | None, data_offset: int,
                     done: dict[int, dict[str, Any]], seen: dict[Key, dict[str, Any]],
                     executor: LocalExecutor | RayExecutor, log: Path,
-                    progress: _Progress | None) -> list[dict[str, Any]]:
+                    progress: _Progress | None, probe: ProbeSet | None,
+                    ) -> list[dict[str, Any]]:
     """Every candidate's record, in index order; each is appended to ``log`` as it ends."""
     records = dict(done)
 
@@ -285,7 +305,8 @@ def _run_generation(config: MetaConfig, domain: str, generation: int,
     for index, proposal in enumerate(proposals):
         if index in records:
             continue
-        record, key = _candidate(config, domain, generation, index, proposal, start_model)
+        record, key = _candidate(config, domain, generation, index, proposal, start_model,
+                                 probe)
         if key is None:
             finished(index, record)
         elif key in seen:
@@ -400,6 +421,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
     """Run reward discovery as ``config`` says (see the module docstring); ``evaluate``
     computes the headline of the best policy (none without it). ``resume`` continues the run
     in ``config.run_dir`` from its last checkpoint; ``executor`` overrides the recipe's."""
+    check_validation_split(config)  # before anything is trained or written
     env_id = config.inner.env_id
     # Proposals use, and compile against, exactly the primitives the inner env emits.
     domain = env_id
@@ -410,6 +432,9 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
     make_env(inner_config(config, "0", out / "inner" / "check", None)).close()
     shutil.rmtree(out / "inner" / "check", ignore_errors=True)
     proposer = make_proposer(config, domain, warm_start=state is None)
+    # Single-step rewards are keyed by behaviour; a probe episode has one step, so it cannot
+    # tell trajectory terms apart (mean and last agree on it): agents keep the canonical hash.
+    probe = None if family_spec(env_id).multi_turn else probe_set(env_id)
     result = MetaResult()
     first = 0
     resumed: list[Proposal] | None = None
@@ -442,7 +467,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
                               result.zero_advantage_generations) if config.progress else None)
         try:
             records = _run_generation(config, domain, generation, proposals, start_model,
-                                      data_offset, done, seen, executor, log, progress)
+                                      data_offset, done, seen, executor, log, progress, probe)
         finally:
             if progress is not None:
                 progress.close()
@@ -462,6 +487,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
             "max_score": max(scores) if scores else 0.0,
             "best_so_far": result.best_score if result.best_expr is not None else 0.0,
             "valid_fraction": sum(bool(r.get("valid")) for r in records) / len(records),
+            "constant": sum(r["status"] == "constant" for r in records),
             "failed": len(records) - len(kept),
             **advantage,
             **(stats or {}),
@@ -471,7 +497,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
         rows = structure_table(result.candidates)
         _write_json(out / "structure.json", rows)
         _plot_structure(out / "structure.png", rows)
-    if config.method in ("derl", "derl-pop"):
+    if config.method in LEARNING_METHODS:
         proposer.save(out / "meta-optimizer")
     if evaluate is not None and result.best_checkpoint is not None:
         result.headline = {"best": executor.call(evaluate, result.best_checkpoint,
@@ -503,6 +529,7 @@ def _write_summary(config: MetaConfig, result: MetaResult, domain: str) -> None:
         "best_checkpoint": result.best_checkpoint,
         "zero_advantage_generations": result.zero_advantage_generations,
         "failed_inner_runs": sum(c.get("status") == "failed" for c in result.candidates),
+        "constant_rewards": sum(c.get("status") == "constant" for c in result.candidates),
         "headline": result.headline,
         "generations": result.generations,
     })

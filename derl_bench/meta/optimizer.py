@@ -10,25 +10,39 @@ never runs out unfinished. The ``n`` samples form one GRPO group: their rewards 
 validation scores of the inner policies they trained, and the update is the shared GRPO update
 (:func:`derl_bench.grpo.update.grpo_update`) that trains the inner policies.
 
-Before its first GRPO step the Meta-Optimizer is warm-started, as in the paper, by supervised
-fine-tuning on valid Meta-Rewards drawn from the project's own expression generator
-(:meth:`MetaOptimizer.warm_start`).
+Before its first GRPO step the Meta-Optimizer is cold-started, as in the paper, by supervised
+fine-tuning (:meth:`MetaOptimizer.warm_start`) on one of two corpora: ``paper``, the DERL
+paper's 206 hand-written formulas (the ``derl`` dataset) that compile in the env's domain, or
+``generator``, valid Meta-Rewards drawn from the project's own expression generator. A
+cold-started model is cached by everything that determines it, so runs that share a cold start
+fine-tune once.
+
+The outer update follows the official code's options: ``epochs`` optimiser passes over each
+generation's group (PPO epochs, clipped ratio), the KL reference optionally reset to the
+current model before every update (``reference_reset``), and the advantage estimator
+(``grpo``: ``(r - mean) / std`` within the group; ``rloo``: REINFORCE with a leave-one-out
+baseline, ``r_i - mean_{j != i} r_j``, unscaled, so a small score difference stays a small
+advantage).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import os
 import random
 import string
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from derl_bench.grpo.advantage import group_advantages
+from derl_bench.grpo.advantage import ESTIMATORS, outer_advantages
 from derl_bench.grpo.loss import token_logprobs
-from derl_bench.grpo.update import UpdateSettings, grpo_update, make_optimizer
+from derl_bench.grpo.update import UpdateSettings, batch_logprobs, grpo_update, make_optimizer
 from derl_bench.meta.search import Proposal
 from derl_bench.policies import (
     SamplingConfig,
@@ -39,7 +53,15 @@ from derl_bench.policies import (
 )
 from derl_bench.policies.prompts import render
 from derl_bench.policies.threads import configure_threads
-from derl_bench.reward import TokenConstraint, language_summary, primitive_set, random_expression
+from derl_bench.progress import quiet_transformers
+from derl_bench.reward import (
+    MetaRewardError,
+    TokenConstraint,
+    compile_reward,
+    language_summary,
+    primitive_set,
+    random_expression,
+)
 from derl_bench.rollout import Episode, Step, collate
 
 PROMPT = """You design reward functions for reinforcement learning.
@@ -56,6 +78,8 @@ TIGHT_MARGIN = 12
 tokens are checked one by one; earlier, no single token can use up the slack."""
 TIGHT_CANDIDATES = 16
 """In the tight region, the most likely allowed tokens that are checked."""
+COLD_STARTS = ("paper", "generator")
+SFT_LEARNING_RATE = 3e-3
 
 
 def build_prompt(domain: str) -> list[dict[str, str]]:
@@ -78,13 +102,19 @@ def closing_suffix(automaton: Any, text: str, limit: int = 64) -> str | None:
         >>> closing_suffix(ExpressionPrefix("math"), "m")
         'ax(1)'
     """
+    # The automaton is stepped from the state it is in, never re-fed from the start: closing
+    # is called for many candidate tokens at every decoding step.
+    state = automaton.feed(text)
+    if state is None:
+        return None
     suffix = ""
     for _ in range(limit):
-        if automaton.is_complete(text + suffix):
+        if automaton.completes(state):
             return suffix
         for piece in (*_CLOSERS, *_NAME_CHARS):
-            if automaton.accepts(text + suffix + piece):
-                suffix += piece
+            following = automaton.feed(piece, state)
+            if following is not None:
+                state, suffix = following, suffix + piece
                 break
         else:
             return None
@@ -95,19 +125,31 @@ class MetaOptimizer:
     """An LLM proposer of Meta-Rewards, trained by GRPO on validation scores.
 
     Args:
-        domain: ``"math"`` or ``"agent"``.
+        domain: the env id (or family, or ``"math"``/``"agent"``) whose primitives it writes.
         model: a HF name or local path, or ``"tiny"`` for a tiny model written to ``workdir``.
         workdir: where the tiny model is written.
-        learning_rate, kl_coef, clip_eps: the GRPO update's settings.
+        learning_rate, kl_coef, clip_eps: the outer update's settings; a learning rate of 0
+            gives the frozen control (``derl-frozen``): the same sampler that never learns.
+        epochs: optimiser passes over each generation's group (the official code's 4 PPO
+            epochs).
+        reference_reset: make the current model the KL reference before every update (as the
+            official code does each iteration), instead of keeping the cold-started model.
+        advantage: ``grpo`` or ``rloo`` (see the module docstring).
         max_new_tokens: longest expression in tokens (constrained decoding always closes the
             expression within it).
     """
 
     def __init__(self, domain: str, model: str = "tiny", workdir: str | Path = ".",
-                 seed: int = 0, learning_rate: float = 1e-4, kl_coef: float = 0.01,
+                 seed: int = 0, learning_rate: float = 1e-3, kl_coef: float = 0.001,
                  clip_eps: float = 0.2, max_new_tokens: int = 48, temperature: float = 1.0,
-                 invalid_score: float = 0.0, device: str = "cpu") -> None:
+                 invalid_score: float = 0.0, device: str = "cpu", epochs: int = 4,
+                 reference_reset: bool = True, advantage: str = "rloo") -> None:
+        if advantage not in ESTIMATORS:
+            raise ValueError(f"advantage must be one of {ESTIMATORS}, got {advantage!r}")
+        if epochs < 1:
+            raise ValueError(f"epochs must be at least 1, got {epochs!r}")
         self.domain = domain
+        self.model_source = model
         if model == "tiny":
             path = Path(workdir) / "meta-optimizer-init"
             if not (path / "config.json").exists():
@@ -119,7 +161,11 @@ class MetaOptimizer:
         self.optimizer = make_optimizer(self.model, learning_rate)
         self.learning_rate = learning_rate
         self.settings = UpdateSettings(clip_eps=clip_eps, kl_coef=kl_coef,
-                                       micro_batch_size=64, temperature=temperature)
+                                       micro_batch_size=64, temperature=temperature,
+                                       updates_per_batch=epochs)
+        self.reference_reset, self.advantage = reference_reset, advantage
+        # The cold-started model, kept to measure how far learning has moved the sampler.
+        self.start = self.reference
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
         self.invalid_score = invalid_score
         self.device = device
@@ -212,20 +258,83 @@ class MetaOptimizer:
 
     # -- learning ---------------------------------------------------------------------
 
-    def warm_start(self, examples: int, steps: int, seed: int = 0,
-                   batch_size: int = 32) -> dict[str, float]:
-        """Supervised fine-tuning on ``examples`` valid Meta-Rewards from the grammar (each fits
-        the token budget), for ``steps`` steps; the reference of the KL term becomes the
-        warm-started model. Returns the first and last loss."""
+    def cold_start_corpus(self, corpus: str, examples: int, seed: int = 0) -> list[list[int]]:
+        """Token ids (with the end token) of the cold-start expressions: ``paper``, the DERL
+        paper's formulas that compile in this domain and fit the token budget, in file order
+        (``examples`` is ignored: the corpus is what it is); ``generator``, ``examples`` draws
+        from the grammar."""
+        if corpus not in COLD_STARTS:
+            raise ValueError(f"cold start corpus must be one of {COLD_STARTS}, got {corpus!r}")
+        if corpus == "paper":
+            from derl_bench.data.corpus import cold_start_formulas
+
+            texts = []
+            for formula in cold_start_formulas():
+                try:
+                    compile_reward(formula, domain=self.domain)
+                except MetaRewardError:
+                    continue
+                texts.append(formula)
+        else:
+            rng = random.Random(seed)
+            texts = [random_expression(rng, self.domain, max_depth=rng.choice((1, 2, 2, 3)))
+                     for _ in range(examples)]
+        encoded = []
+        for text in texts:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            if len(ids) + 1 <= self.max_new_tokens and self.constraint.is_complete(text):
+                encoded.append(ids + [self.eos_id])
+        if not encoded:
+            raise ValueError(f"no {corpus} cold-start expression fits {self.max_new_tokens} "
+                             "tokens in this domain")
+        return encoded
+
+    def warm_start(self, examples: int, steps: int, seed: int = 0, batch_size: int = 32,
+                   corpus: str = "generator", cache: str | Path | None = None,
+                   ) -> dict[str, float]:
+        """Supervised fine-tuning on the ``corpus`` (see :meth:`cold_start_corpus`) for
+        ``steps`` steps; the KL reference becomes the cold-started model. With ``cache`` (a
+        folder), a model cold-started the same way before is loaded instead of trained again.
+        Returns the first and last loss (``cached``: 1.0 when it was loaded)."""
+        texts = self.cold_start_corpus(corpus, examples, seed)
+        key = hashlib.sha256(json.dumps({
+            "model": self.model_source, "init": self._init_digest(), "domain": self.domain,
+            "prompt": self.prompt_ids, "texts": texts, "steps": steps, "seed": seed,
+            "batch_size": batch_size, "learning_rate": SFT_LEARNING_RATE,
+        }, sort_keys=True).encode()).hexdigest()[:20]
+        cached = Path(cache) / f"cold-start-{key}.pt" if cache is not None else None
+        loaded = cached is not None and cached.is_file()
+        if loaded:
+            state = torch.load(cached, weights_only=True)
+            self.model.load_state_dict(state["model"])
+            losses = list(state["losses"])
+        else:
+            losses = self._fine_tune(texts, steps, seed, batch_size)
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+                torch.save({"model": self.model.state_dict(), "losses": losses}, tmp)
+                os.replace(tmp, cached)
+        self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.start = self.reference
+        self.optimizer = make_optimizer(self.model, self.learning_rate)
+        return {"loss_first": losses[0] if losses else float("nan"),
+                "loss_last": losses[-1] if losses else float("nan"),
+                "cached": float(loaded)}
+
+    def _init_digest(self) -> str:
+        """A digest of the initial weights: two different models never share a cache entry."""
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().float().contiguous().numpy().tobytes()[:4096])
+        return digest.hexdigest()
+
+    def _fine_tune(self, texts: list[list[int]], steps: int, seed: int,
+                   batch_size: int) -> list[float]:
         rng = random.Random(seed)
-        texts: list[list[int]] = []
-        while len(texts) < examples:
-            expr = random_expression(rng, self.domain, max_depth=rng.choice((1, 2, 2, 3)))
-            ids = self.tokenizer(expr, add_special_tokens=False)["input_ids"]
-            if len(ids) + 1 <= self.max_new_tokens:
-                texts.append(ids + [self.eos_id])
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        optimizer = make_optimizer(self.model, 3e-3)
+        optimizer = make_optimizer(self.model, SFT_LEARNING_RATE)
         losses = []
         self.model.train()
         for _ in range(steps):
@@ -240,42 +349,64 @@ class MetaOptimizer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=True)
             optimizer.step()
             losses.append(float(loss.detach()))
-        self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self.optimizer = make_optimizer(self.model, self.learning_rate)
-        return {"loss_first": losses[0] if losses else float("nan"),
-                "loss_last": losses[-1] if losses else float("nan")}
+        return losses
 
     def observe(self, proposals: Sequence[Proposal], scores: Sequence[float]) -> dict[str, float]:
-        """One GRPO update on the group of ``proposals`` with rewards ``scores``."""
+        """One outer update on the group of ``proposals`` with rewards ``scores``.
+
+        Returns the update's statistics: ``meta/kl`` (to the KL reference, during the update),
+        ``meta/kl_from_start`` (per token, from the cold-started model, on this group's
+        samples after the update: how far learning has moved the sampler) and the
+        advantages' spread."""
         rewards = [s if p.extra.get("complete") else self.invalid_score
                    for p, s in zip(proposals, scores, strict=True)]
         if len(rewards) < 2:
             return {"meta/reward_mean": float(sum(rewards) / max(1, len(rewards)))}
-        advantages = group_advantages(rewards, [0] * len(rewards))
+        advantages = outer_advantages(rewards, self.advantage)
         episodes = [Episode(0, 0, [Step(self.prompt_ids, p.extra["completion_ids"], p.expr,
                                         p.expr, {})]) for p in proposals]
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         batch = collate(episodes, advantages, pad).to(self.device)
-        stats = grpo_update(self.model, self.optimizer, batch, self.settings, self.reference)
+        if self.learning_rate == 0:
+            # The frozen control: an update at learning rate 0 changes no weight, so skip it.
+            stats = {"loss": 0.0, "kl": 0.0}
+        else:
+            if self.reference_reset:
+                self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+            stats = grpo_update(self.model, self.optimizer, batch, self.settings,
+                                self.reference)
         self.updates += 1
+        now = batch_logprobs(self.model, batch, 64, self.temperature)
+        start = batch_logprobs(self.start, batch, 64, self.temperature)
+        # k3 estimator of KL(current || start) on the current model's tokens, per token.
+        log_ratio = (start - now) * batch.loss_mask
+        k3 = (torch.exp(log_ratio) - log_ratio - 1) * batch.loss_mask
         return {"meta/loss": stats["loss"], "meta/kl": stats["kl"],
-                "meta/reward_mean": float(sum(rewards) / len(rewards))}
+                "meta/kl_from_start": float(k3.sum() / batch.loss_mask.sum().clamp(min=1)),
+                "meta/reward_mean": float(sum(rewards) / len(rewards)),
+                "meta/advantage_abs_mean": float(np.abs(advantages).mean()),
+                "meta/advantage_max": float(np.max(advantages))}
 
     def state_dict(self) -> dict[str, Any]:
         """Weights, reference, optimiser state and sampling RNG: what a resumed run needs to
         propose and learn exactly as an uninterrupted one."""
         return {"model": self.model.state_dict(), "reference": self.reference.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
+                "start": self.start.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "generator": self.generator.get_state(), "updates": self.updates}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
+        # A reset reference must stop being the cold-started model it was built as.
+        self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.reference.load_state_dict(state["reference"])
+        self.start = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.start.load_state_dict(state.get("start", state["reference"]))
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         self.updates = int(state["updates"])
 
     def save(self, path: str | Path) -> None:
         """Save the Meta-Optimizer's weights and tokenizer."""
-        self.model.save_pretrained(path)
+        with quiet_transformers():
+            self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)

@@ -25,6 +25,7 @@ from derl_bench.family import FamilySpec, family_spec
 from derl_bench.observers.think_action import parse_think_action
 from derl_bench.policies.backends import GenerationBackend, SamplingConfig, make_backend
 from derl_bench.policies.prompts import AgentPrompt, AgentTurn, MathPrompt, Messages, render
+from derl_bench.progress import quiet_transformers
 
 
 @dataclass(frozen=True)
@@ -113,5 +114,6 @@ def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
         tokenizer.pad_token = tokenizer.eos_token
     torch_dtype = getattr(torch, dtype) if dtype and dtype != "auto" else (
         "auto" if dtype == "auto" else torch.float32)
-    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch_dtype)
+    with quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch_dtype)
     return model.to(device), tokenizer

@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from derl_bench.progress import quiet_transformers
+
 PAD, EOS, IM_START, IM_END = "<|endoftext|>", "<|im_end|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = (PAD, IM_START, IM_END)
 
@@ -193,7 +195,8 @@ def init_tiny_model(path: str | Path, spec: TinyModelSpec | None = None,
     model = build_tiny_model(tokenizer, spec)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
     try:
-        model.save_pretrained(staging)
+        with quiet_transformers():
+            model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / "tiny_model_spec.json").write_text(json.dumps(asdict(spec), indent=2))
         if path.exists():

@@ -4,7 +4,8 @@ A Meta-Reward is a short arithmetic expression over the primitives an env declar
 ``primitives:``, which its observers emit), with trajectory terms (``mean``, ``sum``, ``last``,
 ``max``, ``min``, thirds) and its family's ``g1..g4`` aliases. It is parsed by a small
 hand-written parser (never ``eval``), compiled to batched numpy/torch operations, and given a
-canonical form, a hash and a structure class::
+canonical form, a hash and a structure class. ``semantics="derl-official"`` evaluates it the way
+the released DERL code does (:mod:`derl_bench.reward.semantics`)::
 
     >>> r = compile_reward("g1 + 0.5 * (g2 + 0.5 * (g3 + 0.5 * (g4 + 0.5)))", env="derl/GSM8K-v0")
     >>> r.structure.kind, r.primitives
@@ -39,6 +40,7 @@ from derl_bench.reward.primitives import (
     known_primitives,
     primitive_set,
 )
+from derl_bench.reward.semantics import SEMANTICS
 from derl_bench.reward.structure import Structure
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "MetaRewardSyntaxError",
     "PrimitiveSet",
     "NumberError",
+    "SEMANTICS",
     "POINTWISE",
     "Structure",
     "TokenConstraint",

@@ -110,6 +110,11 @@ class NumpyOps:
             np.nan_to_num(x, nan=0.0, posinf=limit, neginf=-limit), -limit, limit
         ), invalid
 
+    def float32(self, x: Any) -> np.ndarray:
+        """``x`` rounded to float32 and returned in float64 (what ``float(torch.tensor(x,
+        dtype=torch.float32))`` gives)."""
+        return np.asarray(x, dtype=np.float32).astype(self.dtype)
+
     def roll_right(self, x: np.ndarray) -> np.ndarray:
         """Shift columns right by one (the first column is then meaningless)."""
         return np.roll(x, 1, axis=1)
@@ -119,16 +124,18 @@ class NumpyOps:
 
 
 class TorchOps:
-    """torch tensors on the inputs' device, in their floating dtype (float32 otherwise)."""
+    """torch tensors on the inputs' device, in their floating dtype (float32 otherwise), or in
+    float64 when asked (``float64``); :attr:`out_dtype` is the inputs' dtype either way."""
 
     name = "torch"
 
-    def __init__(self, like: Any) -> None:
+    def __init__(self, like: Any, float64: bool = False) -> None:
         import torch
 
         self.torch = torch
         self.device = like.device
-        self.dtype = like.dtype if like.is_floating_point() else torch.float32
+        self.out_dtype = like.dtype if like.is_floating_point() else torch.float32
+        self.dtype = torch.float64 if float64 else self.out_dtype
 
     def array(self, value: Any) -> Any:
         return self.torch.as_tensor(value, dtype=self.dtype, device=self.device)
@@ -202,6 +209,10 @@ class TorchOps:
         invalid = ~self.torch.isfinite(x)
         cleaned = self.torch.nan_to_num(x, nan=0.0, posinf=limit, neginf=-limit)
         return self.torch.clamp(cleaned, -limit, limit), invalid
+
+    def float32(self, x: Any) -> Any:
+        """``x`` rounded to float32, in the inputs' dtype."""
+        return self._t(x).to(self.torch.float32).to(self.out_dtype)
 
     def roll_right(self, x: Any) -> Any:
         return self.torch.roll(x, 1, dims=1)

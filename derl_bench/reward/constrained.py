@@ -103,8 +103,10 @@ class ExpressionPrefix:
     def is_complete(self, text: str) -> bool:
         """Whether ``text`` is a whole valid expression."""
         state = self.feed(text)
-        if state is None:
-            return False
+        return state is not None and self.completes(state)
+
+    def completes(self, state: State) -> bool:
+        """Whether the text that led to ``state`` is a whole valid expression."""
         end = self._finish_token(state)
         return end is not None and end.mode == "operator" and not end.frames
 

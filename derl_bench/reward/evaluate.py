@@ -16,6 +16,7 @@ from derl_bench.reward.backend import NumpyOps, TorchOps, is_torch
 from derl_bench.reward.errors import TrajectoryError
 from derl_bench.reward.functions import POINTWISE
 from derl_bench.reward.nodes import Agg, Call, Neg, Node, Num, Pow, Prim, Prod, Sum
+from derl_bench.reward.semantics import OFFICIAL_EPSILON
 
 THIRDS = {"first_third": 0, "mid_third": 1, "last_third": 2}
 
@@ -45,6 +46,7 @@ class Evaluation:
         shape: tuple[int, int],
         lengths_np: np.ndarray,
         per_step: bool,
+        official: bool = False,
     ) -> None:
         self.ops = ops
         self.columns = columns
@@ -52,6 +54,9 @@ class Evaluation:
         self.lengths_np = lengths_np
         self.batch, self.steps = shape
         self.per_step = per_step
+        self.official = official
+        self.raised: Any = None
+        """``official``: where Python would have raised (a zero divisor, a ``**`` overflow)."""
         self.full = bool(self.batch == 0 or lengths_np.min() >= self.steps)
         self.has_steps = lengths > 0
         self.last_index = ops.where(self.has_steps, lengths - 1, 0)
@@ -72,9 +77,9 @@ class Evaluation:
             return ops.scalar(node.value)
         if isinstance(node, Prim):
             column = self.columns[node.name]
-            if inside or self.per_step:
-                return column
-            return ops.where(self.has_steps, ops.gather(column, self.last_index), 0.0)
+            if not (inside or self.per_step):
+                column = ops.where(self.has_steps, ops.gather(column, self.last_index), 0.0)
+            return column + OFFICIAL_EPSILON if self.official else column
         if isinstance(node, Agg):
             return self._prefix(node) if self.per_step else self._episode(node)
         if isinstance(node, Neg):
@@ -95,6 +100,8 @@ class Evaluation:
                 v = self.value(factor, inside)
                 if divide:
                     zero = v == 0
+                    if self.official:
+                        self._raise_where(zero)
                     out = ops.where(
                         zero, 0.0, (1.0 if out is None else out) / ops.where(zero, 1.0, v)
                     )
@@ -102,10 +109,17 @@ class Evaluation:
                     out = v if out is None else out * v
             return out
         if isinstance(node, Pow):
-            return self.value(node.base, inside) ** node.exponent
+            base = self.value(node.base, inside)
+            result = base**node.exponent
+            if self.official:  # Python's float ** raises OverflowError where numpy gives inf
+                self._raise_where(ops.isfinite(base) & ~ops.isfinite(result))
+            return result
         if isinstance(node, Call):
             return self._call(node, [self.value(a, inside) for a in node.args])
         raise TypeError(f"not an expression node: {node!r}")
+
+    def _raise_where(self, mask: Any) -> None:
+        self.raised = mask if self.raised is None else self.raised | mask
 
     def _call(self, node: Call, args: list[Any]) -> Any:
         return POINTWISE[node.fn].array(self.ops, *args)
@@ -191,10 +205,10 @@ class Evaluation:
 
 
 def prepare(
-    traj: Mapping[str, Any], lengths: Any, names: tuple[str, ...]
+    traj: Mapping[str, Any], lengths: Any, names: tuple[str, ...], float64: bool = False
 ) -> tuple[Any, dict[str, Any], Any, np.ndarray, tuple[int, int]]:
     """Check a batch and convert it for evaluation: ``(ops, columns, lengths, lengths as
-    numpy, (B, T))``."""
+    numpy, (B, T))``; ``float64`` computes torch inputs in float64 too, as Python would."""
     if not isinstance(traj, Mapping):
         raise TrajectoryError(
             f"trajectories must be a mapping of name -> array, not {type(traj).__name__}"
@@ -207,9 +221,9 @@ def prepare(
         )
     sample = next((traj[n] for n in names), next(iter(traj.values()), None))
     ops: Any = (
-        TorchOps(sample)
+        TorchOps(sample, float64)
         if is_torch(sample)
-        else (TorchOps(lengths) if is_torch(lengths) and sample is None else NumpyOps())
+        else (TorchOps(lengths, float64) if is_torch(lengths) and sample is None else NumpyOps())
     )
     columns: dict[str, Any] = {}
     shape: tuple[int, int] | None = None

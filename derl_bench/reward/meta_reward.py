@@ -14,6 +14,13 @@ from derl_bench.reward.evaluate import Evaluation, prepare
 from derl_bench.reward.nodes import Node, primitives_of
 from derl_bench.reward.parser import parse, resolve
 from derl_bench.reward.primitives import Interval, PrimitiveSet
+from derl_bench.reward.semantics import (
+    DERL,
+    OFFICIAL,
+    OFFICIAL_EPSILON,
+    check_official,
+    check_semantics,
+)
 from derl_bench.reward.structure import Structure, analyze
 
 DEFAULT_LIMIT = 1e6
@@ -28,31 +35,62 @@ class MetaReward:
     ('format_valid', 'success')
     >>> r.episodic({"success": [[0, 1]], "format_valid": [[1, 0]]}, [2]).tolist()
     [1.25]
+
+    ``semantics`` is ``"derl"`` or ``"derl-official"`` (:mod:`derl_bench.reward.semantics`);
+    ``canonical`` and ``hash`` name the expression, whatever its semantics.
     """
 
-    def __init__(self, expr: str, primitives: PrimitiveSet, tree: Node, bound: float | None) -> None:
+    def __init__(self, expr: str, primitives: PrimitiveSet, tree: Node, bound: float | None,
+                 semantics: str = DERL) -> None:
         self.expr = expr
         self.domain = primitives.name
         self.known = primitives.names
         self.bound = bound
+        self.semantics = check_semantics(semantics)
+        self.official = semantics == OFFICIAL
+        if self.official:
+            check_official(tree, primitives, expr)
+            if bound is not None:
+                raise MetaRewardError(f"{OFFICIAL} semantics never clips: give no bound")
         self.limit = DEFAULT_LIMIT if bound is None else float(bound)
         self.tree = normalize(tree)
+        # The official rule is Python's evaluation of the text as written: the canonical
+        # form's folded constants and merged terms would round differently.
+        self._evaluated = tree if self.official else self.tree
         self.canonical = to_text(self.tree)
         self.hash = stable_hash(self.canonical)
-        self.primitives = primitives_of(self.tree)
-        self.structure: Structure = analyze(self.tree, primitives.range)
+        self.primitives = primitives_of(self._evaluated)
+        shift = OFFICIAL_EPSILON if self.official else 0.0
+
+        def ranges(name: str) -> Interval:
+            low, high = primitives.range(name)
+            return low + shift, high + shift
+
+        self.structure: Structure = analyze(self.tree, ranges)
 
     def __repr__(self) -> str:
-        return f"MetaReward({self.canonical!r}, domain={self.domain!r}, hash={self.hash})"
+        extra = "" if self.semantics == DERL else f", semantics={self.semantics!r}"
+        return f"MetaReward({self.canonical!r}, domain={self.domain!r}, hash={self.hash}{extra})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, MetaReward) and (self.hash, self.bound) == (
+        return isinstance(other, MetaReward) and (self.hash, self.bound, self.semantics) == (
             other.hash,
             other.bound,
+            other.semantics,
         )
 
     def __hash__(self) -> int:
-        return hash((self.hash, self.bound))
+        return hash((self.hash, self.bound, self.semantics))
+
+    def _finish(self, ops: Any, raw: Any, run: Evaluation) -> tuple[Any, Any]:
+        """The outputs and where they were NaN or infinite: clipped and made finite, or under
+        the official semantics 0 wherever Python raised, rounded to float32, never clipped."""
+        if not self.official:
+            return ops.sanitize(raw, self.limit)
+        if run.raised is not None:
+            raw = ops.where(ops.broadcast(run.raised, tuple(raw.shape)), 0.0, raw)
+        values = ops.float32(raw)
+        return values, ~ops.isfinite(values)
 
     def episodic(
         self, traj: Mapping[str, Any], lengths: Any = None, *, return_invalid: bool = False
@@ -63,11 +101,13 @@ class MetaReward:
         ``traj`` maps each primitive to a ``(B, T)`` array (numpy, torch or nested lists);
         ``lengths`` (``(B,)``, default ``T``) marks the real steps, the rest is padding.
         """
-        ops, columns, lengths_t, lengths_np, shape = prepare(traj, lengths, self.primitives)
+        ops, columns, lengths_t, lengths_np, shape = prepare(traj, lengths, self.primitives,
+                                                             self.official)
         with np.errstate(all="ignore"):
-            run = Evaluation(ops, columns, lengths_t, shape, lengths_np, per_step=False)
-            raw = ops.broadcast(run.value(self.tree), (shape[0],))
-            values, invalid = ops.sanitize(raw, self.limit)
+            run = Evaluation(ops, columns, lengths_t, shape, lengths_np, per_step=False,
+                             official=self.official)
+            raw = ops.broadcast(run.value(self._evaluated), (shape[0],))
+            values, invalid = self._finish(ops, raw, run)
         return (values, invalid) if return_invalid else values
 
     def per_step(
@@ -79,11 +119,13 @@ class MetaReward:
         trajectory cut after step ``t`` (``F(-1) = 0``), so the steps of an episode sum to its
         episodic reward.
         """
-        ops, columns, lengths_t, lengths_np, shape = prepare(traj, lengths, self.primitives)
+        ops, columns, lengths_t, lengths_np, shape = prepare(traj, lengths, self.primitives,
+                                                             self.official)
         with np.errstate(all="ignore"):
-            run = Evaluation(ops, columns, lengths_t, shape, lengths_np, per_step=True)
-            raw = ops.broadcast(run.value(self.tree), shape)
-            running, invalid = ops.sanitize(raw, self.limit)
+            run = Evaluation(ops, columns, lengths_t, shape, lengths_np, per_step=True,
+                             official=self.official)
+            raw = ops.broadcast(run.value(self._evaluated), shape)
+            running, invalid = self._finish(ops, raw, run)
             previous = ops.where(ops.arange(shape[1])[None, :] > 0, ops.roll_right(running), 0.0)
             steps = ops.where(run.mask, running - previous, 0.0)
         return (steps, invalid & run.mask) if return_invalid else steps
@@ -123,13 +165,16 @@ def compile_reward(
     bound: float | None = None,
     *,
     env: str | None = None,
+    semantics: str = DERL,
 ) -> MetaReward:
     """Parse and compile ``expr`` against the primitives ``env`` declares (an env id such as
     ``"derl/ALFWorld-v0"``), or those of ``domain`` (a family, or ``"math"``/``"agent"``).
 
     ``primitives`` replaces the known names (for envs with their own observers); a mapping
     also declares each name's ``(low, high)`` range for structure analysis. ``bound`` clips
-    every output to ``[-bound, bound]`` (default ``DEFAULT_LIMIT``).
+    every output to ``[-bound, bound]`` (default ``DEFAULT_LIMIT``). ``semantics="derl-official"``
+    evaluates the way the released DERL code does (:mod:`derl_bench.reward.semantics`): the
+    ``1e-6`` encoding of ``g1..g4``, a reward of 0 wherever Python would raise, no clipping.
 
     Raises a :class:`MetaRewardError` subclass, with position, on any rejected expression: an
     unknown primitive is an :class:`UnknownPrimitiveError` with close names as suggestions.
@@ -142,4 +187,4 @@ def compile_reward(
     if source is None:
         raise MetaRewardError("compile_reward needs env= (an env id) or domain=")
     chosen = resolve(source, primitives)
-    return MetaReward(expr, chosen, parse(expr, chosen), bound)
+    return MetaReward(expr, chosen, parse(expr, chosen), bound, semantics)

@@ -24,7 +24,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ class SFTConfig:
     """A HF name, a local path, or ``tiny`` (a tiny model built in code)."""
     split: str = "train"
     level: str | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Further keyword arguments of the env (``derl/ReasoningGym-v0``: ``task``, ``config``)."""
     steps: int = 200
     batch_size: int = 32
     learning_rate: float = 3e-3
@@ -142,11 +144,11 @@ def run_sft(config: SFTConfig, progress: bool = False) -> dict[str, Any]:
     loss curve and settings."""
     import gymnasium as gym
 
-    from derl_bench.grpo.checkpoint import quiet_transformers
     from derl_bench.grpo.loss import token_logprobs
     from derl_bench.grpo.update import make_optimizer
     from derl_bench.policies import LLMPolicy, load_model_and_tokenizer
     from derl_bench.policies.threads import configure_threads
+    from derl_bench.progress import quiet_transformers
     from derl_bench.rollout import Episode, Step, collate
 
     output = Path(config.output)
@@ -156,11 +158,10 @@ def run_sft(config: SFTConfig, progress: bool = False) -> dict[str, Any]:
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
     try:
         torch.manual_seed(config.seed)
-        with quiet_transformers():
-            model, tokenizer = load_model_and_tokenizer(_base_model(config, staging))
+        model, tokenizer = load_model_and_tokenizer(_base_model(config, staging))
         configure_threads(model, config.num_threads)
         policy = LLMPolicy(model, tokenizer, config.env_id)
-        kwargs: dict[str, Any] = {"split": config.split}
+        kwargs: dict[str, Any] = {"split": config.split, **config.env_kwargs}
         if config.level is not None:
             kwargs["level"] = config.level
         env = gym.make(config.env_id, **kwargs)
@@ -171,9 +172,9 @@ def run_sft(config: SFTConfig, progress: bool = False) -> dict[str, Any]:
         losses: list[float] = []
         steps = range(config.steps)
         if progress:
-            from tqdm.auto import tqdm
+            from derl_bench.progress import progress_bar
 
-            steps = tqdm(steps, desc=f"sft {config.env_id}")
+            steps = progress_bar(steps, desc=f"sft {config.env_id}")
         model.train()
         for _ in steps:
             episodes = []
@@ -191,7 +192,8 @@ def run_sft(config: SFTConfig, progress: bool = False) -> dict[str, Any]:
             optimizer.step()
             losses.append(float(loss.detach()))
         env.close()
-        model.save_pretrained(staging / "model")
+        with quiet_transformers():
+            model.save_pretrained(staging / "model")
         tokenizer.save_pretrained(staging / "model")
         shutil.rmtree(staging / "init", ignore_errors=True)
         if output.exists():

@@ -1,0 +1,76 @@
+"""Item identity: which problems, games or (task, variation) pairs a split of an env holds,
+and which split is each level's eval set, read from the env cards (and, for the math datasets,
+the data), never from an episode.
+
+An item id is what names one episode's start: a math problem id (``test/17``,
+``test/precalculus/807.json``), a generated arithmetic problem id, an ALFWorld game
+(``valid_seen/<task folder>/<trial>``) or a ScienceWorld ``task<TAB>variation`` line. Ids of
+different splits of one env are comparable, so two splits overlap exactly when they share ids::
+
+    >>> eval_splits("derl/GSM8K-v0")
+    {'L0': {'split': 'test'}}
+    >>> sorted(eval_splits("derl/ALFWorld-v0")["L2"].items())
+    [('level', 'L2'), ('split', 'eval')]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from derl_bench.cards import load_card, read_manifest
+from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec
+
+AGENT_EVAL_SPLIT = "eval"
+"""The agent envs' ``split`` of a level's eval set (manifest ``<level>-eval``)."""
+
+
+def _card_kwargs(spec: FamilySpec, env_id: str) -> dict[str, Any]:
+    try:
+        return dict(spec.env(env_id).kwargs)
+    except UnknownFamilyError:  # a registered variant of a card id: the card's first id
+        return dict(next(iter(spec.ids.values())).kwargs)
+
+
+def _math_dataset(spec: FamilySpec, env_id: str) -> tuple[str, dict[str, Any]]:
+    """The math card's dataset entry of ``env_id``: its name and its spec."""
+    dataset = str(_card_kwargs(spec, env_id)["dataset"])
+    return dataset, load_card("math")["datasets"][dataset]
+
+
+def eval_splits(env_id: str) -> dict[str, dict[str, str]]:
+    """Each level's eval set as env kwargs (``split``, and ``level`` for agents), from the card:
+    the math datasets' ``eval_split`` (or ``levels``), Arithmetic's ``levels``, and
+    ``split="eval"`` at every level of the agent cards."""
+    spec = family_spec(env_id)
+    if spec.multi_turn:
+        return {str(level): {"level": str(level), "split": AGENT_EVAL_SPLIT}
+                for level in load_card(spec.name)["levels"]}
+    if spec.name == "math":
+        _, dataset = _math_dataset(spec, env_id)
+        levels = dataset.get("levels") or {"L0": dataset["eval_split"]}
+    else:
+        levels = load_card(spec.name)["levels"]
+    return {str(level): {"split": str(split)} for level, split in levels.items()}
+
+
+def split_items(env_id: str, split: str, level: str | None = None) -> list[str]:
+    """The item ids of ``split`` (at ``level``, for the agents: default the card's), in the
+    order the env plays them by index. Raises ``ValueError`` for a split the env lacks."""
+    spec = family_spec(env_id)
+    if spec.multi_turn:
+        level = level or str(_card_kwargs(spec, env_id).get("level", "L0"))
+        manifests = load_card(spec.name).get("manifests") or {}
+        name = f"{level}-{split}"
+        if name not in manifests:
+            raise ValueError(f"{env_id} has no split {split!r} at level {level!r}")
+        return read_manifest(spec.name, name)
+    if spec.name == "math":
+        from derl_bench.envs.math import load_problems
+
+        dataset, _ = _math_dataset(spec, env_id)
+        return [p.problem_id for p in load_problems(dataset, split)]
+    if spec.name == "arithmetic":
+        from derl_bench.envs.arithmetic import generate_split
+
+        return [p.problem_id for p in generate_split(split)]
+    raise ValueError(f"no item ids are defined for the {spec.name!r} family")
