@@ -10,7 +10,8 @@ validation problems), a generation of ``--population`` rewards is trained and sc
 
 Each way runs in ``--workers`` processes at once (one intra-op thread each; default 2, one per
 core of this project's machine), every process training and scoring its own generation, after
-a warm-up in every process. Reported: inner runs per minute each way, their ratio (seconds per
+a warm-up in every process; the two ways alternate over ``--rounds`` rounds and the best of
+each counts. Reported: inner runs per minute each way, their ratio (seconds per
 inner run together / separately: lower is better), and the fraction of the machine's matrix
 product rate (a 1024^3 float32 product, measured in the same run on one thread) each way
 reaches, from the FLOPs of the work as separate runs do it (2 per parameter per generated or
@@ -87,8 +88,10 @@ def _warm(config: Any, root: str) -> None:
 
 
 def measure(steps: int = 20, validation: int = 200, population: int = 4, workers: int = 2,
-            base_steps: int = 0) -> dict[str, Any]:
-    """Inner runs per minute each way (see the module docstring)."""
+            base_steps: int = 0, rounds: int = 2) -> dict[str, Any]:
+    """Inner runs per minute each way (see the module docstring): the best of ``rounds``
+    rounds, the two ways alternating within a round so a change in the machine's load hits
+    both."""
     from grpo_throughput import count_params, matmul_flops_per_s
 
     from derl_bench.policies.threads import configure_threads
@@ -103,21 +106,25 @@ def measure(steps: int = 20, validation: int = 200, population: int = 4, workers
         figures: dict[str, Any] = {}
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
             list(pool.map(_warm, [config] * workers, [f"{tmp}/w{i}" for i in range(workers)]))
-            for name, together in (("separate", False), ("together", True)):
-                began = time.perf_counter()
-                parts = list(pool.map(generation, [config] * workers,
-                                      [f"{tmp}/{name}{i}" for i in range(workers)],
-                                      [together] * workers))
-                wall = time.perf_counter() - began
-                runs = sum(p["runs"] for p in parts)
-                flops = params * sum(p["token_passes"] for p in parts)
-                figures[name] = {
-                    "wall_s": round(wall, 2), "inner_runs": runs,
-                    "seconds_per_inner_run": round(wall / runs, 3),
-                    "inner_runs_per_minute": round(60 * runs / wall, 2),
-                    "fraction_of_peak": flops / wall / (peak * workers),
-                    "scores": [p["scores"] for p in parts]}
-    return {"population": population, "workers": workers, "steps": steps,
+            ways = [("separate", False), ("together", True)]
+            for round_ in range(rounds):
+                for name, together in ways if round_ % 2 == 0 else ways[::-1]:
+                    began = time.perf_counter()
+                    parts = list(pool.map(generation, [config] * workers,
+                                          [f"{tmp}/{name}{round_}-{i}" for i in range(workers)],
+                                          [together] * workers))
+                    wall = time.perf_counter() - began
+                    if name in figures and figures[name]["wall_s"] <= wall:
+                        continue
+                    runs = sum(p["runs"] for p in parts)
+                    flops = params * sum(p["token_passes"] for p in parts)
+                    figures[name] = {
+                        "wall_s": round(wall, 2), "inner_runs": runs,
+                        "seconds_per_inner_run": round(wall / runs, 3),
+                        "inner_runs_per_minute": round(60 * runs / wall, 2),
+                        "fraction_of_peak": flops / wall / (peak * workers),
+                        "scores": [p["scores"] for p in parts]}
+    return {"population": population, "workers": workers, "steps": steps, "rounds": rounds,
             "validation_episodes": validation,
             "base_model": f"tiny + SFT {base_steps} steps" if base_steps else "tiny (random)",
             "params": params, "matmul_gflops_per_s_one_thread": round(peak / 1e9, 2),
@@ -146,9 +153,10 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--base-steps", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     print(json.dumps(measure(args.steps, args.validation, args.population, args.workers,
-                             args.base_steps), indent=2))
+                             args.base_steps, args.rounds), indent=2))
 
 
 if __name__ == "__main__":
