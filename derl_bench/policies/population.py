@@ -166,14 +166,15 @@ class Population:
                temperature: float, eos_ids: set[int], pad_id: int, top_p: float = 1.0,
                generators: Sequence[torch.Generator | None] | None = None,
                batch_size: int = GENERATION_BATCH,
-               max_rows: int = GENERATION_BATCH) -> list[list[list[int]]]:
+               max_rows: int | None = None) -> list[list[list[int]]]:
         """``prompts[m]`` sampled by member ``m`` from ``generators[m]``: what
         :class:`~derl_bench.policies.backends.TransformersBackend` gives member ``m``'s model
         with that generator (the same chunks of ``batch_size`` rows, the same draws).
 
         Every member samples as many prompts. Members decode together in groups of at most
-        ``max_rows`` rows (at least one member a group): stacking removes per-op overhead,
-        but past a few hundred rows a CPU's caches, not the overhead, set the pace.
+        ``max_rows`` rows (at least one member a group; default: 256 on a CPU, where past a
+        few hundred rows the caches, not the per-op overhead, set the pace, and every member
+        at once on a GPU).
         """
         if len(prompts) != self.size:
             raise ValueError(f"{len(prompts)} prompt lists for a population of {self.size}")
@@ -181,6 +182,9 @@ class Population:
         if any(len(p) != count for p in prompts):
             raise ValueError("every member of a population samples as many prompts")
         generators = list(generators) if generators is not None else [None] * self.size
+        if max_rows is None:
+            on_cpu = self.weights.embed.device.type == "cpu"
+            max_rows = GENERATION_BATCH if on_cpu else self.size * batch_size
         chunk = min(count, batch_size)
         together = max(1, max_rows // max(1, chunk))
         out: list[list[list[int]]] = [[] for _ in range(self.size)]
