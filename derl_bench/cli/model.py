@@ -1,7 +1,11 @@
-"""``derl-bench model init-tiny PATH``: write a tiny random model and its tokenizer.
+"""``derl-bench model``: build, fine-tune and merge models.
 
-The model is Qwen2-shaped with a few small layers and the tokenizer is trained in code, so
-nothing is downloaded; tests and the recipes' ``model: tiny`` default use it.
+``init-tiny PATH`` writes a tiny random Qwen2-shaped model whose tokenizer is trained in code
+(tests and the recipes' ``model: tiny`` default use it); ``init --shape qwen2.5-0.5b PATH``
+writes a random model of a real Qwen2.5 architecture (:mod:`derl_bench.policies.shapes`);
+``merge`` folds a LoRA adapter checkpoint into its base model; ``rehearse`` runs the training,
+meta and evaluation commands at a real shape on this machine (:mod:`derl_bench.rehearsal`).
+Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -23,6 +27,20 @@ def register(subparsers: Any) -> None:
     tiny.add_argument("--vocab-size", type=int, default=1024)
     tiny.add_argument("--overwrite", action="store_true", help="replace an existing PATH")
     tiny.set_defaults(func=run_init_tiny)
+    from derl_bench.policies.shapes import SHAPES
+
+    init = sub.add_parser(
+        "init", help="write a random model of a real architecture (e.g. Qwen2.5-0.5B) to PATH",
+        description="Write a HF model folder with the exact Qwen2.5 configuration of --shape, "
+        "random weights and a tokenizer built in code with Qwen2.5's vocabulary size, special "
+        "tokens and chat template (see docs/gpu.md for what differs from the released one).")
+    init.add_argument("path", metavar="PATH", help="output directory (must be empty or absent)")
+    init.add_argument("--shape", required=True, choices=sorted(SHAPES))
+    init.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
+    init.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"),
+                      help="storage dtype of the weights (bfloat16, as released)")
+    init.add_argument("--overwrite", action="store_true", help="replace an existing PATH")
+    init.set_defaults(func=run_init_shape)
     sft = sub.add_parser(
         "sft", help="warm-start a policy by supervised fine-tuning on an env's demonstrations",
         description="Fine-tune a model on an env's own demonstrations (math family: reference "
@@ -56,6 +74,19 @@ def run_init_tiny(args: argparse.Namespace) -> int:
         path = init_tiny_model(args.path, spec, overwrite=args.overwrite)
     except FileExistsError as err:
         print(f"derl-bench model init-tiny: {err}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+def run_init_shape(args: argparse.Namespace) -> int:
+    from derl_bench.policies.shapes import init_shape_model
+
+    try:
+        path = init_shape_model(args.path, args.shape, seed=args.seed, dtype=args.dtype,
+                                overwrite=args.overwrite)
+    except (FileExistsError, ValueError) as err:
+        print(f"derl-bench model init: {err}", file=sys.stderr)
         return 2
     print(path)
     return 0
