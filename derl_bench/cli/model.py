@@ -41,6 +41,14 @@ def register(subparsers: Any) -> None:
                       help="storage dtype of the weights (bfloat16, as released)")
     init.add_argument("--overwrite", action="store_true", help="replace an existing PATH")
     init.set_defaults(func=run_init_shape)
+    merge = sub.add_parser(
+        "merge", help="fold a LoRA adapter checkpoint into its base model",
+        description="Load the adapter checkpoint CHECKPOINT with its base model, add "
+        "(alpha/r) B A to every adapted weight and write a whole model folder to PATH.")
+    merge.add_argument("checkpoint", metavar="CHECKPOINT", help="a LoRA run's checkpoint")
+    merge.add_argument("path", metavar="PATH", help="output directory (must be empty or absent)")
+    merge.add_argument("--overwrite", action="store_true", help="replace an existing PATH")
+    merge.set_defaults(func=run_merge)
     sft = sub.add_parser(
         "sft", help="warm-start a policy by supervised fine-tuning on an env's demonstrations",
         description="Fine-tune a model on an env's own demonstrations (math family: reference "
@@ -87,6 +95,18 @@ def run_init_shape(args: argparse.Namespace) -> int:
                                 overwrite=args.overwrite)
     except (FileExistsError, ValueError) as err:
         print(f"derl-bench model init: {err}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    from derl_bench.policies.lora import merge_adapter
+
+    try:
+        path = merge_adapter(args.checkpoint, args.path, overwrite=args.overwrite)
+    except (FileExistsError, FileNotFoundError, ValueError) as err:
+        print(f"derl-bench model merge: {err}", file=sys.stderr)
         return 2
     print(path)
     return 0

@@ -35,6 +35,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from derl_bench.policies.lora import decoder_view, linear_weight
+
 SUPPORTED_TYPES = ("qwen2", "llama")
 """``config.model_type`` values whose decoder layers this module reproduces exactly."""
 
@@ -44,6 +46,10 @@ LogitsHook = Callable[[torch.Tensor, list[list[int]], torch.Tensor], torch.Tenso
 
 def supports(model: Any) -> bool:
     """Whether ``model`` can run on the lean path (else callers use transformers)."""
+    view = decoder_view(model)
+    if view is None:
+        return False
+    model = view.model
     config = getattr(model, "config", None)
     if config is None or getattr(config, "model_type", None) not in SUPPORTED_TYPES:
         return False
@@ -71,6 +77,10 @@ class _Weights:
     """The decoder's parameters and shape, gathered once per model (the tensors stay live)."""
 
     def __init__(self, model: Any) -> None:
+        # A LoRA model's projections are read through ``linear_weight`` at every ``packed()``
+        # call, so the adapter's live ``W + scaling * B A`` is what runs (and is trained).
+        view = decoder_view(model)
+        model, self.adapters = view.model, view.adapters
         config = model.config
         inner = model.model
         self.embed = inner.embed_tokens.weight
@@ -87,18 +97,20 @@ class _Weights:
             attn, mlp = layer.self_attn, layer.mlp
             self.layers.append((
                 layer.input_layernorm.weight, float(layer.input_layernorm.variance_epsilon),
-                attn.q_proj.weight, attn.q_proj.bias, attn.k_proj.weight, attn.k_proj.bias,
-                attn.v_proj.weight, attn.v_proj.bias, attn.o_proj.weight, attn.o_proj.bias,
+                attn.q_proj, attn.q_proj.bias, attn.k_proj, attn.k_proj.bias,
+                attn.v_proj, attn.v_proj.bias, attn.o_proj, attn.o_proj.bias,
                 layer.post_attention_layernorm.weight,
                 float(layer.post_attention_layernorm.variance_epsilon),
-                mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight,
+                mlp.gate_proj, mlp.up_proj, mlp.down_proj,
             ))
 
     def packed(self) -> list[tuple]:
         """Per layer: the q/k/v projections as one matrix and gate/up as another, so a layer
         runs 4 matrix products instead of 7 (``torch.cat`` keeps gradients flowing)."""
         out = []
-        for (ln1, eps1, wq, bq, wk, bk, wv, bv, wo, bo, ln2, eps2, wg, wu, wd) in self.layers:
+        for (ln1, eps1, q, bq, k, bk, v, bv, o, bo, ln2, eps2, g, u, d) in self.layers:
+            wq, wk, wv, wo, wg, wu, wd = (linear_weight(m, self.adapters)
+                                          for m in (q, k, v, o, g, u, d))
             biases = (bq, bk, bv)
             bqkv = (None if all(b is None for b in biases) else torch.cat([
                 b if b is not None else wq.new_zeros(w.shape[0])
