@@ -233,3 +233,10 @@ def test_a_warm_started_lora_run_continues_the_adapter(data_root, tmp_path):
     # the warm-started one from the first run's adapter (its policy already differs).
     assert read_metrics(start.parent.parent)[0]["kl"] == 0.0
     assert read_metrics(end.parent.parent)[0]["kl"] > 0.0
+
+
+def test_the_lean_path_can_be_switched_off(tiny, monkeypatch):
+    base, _ = tiny
+    assert supports(base)
+    monkeypatch.setenv("DERL_BENCH_LEAN", "0")
+    assert not supports(base)

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from derl_bench.policies.lora import decoder_view, linear_weight
+from derl_bench.policies.lora import decoder_view, lean_allowed, linear_weight
 
 SUPPORTED_TYPES = ("qwen2", "llama")
 """``config.model_type`` values whose decoder layers this module reproduces exactly."""
@@ -46,10 +46,9 @@ LogitsHook = Callable[[torch.Tensor, list[list[int]], torch.Tensor], torch.Tenso
 
 def supports(model: Any) -> bool:
     """Whether ``model`` can run on the lean path (else callers use transformers)."""
-    view = decoder_view(model)
-    if view is None:
+    if not lean_allowed(model):
         return False
-    model = view.model
+    model = decoder_view(model).model
     config = getattr(model, "config", None)
     if config is None or getattr(config, "model_type", None) not in SUPPORTED_TYPES:
         return False

@@ -24,6 +24,7 @@ else in the project sees the adapted model through three functions here:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -201,18 +202,31 @@ class DecoderView:
     adapters: bool
 
 
-def decoder_view(model: Any) -> DecoderView | None:
-    """The view of ``model`` for the lean forward pass, or ``None`` when that pass cannot
-    reproduce it: a LoRA model in training mode with dropout on its adapter input."""
+LEAN_ENV = "DERL_BENCH_LEAN"
+"""Set to ``0`` to run every model through transformers (``generate`` for sampling, the
+module forward for training): the reference the lean path is checked against."""
+
+
+def lean_allowed(model: Any) -> bool:
+    """Whether the lean forward pass may run ``model``: not when it is switched off
+    (``DERL_BENCH_LEAN=0``), nor for a LoRA model in training mode with dropout on its adapter
+    input (a merged weight cannot express that dropout)."""
+    if os.environ.get(LEAN_ENV, "1") == "0":
+        return False
+    if is_peft_model(model) and model.training:
+        return not any(float(getattr(c, "lora_dropout", 0.0)) > 0
+                       for c in model.peft_config.values())
+    return True
+
+
+def decoder_view(model: Any) -> DecoderView:
+    """What the lean forward pass reads for ``model`` (a plain HF model, a peft model, or a
+    :class:`FrozenBase`)."""
     if isinstance(model, FrozenBase):
         return DecoderView(model.peft_model.get_base_model(), False)
-    if not is_peft_model(model):
-        return DecoderView(model, False)
-    if model.training and any(
-            p > 0 for p in (float(getattr(c, "lora_dropout", 0.0))
-                            for c in model.peft_config.values())):
-        return None
-    return DecoderView(model.get_base_model(), True)
+    if is_peft_model(model):
+        return DecoderView(model.get_base_model(), True)
+    return DecoderView(model, False)
 
 
 def linear_weight(module: Any, adapters: bool) -> torch.Tensor:
@@ -231,6 +245,6 @@ def linear_weight(module: Any, adapters: bool) -> torch.Tensor:
     return weight
 
 
-__all__ = ["LORA_TARGETS", "DecoderView", "FrozenBase", "LoraSpec", "adapter_spec",
-           "apply_lora", "decoder_view", "is_adapter_dir", "is_peft_model", "linear_weight",
+__all__ = ["LEAN_ENV", "LORA_TARGETS", "DecoderView", "FrozenBase", "LoraSpec", "adapter_spec",
+           "apply_lora", "decoder_view", "lean_allowed", "is_adapter_dir", "is_peft_model", "linear_weight",
            "load_model_and_adapter", "merge_adapter"]
