@@ -240,3 +240,16 @@ def test_the_lean_path_can_be_switched_off(tiny, monkeypatch):
     assert supports(base)
     monkeypatch.setenv("DERL_BENCH_LEAN", "0")
     assert not supports(base)
+
+
+def test_the_trl_path_trains_an_adapter(data_root, tmp_path):
+    from derl_bench.grpo.dispatch import run_training
+
+    config = TrainConfig(env_id="derl/GSM8K-v0", trainer="trl", steps=1, group_size=2,
+                         prompts_per_step=1, max_new_tokens=8, lora=LORA,
+                         output_dir=str(tmp_path / "trl"), progress=False, tensorboard=False)
+    history, path = run_training(config)
+    assert len(history) == 1
+    assert (path / "adapter_config.json").is_file() and not (path / "model.safetensors").exists()
+    model, _ = load_model_and_tokenizer(path)
+    assert is_peft_model(model)
