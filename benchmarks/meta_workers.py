@@ -41,8 +41,10 @@ def measure(steps: int = 30, workers: int = 2) -> dict:
         ray.init(num_cpus=workers, log_to_driver=False, configure_logging=False)
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            # Separate runs: this measures how runs spread over workers, not populations.
             config = MetaConfig(method="random", inner=inner_recipe(steps), output_dir=tmp,
-                                validation_episodes=16, progress=False, executor="ray")
+                                validation_episodes=16, progress=False, executor="ray",
+                                batch_inner="false")
 
             def generation(tag: str, limit: int, rewards: list[str]) -> float:
                 executor = RayExecutor(workers=limit, retries=0)

@@ -273,7 +273,7 @@ def test_failed_inner_runs_are_retried_then_excluded_not_scored(tmp_path, monkey
     monkeypatch.setattr(loop, "RandomSearch", Recording)
     config = MetaConfig(name="t", method="random", outer_steps=1, population=2, retries=1,
                         validation_episodes=2, inner=ARITH_INNER, output_dir=str(tmp_path),
-                        progress=False, executor="local", seed=11)
+                        progress=False, executor="local", seed=11, batch_inner="false")
     result = run_meta(config)
     first, second = result.candidates
     assert first["status"] == "scored" and first["retried_after"] == ["RuntimeError: worker died"]

@@ -164,15 +164,16 @@ def test_a_restored_proposer_continues_exactly_as_the_original(tmp_path, make):
 needs_ray = pytest.mark.skipif(not ray_available(), reason="ray is not installed")
 
 
-def _kill_worker_mid_run(tmp_path: Path, index: int, retries: int,
-                         ) -> tuple[Path, Path, int, dict[int, dict]]:
+def _kill_worker_mid_run(tmp_path: Path, index: int, retries: int, batch_inner: str = "false",
+                         inner: dict | None = None) -> tuple[Path, Path, int, dict[int, dict]]:
     """Run a one-generation recipe on 2 Ray workers and SIGKILL the worker process of
     candidate ``index`` while it trains; returns the recipe, run directory, killed pid and
-    the records by index."""
+    the records by index. Inner runs are separate unless ``batch_inner`` says otherwise."""
     # A fixed reward trains every slot (a search could propose a reward constant on the probe
     # set, which is never trained, and the kill needs a running inner run).
     recipe = _write_recipe(tmp_path / "recipe.yaml", outer_steps=1,
-                           inner={**INNER, "steps": 12}, retries=retries, **TRAINS_EVERY_SLOT)
+                           inner={**INNER, "steps": 12, **(inner or {})}, retries=retries,
+                           batch_inner=batch_inner, **TRAINS_EVERY_SLOT)
     out = tmp_path / "run"
     proc = _meta(recipe, out, "--executor", "ray", "--workers", "2")
     marker = out / "inner" / f"g000-c{index:02d}.worker"
@@ -195,6 +196,29 @@ def test_an_inner_run_whose_ray_worker_is_killed_is_retried_and_scores_as_withou
     local = tmp_path / "local"
     assert main(["meta", str(recipe), "--output", str(local), "--executor", "local"]) == 0
     assert _normalised(_records(out), out) == _normalised(_records(local), local)
+
+
+@needs_ray
+def test_a_killed_population_reruns_its_inner_runs_separately(tmp_path):
+    # 3 candidates on 2 workers: candidates 0 and 1 train as one population, 2 alone (the
+    # fixed reward's slots differ in their seeds only, and start from one model). Losing the
+    # population's worker says nothing about its rewards: even with no retries left they run
+    # again, separately, and score as an in-process run of the same recipe does.
+    from derl_bench.policies.tiny import init_tiny_model
+
+    base = init_tiny_model(tmp_path / "base")
+    recipe, out, pid, records = _kill_worker_mid_run(tmp_path, index=1, retries=0,
+                                                     batch_inner="auto",
+                                                     inner={"model": str(base)})
+    for i in (0, 1):
+        assert records[i]["status"] == "scored" and "retried_after" not in records[i]
+        assert records[i]["worker"].rsplit(":", 1)[1] != str(pid)
+        assert "as one population" in (out / "inner" / f"g000-c{i:02d}.error.log").read_text()
+    assert records[2]["status"] == "scored"
+    local = tmp_path / "local"
+    assert main(["meta", str(recipe), "--output", str(local), "--executor", "local"]) == 0
+    ours, theirs = _normalised(_records(out), out), _normalised(_records(local), local)
+    assert [r["score"] for r in ours] == [r["score"] for r in theirs]
 
 
 @needs_ray

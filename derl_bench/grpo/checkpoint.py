@@ -37,8 +37,10 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(run_dir: str | Path, step: int, model: Any, tokenizer: Any,
-                    optimizer: torch.optim.Optimizer, keep: int = 2) -> Path:
-    """Save the state after ``step`` training steps; keep the newest ``keep`` checkpoints."""
+                    optimizer: torch.optim.Optimizer | dict[str, Any], keep: int = 2) -> Path:
+    """Save the state after ``step`` training steps; keep the newest ``keep`` checkpoints.
+
+    ``optimizer`` is the optimiser or its ``state_dict()`` (a population member's share)."""
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
@@ -47,7 +49,8 @@ def save_checkpoint(run_dir: str | Path, step: int, model: Any, tokenizer: Any,
     with quiet_transformers():
         model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
-    torch.save({"step": step, "optimizer": optimizer.state_dict(), "rng": rng_state()},
+    state = optimizer if isinstance(optimizer, dict) else optimizer.state_dict()
+    torch.save({"step": step, "optimizer": state, "rng": rng_state()},
                staging / STATE_FILE)
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)

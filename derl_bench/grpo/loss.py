@@ -32,15 +32,65 @@ class LossOutput:
     ratio_mean: float
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of ``values`` where ``mask`` is 1 (0 when nothing is unmasked)."""
-    return (values * mask).sum() / mask.sum().clamp(min=1)
+def masked_mean(values: torch.Tensor, mask: torch.Tensor,
+                dim: tuple[int, ...] | None = None) -> torch.Tensor:
+    """Mean of ``values`` where ``mask`` is 1 (0 when nothing is unmasked), over ``dim``
+    (default: every axis)."""
+    if dim is None:
+        return (values * mask).sum() / mask.sum().clamp(min=1)
+    return (values * mask).sum(dim) / mask.sum(dim).clamp(min=1)
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, aggregation: str) -> torch.Tensor:
+    """The loss of a batch ``(N, T)`` from its per-token losses (module docstring): the mean
+    over unmasked tokens, or over sequences of their token means. Leading axes (a
+    population's) are kept: ``(P, N, T) -> (P,)``."""
+    check_aggregation(aggregation)
+    if aggregation == "token":
+        return masked_mean(per_token, mask, (-2, -1))
+    per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    has = (mask.sum(-1) > 0).to(per_seq.dtype)
+    return (per_seq * has).sum(-1) / has.sum(-1).clamp(min=1)
 
 
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimator of KL(policy || reference) from sampled tokens' log-probs."""
     log_ratio = ref_logp - logp
     return torch.exp(log_ratio) - log_ratio - 1
+
+
+def token_terms(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                ref_logp: torch.Tensor | None = None, clip_eps: float = 0.2,
+                clip_eps_high: float | None = None, kl_coef: float = 0.0,
+                ) -> dict[str, torch.Tensor]:
+    """The loss of every token (module docstring), before aggregation: ``loss`` (policy + KL),
+    ``policy``, ``kl``, ``ratio`` and ``clipped`` (where the clip bound set the objective).
+
+    ``advantages`` has one value per sequence (the shape of ``logp`` without its last axis,
+    broadcast to its tokens) or one per token; any leading axes (a population's) pass through.
+    """
+    adv = advantages.to(logp.dtype)
+    if adv.dim() < logp.dim():
+        adv = adv.unsqueeze(-1)
+    ratio = torch.exp(logp - old_logp)
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    clipped = torch.clamp(ratio, 1 - clip_eps, 1 + high)
+    policy = -torch.minimum(ratio * adv, clipped * adv)
+    per_token = policy
+    kl = torch.zeros_like(logp)
+    if ref_logp is not None and kl_coef != 0.0:
+        kl = k3_kl(logp, ref_logp)
+        per_token = per_token + kl_coef * kl
+    with torch.no_grad():
+        was_clipped = (clipped * adv) < (ratio * adv)
+    return {"loss": per_token, "policy": policy, "kl": kl, "ratio": ratio,
+            "clipped": was_clipped.to(logp.dtype)}
+
+
+def check_aggregation(aggregation: str) -> None:
+    """Reject an unknown ``aggregation``."""
+    if aggregation not in ("token", "sequence"):
+        raise ValueError(f"aggregation must be 'token' or 'sequence', got {aggregation!r}")
 
 
 def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
@@ -52,36 +102,36 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
     ``logp``, ``old_logp``, ``ref_logp`` and ``mask`` are ``(N, T)``; ``advantages`` is ``(N,)``
     (one value per sequence, broadcast to its tokens) or ``(N, T)``.
     """
-    if aggregation not in ("token", "sequence"):
-        raise ValueError(f"aggregation must be 'token' or 'sequence', got {aggregation!r}")
+    check_aggregation(aggregation)
     mask = mask.to(logp.dtype)
-    adv = advantages.to(logp.dtype)
-    if adv.dim() == 1:
-        adv = adv.unsqueeze(1)
-    ratio = torch.exp(logp - old_logp)
-    high = clip_eps if clip_eps_high is None else clip_eps_high
-    clipped = torch.clamp(ratio, 1 - clip_eps, 1 + high)
-    per_token = -torch.minimum(ratio * adv, clipped * adv)
-    policy_per_token = per_token
-    kl = torch.zeros_like(logp)
-    if ref_logp is not None and kl_coef != 0.0:
-        kl = k3_kl(logp, ref_logp)
-        per_token = per_token + kl_coef * kl
-    if aggregation == "token":
-        loss = masked_mean(per_token, mask)
-    else:
-        per_seq = (per_token * mask).sum(1) / mask.sum(1).clamp(min=1)
-        loss = per_seq[mask.sum(1) > 0].mean() if (mask.sum(1) > 0).any() else per_seq.sum() * 0
+    terms = token_terms(logp, old_logp, advantages, ref_logp, clip_eps, clip_eps_high, kl_coef)
+    loss = aggregate(terms["loss"], mask, aggregation)
     with torch.no_grad():
-        was_clipped = (clipped * adv) < (ratio * adv)  # the clip bound set the objective
         stats = LossOutput(
             loss=loss,
-            policy_loss=float(masked_mean(policy_per_token, mask)),
-            kl=float(masked_mean(kl, mask)),
-            clip_fraction=float(masked_mean(was_clipped.to(logp.dtype), mask)),
-            ratio_mean=float(masked_mean(ratio, mask)),
+            policy_loss=float(masked_mean(terms["policy"], mask)),
+            kl=float(masked_mean(terms["kl"], mask)),
+            clip_fraction=float(masked_mean(terms["clipped"], mask)),
+            ratio_mean=float(masked_mean(terms["ratio"], mask)),
         )
     return stats
+
+
+def target_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0,
+                    with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probability of ``targets`` under ``logits`` (last axis: the vocabulary) at the
+    sampling ``temperature``, and the entropy of each distribution (no gradient) when asked."""
+    logits = logits.float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    normaliser = torch.logsumexp(logits, -1)
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - normaliser
+    ent = None
+    if with_entropy:
+        with torch.no_grad():
+            detached = logits.detach()
+            ent = normaliser.detach() - (detached.softmax(-1) * detached).sum(-1)
+    return picked, ent
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
@@ -117,16 +167,7 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
     else:
         where = None
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    logits = logits.float()
-    if temperature > 0 and temperature != 1.0:
-        logits = logits / temperature
-    normaliser = torch.logsumexp(logits, -1)
-    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - normaliser
-    ent = None
-    if with_entropy:
-        with torch.no_grad():
-            detached = logits.detach()
-            ent = normaliser.detach() - (detached.softmax(-1) * detached).sum(-1)
+    picked, ent = target_logprobs(logits, targets, temperature, with_entropy)
     if where is not None:
         full = picked.new_zeros(where.shape)
         picked = full.masked_scatter(where, picked)

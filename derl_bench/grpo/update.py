@@ -44,12 +44,19 @@ class UpdateSettings:
     temperature: float = 1.0
 
 
+def micro_batch_weights(mask: torch.Tensor, batch_mask: torch.Tensor,
+                        aggregation: str) -> torch.Tensor:
+    """The weight of a micro-batch's mean loss in the batch's loss (see the module docstring),
+    over the last two axes: one per member of a population ``(P, N, T) -> (P,)``."""
+    if aggregation == "token":
+        return mask.sum((-2, -1)) / batch_mask.sum((-2, -1)).clamp(min=1)
+    rows = (mask.sum(-1) > 0).sum(-1)
+    return rows / (batch_mask.sum(-1) > 0).sum(-1).clamp(min=1)
+
+
 def micro_batch_weight(mask: torch.Tensor, batch_mask: torch.Tensor, aggregation: str) -> float:
     """The weight of a micro-batch's mean loss in the batch's loss (see the module docstring)."""
-    if aggregation == "token":
-        return float(mask.sum() / batch_mask.sum().clamp(min=1))
-    rows = (mask.sum(1) > 0).sum()
-    return float(rows / (batch_mask.sum(1) > 0).sum().clamp(min=1))
+    return float(micro_batch_weights(mask, batch_mask, aggregation))
 
 
 def batch_logprobs(model: Any, batch: Any, micro_batch_size: int,
@@ -122,4 +129,4 @@ def make_optimizer(model: Any, learning_rate: float, weight_decay: float = 0.0,
 
 
 __all__ = ["UpdateSettings", "batch_logprobs", "grpo_update", "make_optimizer",
-           "micro_batch_weight"]
+           "micro_batch_weight", "micro_batch_weights"]

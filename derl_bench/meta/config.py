@@ -27,7 +27,9 @@ from derl_bench.grpo.config import (
 METHODS = ("derl", "derl-pop", "derl-frozen", "random", "revolve", "fixed")
 LEARNING_METHODS = ("derl", "derl-pop", "derl-frozen")
 """The methods whose proposer is the Meta-Optimizer LLM (``derl-frozen`` with learning rate 0)."""
-PLACEMENT_FIELDS = ("executor", "ray_address", "workers", "num_cpus", "num_gpus", "progress")
+BATCH_INNER = ("auto", "true", "false")
+PLACEMENT_FIELDS = ("executor", "ray_address", "workers", "num_cpus", "num_gpus", "batch_inner",
+                    "progress")
 """Fields that say where and how visibly a run executes, not what it computes: a resumed run
 may change them (move to a cluster, say)."""
 
@@ -121,10 +123,21 @@ class MetaConfig:
     num_gpus: float = 0.0
     """GPUs Ray reserves for each inner run; set ``inner.device: cuda`` beside it."""
 
+    batch_inner: str = "auto"
+    """Train a generation's inner runs that share a start model as one stacked model
+    (:mod:`derl_bench.grpo.population`): ``auto`` when the inner recipe allows it (single-step
+    env, Qwen2/Llama-shaped model, compact trainer, transformers backend), ``true`` (an error
+    when it does not), ``false`` (always separate runs). Each candidate's result is what its
+    separate run gives, up to float rounding."""
+
     output_dir: str | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
+        if isinstance(self.batch_inner, bool):  # YAML reads a bare true/false as a bool
+            self.batch_inner = "true" if self.batch_inner else "false"
+        if self.batch_inner not in BATCH_INNER:
+            raise ConfigError(f"batch_inner must be one of {BATCH_INNER}, got {self.batch_inner!r}")
         if self.method not in METHODS:
             raise ConfigError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.retries < 0 or self.optimizer_sft_examples < 0 or self.optimizer_sft_steps < 0:

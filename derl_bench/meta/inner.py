@@ -12,20 +12,28 @@ games, a held-out slice of ScienceWorld's training variations (see the env cards
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gymnasium as gym
 
 from derl_bench.envs.items import eval_splits, split_items
-from derl_bench.family import family_spec
+from derl_bench.family import FamilySpec, family_spec
 from derl_bench.grpo.checkpoint import quiet_transformers
 from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
 from derl_bench.grpo.dispatch import run_training
+from derl_bench.grpo.population import PopulationRun, train_population
 from derl_bench.grpo.trainer import make_env, success_rate
 from derl_bench.meta.config import MetaConfig
 from derl_bench.policies import LLMPolicy, SamplingConfig
-from derl_bench.rollout import rollout_multi_turn, rollout_single_step
+from derl_bench.rollout import (
+    Episode,
+    grade_single_step,
+    rollout_multi_turn,
+    rollout_single_step,
+    single_step_prompts,
+)
 
 
 @dataclass
@@ -123,7 +131,6 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
     """Success rate of the policy at ``model_path`` on the validation set (module docstring),
     and the mean of the ``format_boxed`` primitive where the env emits it."""
     spec = family_spec(config.env_id)
-    scoring = validation_config(meta, config)
     with quiet_transformers():
         policy = LLMPolicy.from_pretrained(
             model_path, spec, device=config.device, dtype=config.dtype,
@@ -131,12 +138,8 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
                                     seed=meta.validation_seed),
             history_window=config.history_window)
     if not spec.multi_turn:
-        env = make_env(scoring)
+        env = _validation_env(meta, config)
         try:
-            count = len(env.unwrapped.problems)
-            if meta.validation_episodes > count:
-                raise ValueError(f"validation_episodes={meta.validation_episodes} but the "
-                                 f"{scoring.split} split has {count} problems")
             episodes = rollout_single_step(env, policy, list(range(meta.validation_episodes)), 1,
                                            by_index=True)
         finally:
@@ -150,12 +153,31 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
         finally:
             for env in envs:
                 env.close()
+    return validation_figures(episodes, spec)
+
+
+def validation_figures(episodes: Sequence[Episode], spec: FamilySpec,
+                       ) -> tuple[float, dict[str, float]]:
+    """Success rate of validation ``episodes`` and the mean of the ``format_boxed`` primitive
+    where the env emits it."""
     metrics: dict[str, float] = {}
     formats = [e.last("format_boxed") for e in episodes
                if e.steps and "format_boxed" in e.steps[-1].primitives]
     if formats:
         metrics["format"] = float(sum(formats) / len(formats))
     return success_rate(episodes, spec), metrics
+
+
+def _validation_env(meta: MetaConfig, config: TrainConfig) -> gym.Env:
+    """A single-step env's validation split, checked to hold the validation set."""
+    scoring = validation_config(meta, config)
+    env = make_env(scoring)
+    count = len(env.unwrapped.problems)
+    if meta.validation_episodes > count:
+        env.close()
+        raise ValueError(f"validation_episodes={meta.validation_episodes} but the "
+                         f"{scoring.split} split has {count} problems")
+    return env
 
 
 def train_and_score(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | None,
@@ -172,3 +194,60 @@ def train_and_score(meta: MetaConfig, expr: str, run_dir: Path, start_model: str
     score, metrics = validation_score(checkpoint, meta, config)
     last_reward = float(history[-1]["reward/mean"]) if history else float("nan")
     return InnerResult(score, last_reward, checkpoint, metrics)
+
+
+@dataclass(frozen=True)
+class InnerSpec:
+    """One inner run of a batch: what :func:`train_and_score` takes."""
+
+    expr: str
+    run_dir: Path
+    start_model: str | None = None
+    data_offset: int = 0
+    seed: int | None = None
+
+
+def population_validation(run: PopulationRun, meta: MetaConfig, config: TrainConfig,
+                          ) -> list[tuple[float, dict[str, float]]]:
+    """:func:`validation_score` of every member of a trained population, decoded together:
+    the same validation problems, each member with the generator its own policy would use."""
+    import torch
+
+    spec = family_spec(config.env_id)
+    if spec.multi_turn:
+        raise ValueError("population validation covers single-step envs")
+    population = run.population
+    policy = LLMPolicy(population.template, run.tokenizer, spec)
+    backend = policy.backend
+    indices = list(range(meta.validation_episodes))
+    env = _validation_env(meta, config)
+    try:
+        prompts = single_step_prompts(env, policy, indices, 1, by_index=True)
+        device = population.weights.embed.device
+        generators = [torch.Generator(device=device).manual_seed(meta.validation_seed)
+                      for _ in range(population.size)]
+        completions = population.sample([prompts] * population.size, config.max_new_tokens,
+                                        meta.validation_temperature, backend.eos_ids,
+                                        backend.pad_id, 1.0, generators)
+        return [validation_figures(grade_single_step(env, policy.generations(prompts, c),
+                                                     indices, 1, by_index=True), spec)
+                for c in completions]
+    finally:
+        env.close()
+
+
+def train_and_score_population(meta: MetaConfig, runs: Sequence[InnerSpec],
+                               ) -> list[InnerResult]:
+    """:func:`train_and_score` of every run in ``runs`` (one start model), trained and
+    validated as one population (:mod:`derl_bench.grpo.population`)."""
+    for spec in runs:
+        if spec.run_dir.exists():
+            shutil.rmtree(spec.run_dir)
+    configs = [inner_config(meta, s.expr, s.run_dir, s.start_model, s.data_offset, s.seed)
+               for s in runs]
+    run = train_population(configs)
+    figures = population_validation(run, meta, configs[0])
+    return [InnerResult(score, float(history[-1]["reward/mean"]) if history else float("nan"),
+                        checkpoint, metrics)
+            for (score, metrics), history, checkpoint
+            in zip(figures, run.histories, run.checkpoints, strict=True)]

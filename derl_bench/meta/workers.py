@@ -13,6 +13,13 @@ of every attempt; the loop excludes it from the generation, it is never scored.
   is not installed (``executor: local``). A job that raises is retried; a crash of the process
   itself ends the run, and ``derl-bench meta --resume`` continues it.
 
+Jobs that start from the same model train as one population (:func:`inner_groups`, the
+recipe's ``batch_inner``; :mod:`derl_bench.grpo.population`): one call of
+:func:`run_batch` in this process, or one Ray task, and each job still gets its own
+:class:`JobOutcome`. A batch that fails is not a verdict on any of its rewards: its jobs run
+again as separate runs, each with its own retries. With several workers a batch is split into
+as many populations as workers, so every worker has one.
+
     >>> executor = make_executor("local", retries=0)
     >>> executor.name, executor.dashboard_url
     ('local', None)
@@ -25,13 +32,19 @@ import socket
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from derl_bench.meta.config import MetaConfig
-from derl_bench.meta.inner import InnerResult, train_and_score
+from derl_bench.meta.inner import (
+    InnerResult,
+    InnerSpec,
+    inner_config,
+    train_and_score,
+    train_and_score_population,
+)
 
 EXECUTORS = ("auto", "ray", "local")
 
@@ -90,6 +103,55 @@ def run_job(config: MetaConfig, job: InnerJob) -> tuple[InnerResult, str]:
     return result, _worker_name()
 
 
+def inner_groups(config: MetaConfig, jobs: Sequence[InnerJob], parts: int = 1,
+                 ) -> list[list[InnerJob]]:
+    """The units an executor runs, in job order: jobs that can train as one population
+    (same start model and recipe, ``batch_inner`` not ``false``), split into at most
+    ``parts`` populations of near-equal size, and every other job alone.
+
+    Raises :class:`ExecutorError` when ``batch_inner`` is ``true`` and the recipe cannot
+    train populations."""
+    from derl_bench.grpo.population import population_key, population_support
+
+    if config.batch_inner == "false" or len(jobs) < 2:
+        return [[job] for job in jobs]
+    by_key: dict[tuple, list[InnerJob]] = {}
+    reasons: dict[tuple, str | None] = {}
+    for job in jobs:
+        inner = inner_config(config, job.expr, Path(job.run_dir), job.start_model,
+                             job.data_offset, job.seed)
+        key = population_key(inner)
+        if key not in reasons:
+            reasons[key] = population_support(inner)
+            if reasons[key] is not None and config.batch_inner == "true":
+                raise ExecutorError(f"batch_inner: true, but the inner runs cannot train as "
+                                    f"a population: {reasons[key]}")
+        by_key.setdefault(key if reasons[key] is None else ("alone", job.index), []).append(job)
+    units = []
+    for members in by_key.values():
+        count = max(1, min(parts, len(members)))
+        size, extra = divmod(len(members), count)
+        start = 0
+        for i in range(count):
+            end = start + size + (i < extra)
+            units.append(members[start:end])
+            start = end
+    return sorted(units, key=lambda unit: unit[0].index)
+
+
+def run_batch(config: MetaConfig, jobs: Sequence[InnerJob]) -> tuple[list[InnerResult], str]:
+    """Run ``jobs`` as one population where this function is called; returns each job's
+    result and ``host:pid`` (written beside every run directory first, as :func:`run_job`)."""
+    for job in jobs:
+        run = Path(job.run_dir)
+        run.parent.mkdir(parents=True, exist_ok=True)
+        (run.parent / f"{run.name}.worker").write_text(_worker_name() + "\n")
+    results = train_and_score_population(config, [
+        InnerSpec(job.expr, Path(job.run_dir), job.start_model, job.data_offset, job.seed)
+        for job in jobs])
+    return results, _worker_name()
+
+
 def _apply(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
@@ -112,24 +174,40 @@ class LocalExecutor:
 
     def run(self, config: MetaConfig, jobs: Iterable[InnerJob],
             on_start: Callable[[InnerJob], None] | None = None) -> Iterator[JobOutcome]:
-        """Run ``jobs`` in order; ``on_start`` is told when each starts."""
-        for job in jobs:
+        """Run ``jobs`` in order, those of a population together; ``on_start`` is told when
+        each starts."""
+        for unit in inner_groups(config, list(jobs)):
             if on_start is not None:
-                on_start(job)
-            started = time.perf_counter()
-            errors: list[str] = []
-            for _ in range(self.retries + 1):
+                for job in unit:
+                    on_start(job)
+            if len(unit) > 1:
+                started = time.perf_counter()
                 try:
-                    result, worker = run_job(config, job)
-                except Exception as err:  # any failure of an inner run is retried, then excluded
-                    errors.append(f"{type(err).__name__}: {err}")
-                    _log_failure(job, traceback.format_exc())
+                    results, worker = run_batch(config, unit)
+                except Exception:  # the jobs are retried as separate runs below
+                    for job in unit:
+                        _log_failure(job, "as one population with jobs "
+                                     f"{[j.index for j in unit]}:\n{traceback.format_exc()}")
+                else:
+                    seconds = round(time.perf_counter() - started, 2)
+                    for job, result in zip(unit, results, strict=True):
+                        yield JobOutcome(job, result, [], worker, seconds)
                     continue
-                yield JobOutcome(job, result, errors, worker,
-                                 round(time.perf_counter() - started, 2))
-                break
-            else:
-                yield JobOutcome(job, None, errors, "", round(time.perf_counter() - started, 2))
+            for job in unit:
+                yield self._run_alone(config, job)
+
+    def _run_alone(self, config: MetaConfig, job: InnerJob) -> JobOutcome:
+        started = time.perf_counter()
+        errors: list[str] = []
+        for _ in range(self.retries + 1):
+            try:
+                result, worker = run_job(config, job)
+            except Exception as err:  # any failure of an inner run is retried, then excluded
+                errors.append(f"{type(err).__name__}: {err}")
+                _log_failure(job, traceback.format_exc())
+                continue
+            return JobOutcome(job, result, errors, worker, round(time.perf_counter() - started, 2))
+        return JobOutcome(job, None, errors, "", round(time.perf_counter() - started, 2))
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` here (a headline evaluation)."""
@@ -176,41 +254,64 @@ class RayExecutor:
         url = getattr(context, "dashboard_url", None) if context is not None else None
         self.dashboard_url: str | None = f"http://{url}" if url else None
         self._train = ray.remote(run_job)
+        self._train_batch = ray.remote(run_batch)
         self._call = ray.remote(_apply)
 
     def run(self, config: MetaConfig, jobs: Iterable[InnerJob],
             on_start: Callable[[InnerJob], None] | None = None) -> Iterator[JobOutcome]:
-        """Submit ``jobs`` (at most ``workers`` at once) and yield each outcome as it ends."""
+        """Submit ``jobs`` (at most ``workers`` tasks at once; a population is one task) and
+        yield each outcome as it ends."""
         ray = self.ray
-        pending = deque(jobs)
+        limit = self.workers or self._slots()
+        pending = deque(inner_groups(config, list(jobs), parts=limit))
         config_ref = ray.put(config)
-        limit = self.workers or max(1, len(pending))
-        in_flight: dict[Any, InnerJob] = {}
+        in_flight: dict[Any, list[InnerJob]] = {}
         errors_of: dict[int, list[str]] = {}
         started_of: dict[int, float] = {}
         while pending or in_flight:
             while pending and len(in_flight) < limit:
-                job = pending.popleft()
-                if job.index not in started_of:
-                    started_of[job.index] = time.perf_counter()
-                    if on_start is not None:
-                        on_start(job)
-                ref = self._train.options(**self.options).remote(config_ref, job)
-                in_flight[ref] = job
+                unit = pending.popleft()
+                for job in unit:
+                    if job.index not in started_of:
+                        started_of[job.index] = time.perf_counter()
+                        if on_start is not None:
+                            on_start(job)
+                task = self._train if len(unit) == 1 else self._train_batch
+                ref = task.options(**self.options).remote(
+                    config_ref, unit[0] if len(unit) == 1 else unit)
+                in_flight[ref] = unit
             ready, _ = ray.wait(list(in_flight), num_returns=1)
-            job = in_flight.pop(ready[0])
-            errors, started = errors_of.setdefault(job.index, []), started_of[job.index]
+            unit = in_flight.pop(ready[0])
             try:
-                result, worker = ray.get(ready[0])
+                value = ray.get(ready[0])
             except ray.exceptions.RayError as err:  # the task raised, or its worker died
+                if len(unit) > 1:  # no verdict on any reward: run them separately
+                    for job in unit:
+                        _log_failure(job, f"as one population with jobs "
+                                     f"{[j.index for j in unit]}:\n{err}")
+                    pending.extendleft([job] for job in reversed(unit))
+                    continue
+                job = unit[0]
+                errors = errors_of.setdefault(job.index, [])
                 errors.append(_ray_error_text(err))
                 _log_failure(job, str(err))
                 if len(errors) <= self.retries:
-                    pending.appendleft(job)
+                    pending.appendleft(unit)
                     continue
-                yield JobOutcome(job, None, errors, "", round(time.perf_counter() - started, 2))
+                yield JobOutcome(job, None, errors, "",
+                                 round(time.perf_counter() - started_of[job.index], 2))
                 continue
-            yield JobOutcome(job, result, errors, worker, round(time.perf_counter() - started, 2))
+            results, worker = value if len(unit) > 1 else ([value[0]], value[1])
+            for job, result in zip(unit, results, strict=True):
+                yield JobOutcome(job, result, errors_of.get(job.index, []), worker,
+                                 round(time.perf_counter() - started_of[job.index], 2))
+
+    def _slots(self) -> int:
+        """Tasks the cluster's CPUs (or GPUs) fit at once."""
+        resources = self.ray.cluster_resources()
+        fits = [resources.get(name, 0.0) / need for name, need in
+                (("CPU", self.options["num_cpus"]), ("GPU", self.options["num_gpus"])) if need]
+        return max(1, int(min(fits))) if fits else 1
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` as a Ray task with one inner run's resources (a headline evaluation)."""
@@ -241,4 +342,5 @@ def executor_for(config: MetaConfig) -> LocalExecutor | RayExecutor:
 
 
 __all__ = ["EXECUTORS", "ExecutorError", "InnerJob", "JobOutcome", "LocalExecutor", "RayExecutor",
-           "executor_for", "make_executor", "ray_available", "run_job"]
+           "executor_for", "inner_groups", "make_executor", "ray_available", "run_batch",
+           "run_job"]

@@ -67,6 +67,11 @@ def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
+GENERATION_BATCH = 256
+"""Rows sampled at once by :class:`TransformersBackend` (and by the population sampler, which
+draws exactly what each member's backend would)."""
+
+
 class TransformersBackend:
     """Sample with the training model itself, on CPU or GPU.
 
@@ -76,7 +81,8 @@ class TransformersBackend:
     Weights never need syncing: generation reads the live model.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 256) -> None:
+    def __init__(self, model: Any, tokenizer: Any, batch_size: int = GENERATION_BATCH,
+                 ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size

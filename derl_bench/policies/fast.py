@@ -8,8 +8,14 @@ runs the same arithmetic as a flat sequence of tensor ops on the model's own par
 
 - :func:`causal_logits` — logits of right-padded rows (training), differentiable;
 - :class:`FastSampler` — batched sampling with a preallocated key/value cache: one prefill of
-  the left-padded prompts, then one decode step per token over all rows, SDPA attention,
+  the left-padded prompts (once per distinct prompt: the G rows of a GRPO group share its
+  keys and values), then one decode step per token over all rows, SDPA attention,
   temperature / top-p sampling from a seeded generator, rows stopping at their end token.
+
+The decoder layer, the forward pass and the sampler go through the operations of a weights
+object (embedding, linear maps, RMSNorm, output projection), so the same code runs a
+population of models stacked along a leading axis with batched matrix products
+(:mod:`derl_bench.policies.population`).
 
 The parameters are read live, so an optimiser step is seen by the next call without any copy.
 Other architectures fall back to transformers (:func:`supports` says which path a model takes).
@@ -29,13 +35,13 @@ Other architectures fall back to transformers (:func:`supports` says which path 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from derl_bench.policies.lora import decoder_view, lean_allowed, linear_weight
+from derl_bench.policies.lora import decoder_view, lean_allowed, lean_parameters
 
 SUPPORTED_TYPES = ("qwen2", "llama")
 """``config.model_type`` values whose decoder layers this module reproduces exactly."""
@@ -44,17 +50,21 @@ LogitsHook = Callable[[torch.Tensor, list[list[int]], torch.Tensor], torch.Tenso
 """``hook(logits, completions_so_far, active_rows) -> logits``: constrained decoding."""
 
 
+def supports_config(config: Any) -> bool:
+    """Whether a model of this HF ``config`` can run on the lean path."""
+    if config is None or getattr(config, "model_type", None) not in SUPPORTED_TYPES:
+        return False
+    if getattr(config, "hidden_act", "silu") != "silu":
+        return False
+    return not getattr(config, "use_sliding_window", False)
+
+
 def supports(model: Any) -> bool:
     """Whether ``model`` can run on the lean path (else callers use transformers)."""
     if not lean_allowed(model):
         return False
     model = decoder_view(model).model
-    config = getattr(model, "config", None)
-    if config is None or getattr(config, "model_type", None) not in SUPPORTED_TYPES:
-        return False
-    if getattr(config, "hidden_act", "silu") != "silu":
-        return False
-    if getattr(config, "use_sliding_window", False):
+    if not supports_config(getattr(model, "config", None)):
         return False
     inner = getattr(model, "model", None)
     return inner is not None and hasattr(inner, "rotary_emb") and hasattr(inner, "layers")
@@ -73,49 +83,70 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class _Weights:
-    """The decoder's parameters and shape, gathered once per model (the tensors stay live)."""
+    """The decoder's parameters and shape, gathered once per model (the tensors stay live), and
+    the four operations that touch them: embedding, linear maps, RMSNorm and the output
+    projection. :class:`~derl_bench.policies.population.StackedWeights` gives the same
+    operations for a population of models stacked along a leading axis, so the decoder layer,
+    the forward pass and the sampler below serve both.
 
-    def __init__(self, model: Any) -> None:
-        # A LoRA model's projections are read through ``linear_weight`` at every ``packed()``
-        # call, so the adapter's live ``W + scaling * B A`` is what runs (and is trained).
-        view = decoder_view(model)
-        model, self.adapters = view.model, view.adapters
+    ``named`` maps parameter names to tensors (default: the model's own parameters, tied ones
+    under each of their names); the model supplies the shape, epsilons and rotary tables.
+    """
+
+    members = 1
+    """Models whose rows a batch holds (rows are member-major)."""
+
+    def __init__(self, model: Any, named: Mapping[str, Any] | None = None) -> None:
+        if named is None:
+            # A LoRA model's projections are read through ``linear_weight`` at every
+            # ``packed()`` call, so the adapter's live ``W + scaling * B A`` is what runs (and
+            # is trained).
+            view = decoder_view(model)
+            model = view.model
+            named = lean_parameters(model, view.adapters)
         config = model.config
         inner = model.model
-        self.embed = inner.embed_tokens.weight
-        self.norm = inner.norm.weight
+        self.embed = named["model.embed_tokens.weight"]
+        self.norm_weight = named["model.norm.weight"]
         self.norm_eps = float(inner.norm.variance_epsilon)
-        self.lm_head = model.lm_head.weight
+        self.lm_head = named.get("lm_head.weight", self.embed)
         self.heads = int(config.num_attention_heads)
         self.kv_heads = int(getattr(config, "num_key_value_heads", None) or self.heads)
         self.head_dim = int(getattr(config, "head_dim", None)
                             or config.hidden_size // config.num_attention_heads)
         self.rotary = inner.rotary_emb
         self.layers = []
-        for layer in inner.layers:
-            attn, mlp = layer.self_attn, layer.mlp
+        for i, layer in enumerate(inner.layers):
+            def get(name: str, i: int = i) -> torch.Tensor | None:
+                return named.get(f"model.layers.{i}.{name}")
+
             self.layers.append((
-                layer.input_layernorm.weight, float(layer.input_layernorm.variance_epsilon),
-                attn.q_proj, attn.q_proj.bias, attn.k_proj, attn.k_proj.bias,
-                attn.v_proj, attn.v_proj.bias, attn.o_proj, attn.o_proj.bias,
-                layer.post_attention_layernorm.weight,
+                get("input_layernorm.weight"), float(layer.input_layernorm.variance_epsilon),
+                get("self_attn.q_proj.weight"), get("self_attn.q_proj.bias"),
+                get("self_attn.k_proj.weight"), get("self_attn.k_proj.bias"),
+                get("self_attn.v_proj.weight"), get("self_attn.v_proj.bias"),
+                get("self_attn.o_proj.weight"), get("self_attn.o_proj.bias"),
+                get("post_attention_layernorm.weight"),
                 float(layer.post_attention_layernorm.variance_epsilon),
-                mlp.gate_proj, mlp.up_proj, mlp.down_proj,
+                get("mlp.gate_proj.weight"), get("mlp.up_proj.weight"),
+                get("mlp.down_proj.weight"),
             ))
 
     def packed(self) -> list[tuple]:
         """Per layer: the q/k/v projections as one matrix and gate/up as another, so a layer
-        runs 4 matrix products instead of 7 (``torch.cat`` keeps gradients flowing)."""
+        runs 4 matrix products instead of 7 (``torch.cat`` keeps gradients flowing). Output
+        features are the second-to-last axis of a weight and the last of a bias, whatever
+        leads them."""
         out = []
         for (ln1, eps1, q, bq, k, bk, v, bv, o, bo, ln2, eps2, g, u, d) in self.layers:
-            wq, wk, wv, wo, wg, wu, wd = (linear_weight(m, self.adapters)
-                                          for m in (q, k, v, o, g, u, d))
+            wq, wk, wv, wo, wg, wu, wd = (w() if callable(w) else w
+                                          for w in (q, k, v, o, g, u, d))
             biases = (bq, bk, bv)
             bqkv = (None if all(b is None for b in biases) else torch.cat([
-                b if b is not None else wq.new_zeros(w.shape[0])
-                for b, w in zip(biases, (wq, wk, wv), strict=True)]))
-            out.append((ln1, eps1, torch.cat((wq, wk, wv)), bqkv, wo, bo, ln2, eps2,
-                        torch.cat((wg, wu)), wd))
+                b if b is not None else w.new_zeros(w.shape[:-1])
+                for b, w in zip(biases, (wq, wk, wv), strict=True)], dim=-1))
+            out.append((ln1, eps1, torch.cat((wq, wk, wv), dim=-2), bqkv, wo, bo, ln2, eps2,
+                        torch.cat((wg, wu), dim=-2), wd))
         return out
 
     def rope(self, length: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,15 +155,66 @@ class _Weights:
         cos, sin = self.rotary(self.embed[:1], positions)
         return cos[0].to(dtype), sin[0].to(dtype)
 
+    def embed_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """Input embeddings of token ids ``(rows, T)``."""
+        return F.embedding(ids, self.embed)
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor,
+               bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ weight.T + bias`` over the last axis."""
+        return F.linear(x, weight, bias)
+
+    def norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """RMSNorm over the last axis."""
+        return _rms_norm(x, weight, eps)
+
+    def final(self, x: torch.Tensor) -> torch.Tensor:
+        """The final norm (before the output projection)."""
+        return self.norm(x, self.norm_weight, self.norm_eps)
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits of final hidden states."""
+        return self.linear(hidden, self.lm_head)
+
+    def step(self, layers: list[tuple], ids: torch.Tensor, cos: torch.Tensor,
+             sin: torch.Tensor, cache: list[tuple[torch.Tensor, torch.Tensor]], start: int,
+             mask: torch.Tensor) -> torch.Tensor:
+        """Run ``ids`` (rows, T) at cache columns ``start..start+T-1``, writing their keys and
+        values into ``cache``; the logits ``(rows, V)`` of each row's last position."""
+        x = self.embed_ids(ids)
+        cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
+        end = start + ids.shape[1]
+        for layer, (k_cache, v_cache) in zip(layers, cache, strict=True):
+            def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       k_cache: torch.Tensor = k_cache, v_cache: torch.Tensor = v_cache,
+                       ) -> torch.Tensor:
+                k_cache[:, :, start:end] = k
+                v_cache[:, :, start:end] = v
+                keys, values = k_cache[:, :, :end], v_cache[:, :, :end]
+                if q.shape[2] > 1:
+                    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+                                                          enable_gqa=self.kv_heads != self.heads)
+                # One query per row: two small matmuls beat SDPA's CPU kernel here. Query heads
+                # are grouped under their key/value head instead of repeating the cache.
+                batch, groups = q.shape[0], self.heads // self.kv_heads
+                qg = q.view(batch, self.kv_heads, groups, self.head_dim)
+                scores = (qg @ keys.transpose(-1, -2)) * self.head_dim ** -0.5
+                scores = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+                return (scores @ values).view(batch, self.heads, 1, self.head_dim)
+
+            x = _layer_forward(layer, x, cos, sin, self, attend)
+        return self.head(self.final(x[:, -1]))
+
 
 def _layer_forward(w: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                   heads: int, kv_heads: int, head_dim: int,
+                   ops: _Weights,
                    attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
                    ) -> torch.Tensor:
     """One decoder layer on ``x`` ``(B, T, hidden)``; ``cos``/``sin`` are ``(B, T, 1, D)``."""
     (ln1, eps1, wqkv, bqkv, wo, bo, ln2, eps2, wgu, wd) = w
+    heads, kv_heads, head_dim = ops.heads, ops.kv_heads, ops.head_dim
     batch, length, _ = x.shape
-    qkv = F.linear(_rms_norm(x, ln1, eps1), wqkv, bqkv).view(
+    qkv = ops.linear(ops.norm(x, ln1, eps1), wqkv, bqkv).view(
         batch, length, heads + 2 * kv_heads, head_dim)
     # Rotary embeddings on the query and key heads at once.
     qk = qkv[:, :, :heads + kv_heads]
@@ -141,9 +223,9 @@ def _layer_forward(w: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
     k = qk[:, :, heads:].transpose(1, 2)
     v = qkv[:, :, heads + kv_heads:].transpose(1, 2)
     out = attend(q, k, v).transpose(1, 2).reshape(batch, length, heads * head_dim)
-    x = x + F.linear(out, wo, bo)
-    gate, up = F.linear(_rms_norm(x, ln2, eps2), wgu).chunk(2, dim=-1)
-    return x + F.linear(F.silu(gate) * up, wd)
+    x = x + ops.linear(out, wo, bo)
+    gate, up = ops.linear(ops.norm(x, ln2, eps2), wgu).chunk(2, dim=-1)
+    return x + ops.linear(F.silu(gate) * up, wd)
 
 
 _WEIGHTS: dict[int, tuple[Any, _Weights]] = {}
@@ -162,15 +244,11 @@ def _weights(model: Any) -> _Weights:
     return cached[1]
 
 
-def causal_hidden(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
-    """Final hidden states ``(N, T, hidden)`` of right-padded rows under causal attention.
-
-    Right padding never changes the states of the real tokens before it, so no mask is needed:
-    positions are ``0..T-1`` for every row. Differentiable.
-    """
-    w = _weights(model)
+def hidden_states(w: _Weights, input_ids: torch.Tensor) -> torch.Tensor:
+    """Final hidden states ``(rows, T, hidden)`` of right-padded rows under causal attention,
+    through the operations of ``w`` (one model, or a stacked population: rows member-major)."""
     batch, length = input_ids.shape
-    x = F.embedding(input_ids, w.embed)
+    x = w.embed_ids(input_ids)
     cos, sin = w.rope(length, x.dtype)
     cos, sin = cos[None, :, None], sin[None, :, None]
 
@@ -179,13 +257,74 @@ def causal_hidden(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
                                               enable_gqa=w.kv_heads != w.heads)
 
     for layer in w.packed():
-        x = _layer_forward(layer, x, cos, sin, w.heads, w.kv_heads, w.head_dim, attend)
-    return _rms_norm(x, w.norm, w.norm_eps)
+        x = _layer_forward(layer, x, cos, sin, w, attend)
+    return w.final(x)
+
+
+def prefixed_hidden(w: _Weights, prefix_ids: torch.Tensor, prefix_lengths: torch.Tensor,
+                    suffix_ids: torch.Tensor, owner: torch.Tensor,
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Final hidden states of rows that continue shared prefixes, each prefix run once.
+
+    Row ``r`` is prefix ``owner[r]`` (the first ``prefix_lengths`` tokens of a right-padded
+    ``prefix_ids`` row) followed by its own right-padded ``suffix_ids[r]``; the G completions
+    of a GRPO group continue one prompt. Returns the prefixes' states ``(U, Tp, hidden)`` and
+    the suffixes' ``(R, Ts, hidden)``: what :func:`hidden_states` gives the concatenated rows,
+    with the prefix computed once instead of once per row. Gradients reach each prefix from
+    every row that continues it. Rows (and prefixes) are member-major, as in
+    :func:`hidden_states`. Differentiable.
+    """
+    prefix_width = prefix_ids.shape[1]
+    suffix_width = suffix_ids.shape[1]
+    layers = w.packed()
+    x = w.embed_ids(prefix_ids)
+    cos_table, sin_table = w.rope(prefix_width + suffix_width, x.dtype)
+    gqa = w.kv_heads != w.heads
+    keys_values: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def attend_prefix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        keys_values.append((k, v))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+
+    cos, sin = cos_table[None, :prefix_width, None], sin_table[None, :prefix_width, None]
+    for layer in layers:
+        x = _layer_forward(layer, x, cos, sin, w, attend_prefix)
+    # A suffix token sees its prefix's real tokens and the suffix tokens up to itself.
+    lengths = prefix_lengths[owner]
+    positions = lengths[:, None] + torch.arange(suffix_width, device=lengths.device)
+    seen = torch.cat([
+        (torch.arange(prefix_width, device=lengths.device) < lengths[:, None])[:, None, :]
+        .expand(-1, suffix_width, -1),
+        torch.ones(suffix_width, suffix_width, dtype=torch.bool,
+                   device=lengths.device).tril().expand(len(owner), -1, -1)], dim=2)
+    mask = seen.unsqueeze(1)
+    y = w.embed_ids(suffix_ids)
+    cos, sin = cos_table[positions].unsqueeze(2), sin_table[positions].unsqueeze(2)
+    for layer, (k_prefix, v_prefix) in zip(layers, keys_values, strict=True):
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   k_prefix: torch.Tensor = k_prefix, v_prefix: torch.Tensor = v_prefix,
+                   ) -> torch.Tensor:
+            keys = torch.cat((k_prefix[owner], k), dim=2)
+            values = torch.cat((v_prefix[owner], v), dim=2)
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+                                                  enable_gqa=gqa)
+
+        y = _layer_forward(layer, y, cos, sin, w, attend)
+    return w.final(x), w.final(y)
+
+
+def causal_hidden(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
+    """Final hidden states ``(N, T, hidden)`` of right-padded rows under causal attention.
+
+    Right padding never changes the states of the real tokens before it, so no mask is needed:
+    positions are ``0..T-1`` for every row. Differentiable.
+    """
+    return hidden_states(_weights(model), input_ids)
 
 
 def lm_head(model: Any, hidden: torch.Tensor) -> torch.Tensor:
     """Logits of final hidden states (the model's output projection)."""
-    return F.linear(hidden, _weights(model).lm_head)
+    return _weights(model).head(hidden)
 
 
 def causal_logits(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
@@ -195,9 +334,13 @@ def causal_logits(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float,
-                  generator: torch.Generator | None) -> torch.Tensor:
+                  generator: torch.Generator | None,
+                  uniforms: torch.Tensor | None = None) -> torch.Tensor:
     """One token per row from ``logits`` ``(B, V)``: greedy at temperature 0, else
-    temperature-scaled nucleus sampling (``top_p`` 1.0 keeps the whole distribution)."""
+    temperature-scaled nucleus sampling (``top_p`` 1.0 keeps the whole distribution).
+
+    ``uniforms`` ``(B, 1)`` are the row's draws when the caller made them (one generator per
+    member of a population); otherwise one per row comes from ``generator``."""
     if temperature <= 0:
         return logits.argmax(-1)
     logits = logits.float() / temperature
@@ -211,9 +354,144 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float,
     # Inverse-CDF sampling: one uniform per row. (``torch.multinomial`` draws an exponential
     # per vocabulary entry, which dominates a small model's decode step on a CPU.)
     cdf = logits.softmax(-1).cumsum(-1)
-    u = torch.rand((logits.shape[0], 1), generator=generator, device=logits.device)
+    u = uniforms if uniforms is not None else torch.rand(
+        (logits.shape[0], 1), generator=generator, device=logits.device)
     token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
     return token.squeeze(-1).clamp(max=logits.shape[-1] - 1)
+
+
+def shared_prefixes(prompts: Sequence[Sequence[int]], members: int = 1,
+                    ) -> tuple[list[int], list[int]] | None:
+    """Rows to prefill and, for every row, the prefilled row whose keys and values it takes:
+    ``None`` when no two rows of one member share their prompt.
+
+    Rows are member-major, ``len(prompts) // members`` per member; a prompt is shared only
+    within a member (members have their own weights). Every member prefills as many rows as
+    the member with the most distinct prompts (repeating its last one), so the prefill stays
+    a stack of equal blocks.
+
+    >>> shared_prefixes([[1, 2], [1, 2], [3], [3]])
+    ([0, 2], [0, 0, 1, 1])
+    >>> shared_prefixes([[1], [1], [1], [2], [3], [3]], members=2)
+    ([0, 0, 3, 4], [0, 0, 0, 2, 3, 3])
+    """
+    per = len(prompts) // members
+    firsts: list[list[int]] = []
+    owner: list[int] = []
+    for m in range(members):
+        seen: dict[tuple[int, ...], int] = {}
+        rows: list[int] = []
+        for row in range(m * per, (m + 1) * per):
+            key = tuple(prompts[row])
+            if key not in seen:
+                seen[key] = len(rows)
+                rows.append(row)
+            owner.append(seen[key])
+        firsts.append(rows)
+    width = max(len(rows) for rows in firsts)
+    if width == per:
+        return None
+    unique = [rows[min(i, len(rows) - 1)] for rows in firsts for i in range(width)]
+    inverse = [row // per * width + owner[row] for row in range(len(prompts))]
+    return unique, inverse
+
+
+def sample_rows(w: _Weights, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+                temperature: float, top_p: float,
+                generators: Sequence[torch.Generator | None], eos_ids: Sequence[int],
+                pad_id: int, logits_hook: LogitsHook | None = None,
+                share_prefix: bool = True) -> list[list[int]]:
+    """One completion per prompt from the model(s) of ``w`` (see :class:`FastSampler`).
+
+    Rows are member-major, ``len(prompts) // w.members`` per member, and member ``m`` draws
+    from ``generators[m]`` (``None``: the global torch RNG) exactly the uniforms its rows
+    would draw sampled alone: one per row and token, and none once all its rows have ended.
+    """
+    members = w.members
+    device, dtype = w.embed.device, w.embed.dtype
+    batch = len(prompts)
+    per = batch // members
+    width = max(len(p) for p in prompts)
+    total = width + max_new_tokens
+    ids = torch.full((batch, width), pad_id, dtype=torch.long)
+    valid = torch.zeros((batch, total), dtype=torch.bool)
+    for row, prompt in enumerate(prompts):
+        if len(prompt):
+            ids[row, width - len(prompt):] = torch.as_tensor(list(prompt), dtype=torch.long)
+        valid[row, width - len(prompt):width] = True
+    ids, valid = ids.to(device), valid.to(device)
+    # Left padding: a row's first real token has position 0.
+    positions = (valid[:, :width].long().cumsum(-1) - 1).clamp(min=0)
+    next_position = positions[:, -1:] + 1
+    layers = w.packed()
+    cos_table, sin_table = w.rope(total, dtype)
+
+    shape = (batch, w.kv_heads, total, w.head_dim)
+    cache = [(torch.empty(shape, dtype=dtype, device=device),
+              torch.empty(shape, dtype=dtype, device=device)) for _ in w.layers]
+    # Prefill: causal and padding-aware; a padding query sees itself so no row is all -inf.
+    causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
+    prefill_mask = ((causal & valid[:, None, :width]) | torch.eye(
+        width, dtype=torch.bool, device=device)).unsqueeze(1)
+    shared = shared_prefixes(prompts, members) if share_prefix else None
+    if shared is None:
+        logits = w.step(layers, ids, cos_table[positions], sin_table[positions], cache, 0,
+                        prefill_mask)
+    else:
+        # The rows of a group share their prompt: prefill it once, then copy its keys and
+        # values to every row of the group.
+        unique = torch.tensor(shared[0], device=device)
+        inverse = torch.tensor(shared[1], device=device)
+        pre_shape = (len(shared[0]), w.kv_heads, width, w.head_dim)
+        prefix = [(torch.empty(pre_shape, dtype=dtype, device=device),
+                   torch.empty(pre_shape, dtype=dtype, device=device)) for _ in w.layers]
+        logits = w.step(layers, ids[unique], cos_table[positions[unique]],
+                        sin_table[positions[unique]], prefix, 0, prefill_mask[unique])[inverse]
+        for (k_cache, v_cache), (k_pre, v_pre) in zip(cache, prefix, strict=True):
+            k_cache[:, :, :width] = k_pre[inverse]
+            v_cache[:, :, :width] = v_pre[inverse]
+
+    completions: list[list[int]] = [[] for _ in range(batch)]
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
+    tokens_out = []
+    for t in range(max_new_tokens):
+        active = (~done).nonzero().squeeze(-1)
+        if logits_hook is not None:
+            logits = logits_hook(logits, completions, active)
+        uniforms = None
+        if temperature > 0 and members > 1:
+            running = (~done.view(members, per).all(1)).tolist()
+            uniforms = torch.cat([
+                torch.rand((per, 1), generator=g, device=device) if live
+                else torch.zeros((per, 1), device=device)
+                for g, live in zip(generators, running, strict=True)])
+        token = sample_tokens(logits, temperature, top_p, generators[0], uniforms)
+        token = torch.where(done, torch.full_like(token, pad_id), token)
+        tokens_out.append(token)
+        if logits_hook is not None:
+            for row in active.tolist():
+                completions[row].append(int(token[row]))
+        done = done | torch.isin(token, eos)
+        if bool(done.all()) or t == max_new_tokens - 1:
+            break
+        column = width + t
+        valid[:, column] = True
+        logits = w.step(layers, token.unsqueeze(1), cos_table[next_position],
+                        sin_table[next_position], cache, column,
+                        valid[:, None, None, :column + 1])
+        next_position = next_position + 1
+    out = torch.stack(tokens_out, 1).tolist() if tokens_out else [[] for _ in range(batch)]
+    eos_set = set(eos.tolist())
+    result = []
+    for row in out:
+        kept: list[int] = []
+        for token in row:
+            kept.append(int(token))
+            if token in eos_set:
+                break
+        result.append(kept)
+    return result
 
 
 class FastSampler:
@@ -236,109 +514,24 @@ class FastSampler:
     def sample(self, prompts: Sequence[Sequence[int]], max_new_tokens: int,
                temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
                generator: torch.Generator | None = None,
-               logits_hook: LogitsHook | None = None) -> list[list[int]]:
+               logits_hook: LogitsHook | None = None,
+               share_prefix: bool = True) -> list[list[int]]:
         """One completion per prompt, each ending at (and including) its first end token.
 
         The same ``seed`` (or the same state of the global torch RNG when no seed or generator
-        is given) and the same prompts give the same completions.
+        is given) and the same prompts give the same completions. Rows with the same prompt
+        (a GRPO group) prefill it once unless ``share_prefix`` is off; the draws are the same
+        either way.
         """
         if not prompts:
             return []
         w = _weights(self.model)
-        device = w.embed.device
-        dtype = w.embed.dtype
         if generator is None and seed is not None:
-            generator = torch.Generator(device=device).manual_seed(int(seed))
-        batch = len(prompts)
-        width = max(len(p) for p in prompts)
-        total = width + max_new_tokens
-        ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        valid = torch.zeros((batch, total), dtype=torch.bool)
-        for row, prompt in enumerate(prompts):
-            if len(prompt):
-                ids[row, width - len(prompt):] = torch.as_tensor(list(prompt), dtype=torch.long)
-            valid[row, width - len(prompt):width] = True
-        ids, valid = ids.to(device), valid.to(device)
-        # Left padding: a row's first real token has position 0.
-        positions = (valid[:, :width].long().cumsum(-1) - 1).clamp(min=0)
-        next_position = positions[:, -1:] + 1
-        layers = w.packed()
-        cos_table, sin_table = w.rope(total, dtype)
-
-        shape = (batch, w.kv_heads, total, w.head_dim)
-        cache = [(torch.empty(shape, dtype=dtype, device=device),
-                  torch.empty(shape, dtype=dtype, device=device)) for _ in w.layers]
-        # Prefill: causal and padding-aware; a padding query sees itself so no row is all -inf.
-        causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
-        prefill_mask = (causal & valid[:, None, :width]) | torch.eye(
-            width, dtype=torch.bool, device=device)
-        prefill_mask = prefill_mask.unsqueeze(1)
-        logits = self._step(w, layers, ids, cos_table[positions], sin_table[positions], cache,
-                            0, prefill_mask)[:, -1]
-
-        completions: list[list[int]] = [[] for _ in range(batch)]
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
-        eos = self.eos.to(device)
-        tokens_out = []
-        for t in range(max_new_tokens):
-            active = (~done).nonzero().squeeze(-1)
-            if logits_hook is not None:
-                logits = logits_hook(logits, completions, active)
-            token = sample_tokens(logits, temperature, top_p, generator)
-            token = torch.where(done, torch.full_like(token, self.pad_id), token)
-            tokens_out.append(token)
-            if logits_hook is not None:
-                for row in active.tolist():
-                    completions[row].append(int(token[row]))
-            done = done | torch.isin(token, eos)
-            if bool(done.all()) or t == max_new_tokens - 1:
-                break
-            column = width + t
-            valid[:, column] = True
-            logits = self._step(w, layers, token.unsqueeze(1), cos_table[next_position],
-                                sin_table[next_position], cache, column,
-                                valid[:, None, None, :column + 1])[:, -1]
-            next_position = next_position + 1
-        out = torch.stack(tokens_out, 1).tolist() if tokens_out else [[] for _ in range(batch)]
-        eos_set = set(self.eos.tolist())
-        result = []
-        for row in out:
-            kept: list[int] = []
-            for token in row:
-                kept.append(int(token))
-                if token in eos_set:
-                    break
-            result.append(kept)
-        return result
-
-    @staticmethod
-    def _step(w: _Weights, layers: list[tuple], ids: torch.Tensor, cos: torch.Tensor,
-              sin: torch.Tensor, cache: list[tuple[torch.Tensor, torch.Tensor]], start: int,
-              mask: torch.Tensor) -> torch.Tensor:
-        x = F.embedding(ids, w.embed)
-        cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
-        end = start + ids.shape[1]
-        for layer, (k_cache, v_cache) in zip(layers, cache, strict=True):
-            def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                       k_cache: torch.Tensor = k_cache, v_cache: torch.Tensor = v_cache,
-                       ) -> torch.Tensor:
-                k_cache[:, :, start:end] = k
-                v_cache[:, :, start:end] = v
-                keys, values = k_cache[:, :, :end], v_cache[:, :, :end]
-                if q.shape[2] > 1:
-                    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
-                                                          enable_gqa=w.kv_heads != w.heads)
-                # One query per row: two small matmuls beat SDPA's CPU kernel here. Query heads
-                # are grouped under their key/value head instead of repeating the cache.
-                batch, groups = q.shape[0], w.heads // w.kv_heads
-                qg = q.view(batch, w.kv_heads, groups, w.head_dim)
-                scores = (qg @ keys.transpose(-1, -2)) * w.head_dim ** -0.5
-                scores = scores.masked_fill(~mask, float("-inf")).softmax(-1)
-                return (scores @ values).view(batch, w.heads, 1, w.head_dim)
-
-            x = _layer_forward(layer, x, cos, sin, w.heads, w.kv_heads, w.head_dim, attend)
-        return F.linear(_rms_norm(x[:, -1:], w.norm, w.norm_eps), w.lm_head)
+            generator = torch.Generator(device=w.embed.device).manual_seed(int(seed))
+        return sample_rows(w, prompts, max_new_tokens, temperature, top_p, [generator],
+                           self.eos.tolist(), self.pad_id, logits_hook, share_prefix)
 
 
-__all__ = ["SUPPORTED_TYPES", "FastSampler", "causal_hidden", "causal_logits", "lm_head",
-           "sample_tokens", "supports"]
+__all__ = ["SUPPORTED_TYPES", "FastSampler", "causal_hidden", "causal_logits", "hidden_states",
+           "lm_head", "prefixed_hidden", "sample_rows", "sample_tokens", "shared_prefixes",
+           "supports", "supports_config"]

@@ -229,6 +229,21 @@ def decoder_view(model: Any) -> DecoderView:
     return DecoderView(model, False)
 
 
+def lean_parameters(model: Any, adapters: bool) -> dict[str, Any]:
+    """``model``'s parameters under the names of the plain HF model, for the lean pass; each
+    LoRA-adapted projection's ``.weight`` is a function returning :func:`linear_weight` (read
+    at every forward, so it follows the adapter's training)."""
+    from functools import partial
+
+    named: dict[str, Any] = {
+        name.replace(".base_layer.", "."): param
+        for name, param in model.named_parameters(remove_duplicate=False) if "lora_" not in name}
+    for name, module in model.named_modules():
+        if getattr(module, "lora_A", None) is not None:
+            named[f"{name}.weight"] = partial(linear_weight, module, adapters)
+    return named
+
+
 def linear_weight(module: Any, adapters: bool) -> torch.Tensor:
     """The weight ``module`` applies: ``W``, or for a LoRA layer with live adapters
     ``W + scaling * B A`` (summed over its active adapters, in ``W``'s dtype)."""
@@ -246,5 +261,5 @@ def linear_weight(module: Any, adapters: bool) -> torch.Tensor:
 
 
 __all__ = ["LEAN_ENV", "LORA_TARGETS", "DecoderView", "FrozenBase", "LoraSpec", "adapter_spec",
-           "apply_lora", "decoder_view", "lean_allowed", "is_adapter_dir", "is_peft_model", "linear_weight",
+           "apply_lora", "decoder_view", "lean_allowed", "is_adapter_dir", "is_peft_model", "lean_parameters", "linear_weight",
            "load_model_and_adapter", "merge_adapter"]

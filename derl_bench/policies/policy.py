@@ -80,9 +80,13 @@ class LLMPolicy:
     def generate(self, prompts: Sequence[Sequence[int]],
                  sampling: SamplingConfig | None = None) -> list[Generation]:
         """Sample one completion per prompt."""
-        completions = self.backend.generate(prompts, sampling or self.sampling)
+        return self.generations(prompts, self.backend.generate(prompts, sampling or self.sampling))
+
+    def generations(self, prompts: Sequence[Sequence[int]],
+                    completions: Sequence[Sequence[int]]) -> list[Generation]:
+        """Sampled completions of ``prompts`` (sampled here or elsewhere) with their text."""
         return [
-            Generation(list(p), c, self.tokenizer.decode(c, skip_special_tokens=True))
+            Generation(list(p), list(c), self.tokenizer.decode(c, skip_special_tokens=True))
             for p, c in zip(prompts, completions, strict=True)
         ]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from derl_bench.policies import LLMPolicy
+from derl_bench.policies import Generation, LLMPolicy
 from derl_bench.policies.session import (
     AgentSession,
     admissible_actions,
@@ -29,6 +29,36 @@ from derl_bench.rollout.remote import reset_all, step_all
 from derl_bench.rollout.types import Episode, Step
 
 
+def _single_step_reset(env: gym.Env, key: int, by_index: bool) -> tuple[Any, dict[str, Any]]:
+    if by_index:
+        return env.reset(options={"index": int(key)})
+    return env.reset(seed=int(key))
+
+
+def single_step_prompts(env: gym.Env, policy: LLMPolicy, seeds: Sequence[int],
+                        group_size: int, by_index: bool = False) -> list[list[int]]:
+    """The prompt of every episode of :func:`rollout_single_step`: each problem's, G times."""
+    problems = [observation_text(_single_step_reset(env, seed, by_index)[0]) for seed in seeds]
+    encoded = [policy.math_prompt(p) for p in problems]  # once per problem, not per sample
+    return [ids for ids in encoded for _ in range(group_size)]
+
+
+def grade_single_step(env: gym.Env, generations: Sequence[Generation], seeds: Sequence[int],
+                      group_size: int, first_group: int = 0,
+                      by_index: bool = False) -> list[Episode]:
+    """Grade the responses to :func:`single_step_prompts`' prompts: one episode each."""
+    episodes: list[Episode] = []
+    for index, gen in enumerate(generations):
+        g = index // group_size
+        _single_step_reset(env, seeds[g], by_index)
+        _, reward, terminated, truncated, info = env.step(gen.text)
+        step = Step(gen.prompt_ids, gen.completion_ids, gen.text, gen.text,
+                    dict(info.get("primitives", {})), float(reward))
+        episodes.append(Episode(first_group + g, int(seeds[g]), [step], bool(terminated),
+                                bool(truncated), _summary(info)))
+    return episodes
+
+
 def rollout_single_step(env: gym.Env, policy: LLMPolicy, seeds: Sequence[int],
                         group_size: int, first_group: int = 0,
                         by_index: bool = False) -> list[Episode]:
@@ -37,25 +67,9 @@ def rollout_single_step(env: gym.Env, policy: LLMPolicy, seeds: Sequence[int],
     With ``by_index`` the "seeds" are problem indices of the split
     (``reset(options={"index": i})``): a fixed set where each problem is seen once.
     """
-    def reset(key: int) -> tuple[Any, dict[str, Any]]:
-        if by_index:
-            return env.reset(options={"index": int(key)})
-        return env.reset(seed=int(key))
-
-    problems = [observation_text(reset(seed)[0]) for seed in seeds]
-    encoded = [policy.math_prompt(p) for p in problems]  # once per problem, not per sample
-    prompts = [ids for ids in encoded for _ in range(group_size)]
-    generations = policy.generate(prompts)
-    episodes: list[Episode] = []
-    for index, gen in enumerate(generations):
-        g = index // group_size
-        reset(seeds[g])
-        _, reward, terminated, truncated, info = env.step(gen.text)
-        step = Step(gen.prompt_ids, gen.completion_ids, gen.text, gen.text,
-                    dict(info.get("primitives", {})), float(reward))
-        episodes.append(Episode(first_group + g, int(seeds[g]), [step], bool(terminated),
-                                bool(truncated), _summary(info)))
-    return episodes
+    prompts = single_step_prompts(env, policy, seeds, group_size, by_index)
+    return grade_single_step(env, policy.generate(prompts), seeds, group_size, first_group,
+                             by_index)
 
 
 def rollout_multi_turn(envs: Sequence[gym.Env], policy: LLMPolicy, seeds: Sequence[int],
@@ -103,7 +117,9 @@ def _summary(info: Mapping[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "admissible_actions",  # re-exported from derl_bench.policies.session for older importers
+    "grade_single_step",
     "rollout_multi_turn",
     "rollout_single_step",
+    "single_step_prompts",
     "task_description",
 ]

@@ -1,0 +1,302 @@
+"""Population-batched inner runs compute what separate runs compute.
+
+The same seeds give the same samples, losses and weights whether a reward's run trains alone
+(the compact trainer) or as one member of a stacked population; and a population whose members
+were given each other's rewards does *not* reproduce the separate runs (the check can fail).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from derl_bench.grpo import population as pop_trainer
+from derl_bench.grpo import trainer
+from derl_bench.grpo.config import TrainConfig, replace
+from derl_bench.grpo.loss import token_logprobs
+from derl_bench.grpo.population import (
+    clip_grad_norms,
+    population_support,
+    population_token_logprobs,
+    train_population,
+)
+from derl_bench.meta import MetaConfig, run_meta
+from derl_bench.meta.config import ConfigError
+from derl_bench.meta.workers import ExecutorError, InnerJob, inner_groups
+from derl_bench.policies import SamplingConfig, TransformersBackend
+from derl_bench.policies.fast import FastSampler
+from derl_bench.policies.population import Population
+from tests.test_fast_path import _model  # the tiny model, scaled to write varied tokens
+
+ENV = "derl/Arithmetic-v0"
+REWARDS = ["response_length", "-response_length", "1 / (1 + response_length)"]
+STEPS = 3
+LOSS_KEYS = ("loss", "policy_loss", "kl", "clip_fraction", "entropy", "grad_norm",
+             "reward/mean", "tokens/generated")
+
+
+def _config(run_dir: Path, expr: str, steps: int = STEPS) -> TrainConfig:
+    # Every part of the update runs: micro-batches with a ragged last one (a population's
+    # hold 18 rows in all: 6 of each member, groups of 4 continuing one prompt), two updates
+    # per batch (old log-probs), the KL reference and gradient clipping.
+    return TrainConfig(name=run_dir.name, env_id=ENV, model="tiny", meta_reward=expr,
+                       steps=steps, group_size=4, prompts_per_step=2, max_new_tokens=10,
+                       learning_rate=1e-2, kl_coef=0.05, updates_per_batch=2,
+                       micro_batch_size=18, max_grad_norm=0.5, save_every=0,
+                       keep_checkpoints=1, tensorboard=False, progress=False,
+                       output_dir=str(run_dir))
+
+
+def _completions(episodes) -> list[list[int]]:
+    return [s.completion_ids for e in episodes for s in e.steps]
+
+
+def _weights(path: Path) -> list[torch.Tensor]:
+    from transformers import AutoModelForCausalLM
+
+    return [p.detach() for p in AutoModelForCausalLM.from_pretrained(path).parameters()]
+
+
+def _separate(root: Path, exprs: list[str]) -> list[dict]:
+    """Each reward's own run of the compact trainer: its samples per step, its log, its model."""
+    records = []
+    real = trainer.rollout_single_step
+    for i, expr in enumerate(exprs):
+        samples: list[list[list[int]]] = []
+
+        def spy(*args, samples=samples, **kwargs):
+            episodes = real(*args, **kwargs)
+            samples.append(_completions(episodes))
+            return episodes
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(trainer, "rollout_single_step", spy)
+            history = trainer.train(_config(root / f"alone-{i}", expr))
+        records.append({"samples": samples, "history": history,
+                        "model": root / f"alone-{i}" / "checkpoints" / f"step-{STEPS}"})
+    return records
+
+
+def _population(root: Path, exprs: list[str], tag: str) -> list[dict]:
+    """The same rewards' runs as one population, recorded the same way."""
+    samples: list[list[list[int]]] = [[] for _ in exprs]
+    calls = {"n": 0}
+    real = pop_trainer.grade_single_step
+
+    def spy(*args, **kwargs):
+        episodes = real(*args, **kwargs)
+        samples[calls["n"] % len(exprs)].append(_completions(episodes))
+        calls["n"] += 1
+        return episodes
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pop_trainer, "grade_single_step", spy)
+        run = train_population([_config(root / f"{tag}-{i}", e) for i, e in enumerate(exprs)])
+    return [{"samples": samples[i], "history": run.histories[i], "model": run.checkpoints[i]}
+            for i in range(len(exprs))]
+
+
+def _mismatches(alone: dict, member: dict) -> list[str]:
+    """What differs between a separate run and a population member (empty: the same run)."""
+    found = []
+    if alone["samples"] != member["samples"]:
+        found.append("samples")
+    for a, b in zip(alone["history"], member["history"], strict=True):
+        for key in LOSS_KEYS:
+            if a[key] != pytest.approx(b[key], rel=1e-4, abs=1e-6):
+                found.append(f"step {a['step']} {key}: {a[key]} vs {b[key]}")
+    # AdamW divides by the root of the second moment, so an element whose gradient is mere
+    # rounding noise still moves by up to the learning rate: a weight may differ by a small
+    # fraction of it (lr / 100) where the two runs round differently.
+    for a, b in zip(_weights(alone["model"]), _weights(member["model"]), strict=True):
+        if not torch.allclose(a, b, rtol=1e-4, atol=1e-4):
+            found.append("weights")
+            break
+    return found
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("population")
+    return root, _separate(root, REWARDS)
+
+
+def test_each_member_trains_exactly_as_its_separate_run(runs):
+    root, alone = runs
+    members = _population(root, REWARDS, "together")
+    for i in range(len(REWARDS)):
+        assert _mismatches(alone[i], members[i]) == [], REWARDS[i]
+    # The rewards pull apart: the runs are not trivially equal to one another.
+    assert alone[0]["samples"][-1] != alone[1]["samples"][-1]
+
+
+def test_members_given_each_others_rewards_do_not_match_their_separate_runs(runs):
+    root, alone = runs
+    swapped = _population(root, [REWARDS[1], REWARDS[0], REWARDS[2]], "swapped")
+    assert _mismatches(alone[0], swapped[0]) != []
+    assert _mismatches(alone[1], swapped[1]) != []
+    assert _mismatches(alone[2], swapped[2]) == []
+
+
+def test_a_members_checkpoint_resumes_as_a_separate_run(runs):
+    root, alone = runs
+    member = root / "together-0"
+    if not member.is_dir():  # the population of the first test, when this one runs alone
+        _population(root, REWARDS, "together")
+    longer = []
+    for run_dir in (root / "alone-0", member):
+        trainer.train(_config(run_dir, REWARDS[0], steps=STEPS + 1), resume=True)
+        longer.append(_weights(run_dir / "checkpoints" / f"step-{STEPS + 1}"))
+    for a, b in zip(*longer, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_prefix_sharing_changes_no_sample():
+    model, tok = _model(1)
+    sampler = FastSampler(model, {tok.eos_token_id, 40}, tok.pad_token_id)
+    prompts = [[5, 6, 7]] * 4 + [[8, 9]] * 4 + [[10, 11, 12, 13]] * 4
+    shared = sampler.sample(prompts, 12, seed=3)
+    assert shared == sampler.sample(prompts, 12, seed=3, share_prefix=False)
+    assert len({tuple(r) for r in shared}) > 3
+
+
+def test_every_member_samples_what_its_model_samples_alone():
+    models = [_model(seed) for seed in (0, 1, 2)]
+    tok = models[0][1]
+    population = Population.stack([m for m, _ in models])
+    prompts = [[[5, 6, 7]] * 3 + [[8]] * 3, [[9, 10]] * 6, [[11, 12, 13, 14]] * 2 + [[15]] * 4]
+    eos = {tok.eos_token_id, 100, 200, 300}
+    sampling = SamplingConfig(max_new_tokens=16, temperature=1.0, top_p=0.9)
+    alone = []
+    for (model, _), rows, seed in zip(models, prompts, (7, 8, 9), strict=True):
+        backend = TransformersBackend(model, tok, batch_size=4)
+        backend.eos_ids = eos
+        alone.append(backend.generate(rows, sampling, generator=torch.Generator().manual_seed(seed)))
+    together = population.sample(prompts, 16, 1.0, eos, tok.pad_token_id, top_p=0.9,
+                                 generators=[torch.Generator().manual_seed(s) for s in (7, 8, 9)],
+                                 batch_size=4)
+    assert together == alone
+    assert len({len(row) for rows in alone for row in rows}) > 1, "rows should end at different steps"
+    # Members decoded in groups of at most 4 rows (one member a group) draw the same.
+    assert population.sample(prompts, 16, 1.0, eos, tok.pad_token_id, top_p=0.9,
+                             generators=[torch.Generator().manual_seed(s) for s in (7, 8, 9)],
+                             batch_size=4, max_rows=4) == alone
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["distinct-prompts", "group-prompts"])
+def test_population_log_probs_and_gradients_equal_each_models(shared):
+    models = [_model(seed)[0] for seed in (0, 1, 2)]
+    population = Population.stack(models)
+    ids = torch.randint(3, 500, (3, 4, 9))
+    mask = torch.zeros(3, 4, 9)
+    mask[:, :, 4:] = 1
+    mask[1, 2, 7:] = 0
+    if shared:  # rows 0-1 and 2-3 of each member continue one prompt (its length differs)
+        ids[:, 1, :4] = ids[:, 0, :4]
+        ids[:, 3, :3] = ids[:, 2, :3]
+        mask[:, 2:, 3:] = 1
+        mask[0, 3, 6:] = 0
+        mask[1, 2, 7:] = 0
+    assert (pop_trainer._shared_prompts(ids, mask) is not None) == shared
+    logp, entropy = population_token_logprobs(population.weights, ids, mask, 0.7, True)
+    (logp * mask).sum().backward()
+    for m, model in enumerate(models):
+        model.zero_grad()
+        ref, ref_entropy = token_logprobs(model, ids[m], torch.ones_like(ids[m]),
+                                          with_entropy=True, temperature=0.7, loss_mask=mask[m])
+        (ref * mask[m]).sum().backward()
+        torch.testing.assert_close(logp[m], ref, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(entropy[m], ref_entropy, rtol=1e-4, atol=1e-5)
+        for name, param in model.named_parameters():
+            torch.testing.assert_close(population.params[name].grad[m], param.grad,
+                                       rtol=1e-4, atol=1e-5)
+
+
+def test_gradients_are_clipped_per_member():
+    params = [torch.zeros(3, 4, 5, requires_grad=True), torch.zeros(3, 7, requires_grad=True)]
+    grads = [torch.randn(3, 4, 5) * torch.tensor([0.01, 1.0, 10.0]).view(3, 1, 1),
+             torch.randn(3, 7)]
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g.clone()
+    norms = clip_grad_norms(params, 1.0, 3)
+    for m in range(3):
+        alone = [torch.zeros_like(g[m], requires_grad=True) for g in grads]
+        for p, g in zip(alone, grads, strict=True):
+            p.grad = g[m].clone()
+        norm = torch.nn.utils.clip_grad_norm_(alone, 1.0)
+        torch.testing.assert_close(norms[m], norm)
+        for p, q in zip(params, alone, strict=True):
+            torch.testing.assert_close(p.grad[m], q.grad)
+
+
+def _inner_jobs(tmp_path: Path, n: int) -> list[InnerJob]:
+    return [InnerJob(i, expr, str(tmp_path / f"c{i}")) for i, expr in enumerate(REWARDS[:n])]
+
+
+def test_which_recipes_train_as_populations(tmp_path):
+    single = {"env_id": ENV, "model": "tiny", "steps": 1, "tensorboard": False}
+    config = MetaConfig(method="random", inner=single, output_dir=str(tmp_path))
+    assert [[j.index for j in u] for u in inner_groups(config, _inner_jobs(tmp_path, 3))] == [
+        [0, 1, 2]]
+    assert [[j.index for j in u] for u in inner_groups(config, _inner_jobs(tmp_path, 3),
+                                                       parts=2)] == [[0, 1], [2]]
+    apart = MetaConfig(method="random", inner=single, batch_inner=False)
+    assert apart.batch_inner == "false"
+    assert len(inner_groups(apart, _inner_jobs(tmp_path, 3))) == 3
+    assert "trainer" in population_support(TrainConfig(env_id=ENV, trainer="trl"))
+    assert "backend" in population_support(TrainConfig(env_id=ENV, backend="vllm"))
+    assert "lora" in population_support(TrainConfig(env_id=ENV, lora={"r": 4}))
+    agents = {**single, "env_id": "derl/ALFWorld-v0"}
+    assert "multi-turn" in population_support(TrainConfig(**agents))
+    auto = MetaConfig(method="random", inner=agents, output_dir=str(tmp_path))
+    assert len(inner_groups(auto, _inner_jobs(tmp_path, 3))) == 3
+    forced = MetaConfig(method="random", inner=agents, batch_inner="true")
+    with pytest.raises(ExecutorError, match="multi-turn"):
+        inner_groups(forced, _inner_jobs(tmp_path, 3))
+    with pytest.raises(ConfigError, match="batch_inner"):
+        MetaConfig(batch_inner="sometimes")
+    with pytest.raises(ValueError, match="share their start model"):
+        train_population([_config(tmp_path / "a", "outcome"),
+                          replace(_config(tmp_path / "b", "outcome"), learning_rate=1.0)])
+
+
+def _generation(tmp_path: Path, batch_inner: str) -> list[dict]:
+    config = MetaConfig(name="g", method="random", outer_steps=1, population=3,
+                        validation_episodes=6, validation_temperature=1.0, seed=4,
+                        inner={"env_id": ENV, "model": "tiny", "steps": 2, "group_size": 4,
+                               "prompts_per_step": 2, "max_new_tokens": 8,
+                               "learning_rate": 1e-2, "tensorboard": False},
+                        output_dir=str(tmp_path / batch_inner), progress=False,
+                        executor="local", batch_inner=batch_inner)
+    return run_meta(config).candidates
+
+
+def test_a_generation_scores_the_same_batched_or_not(tmp_path):
+    together, apart = _generation(tmp_path, "true"), _generation(tmp_path, "false")
+    assert not list((tmp_path / "true").rglob("*.error.log")), "the population must not fail"
+    for a, b in zip(together, apart, strict=True):
+        assert a["expr"] == b["expr"] and a["status"] == b["status"] == "scored"
+        assert a["score"] == b["score"] and a["validation"] == b["validation"]
+        assert a["train_reward"] == pytest.approx(b["train_reward"], rel=1e-5)
+        assert Path(a["checkpoint"]).relative_to(tmp_path / "true") == Path(
+            b["checkpoint"]).relative_to(tmp_path / "false")
+        assert (Path(a["checkpoint"]) / "config.json").is_file()
+        metrics = [json.loads(line) for line in
+                   (Path(a["run"]) / "metrics.jsonl").read_text().splitlines()]
+        assert len(metrics) == 2
+
+
+def test_a_failed_population_reruns_its_jobs_separately(tmp_path, monkeypatch):
+    import derl_bench.meta.workers as workers
+
+    def broken(config, runs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(workers, "train_and_score_population", broken)
+    candidates = _generation(tmp_path, "auto")
+    assert all(c["status"] == "scored" and "retried_after" not in c for c in candidates)
+    logs = sorted((tmp_path / "auto" / "inner").glob("*.error.log"))
+    assert len(logs) == 3 and all("out of memory" in log.read_text() for log in logs)
