@@ -248,6 +248,7 @@ def test_which_recipes_train_as_populations(tmp_path):
     assert len(inner_groups(apart, _inner_jobs(tmp_path, 3))) == 3
     assert "trainer" in population_support(TrainConfig(env_id=ENV, trainer="trl"))
     assert "backend" in population_support(TrainConfig(env_id=ENV, backend="vllm"))
+    assert "lora" in population_support(TrainConfig(env_id=ENV, lora={"r": 4}))
     agents = {**single, "env_id": "derl/ALFWorld-v0"}
     assert "multi-turn" in population_support(TrainConfig(**agents))
     auto = MetaConfig(method="random", inner=agents, output_dir=str(tmp_path))

@@ -1,13 +1,19 @@
-"""``derl-bench model init-tiny PATH``: write a tiny random model and its tokenizer.
+"""``derl-bench model``: build, fine-tune and merge models.
 
-The model is Qwen2-shaped with a few small layers and the tokenizer is trained in code, so
-nothing is downloaded; tests and the recipes' ``model: tiny`` default use it.
+``init-tiny PATH`` writes a tiny random Qwen2-shaped model whose tokenizer is trained in code
+(tests and the recipes' ``model: tiny`` default use it); ``init --shape qwen2.5-0.5b PATH``
+writes a random model of a real Qwen2.5 architecture (:mod:`derl_bench.policies.shapes`);
+``merge`` folds a LoRA adapter checkpoint into its base model; ``rehearse`` runs the training,
+meta and evaluation commands at a real shape on this machine (:mod:`derl_bench.rehearsal`).
+Nothing is downloaded.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -23,6 +29,45 @@ def register(subparsers: Any) -> None:
     tiny.add_argument("--vocab-size", type=int, default=1024)
     tiny.add_argument("--overwrite", action="store_true", help="replace an existing PATH")
     tiny.set_defaults(func=run_init_tiny)
+    from derl_bench.policies.shapes import SHAPES
+
+    init = sub.add_parser(
+        "init", help="write a random model of a real architecture (e.g. Qwen2.5-0.5B) to PATH",
+        description="Write a HF model folder with the exact Qwen2.5 configuration of --shape, "
+        "random weights and a tokenizer built in code with Qwen2.5's vocabulary size, special "
+        "tokens and chat template (see docs/gpu.md for what differs from the released one).")
+    init.add_argument("path", metavar="PATH", help="output directory (must be empty or absent)")
+    init.add_argument("--shape", required=True, choices=sorted(SHAPES))
+    init.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
+    init.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"),
+                      help="storage dtype of the weights (bfloat16, as released)")
+    init.add_argument("--overwrite", action="store_true", help="replace an existing PATH")
+    init.set_defaults(func=run_init_shape)
+    merge = sub.add_parser(
+        "merge", help="fold a LoRA adapter checkpoint into its base model",
+        description="Load the adapter checkpoint CHECKPOINT with its base model, add "
+        "(alpha/r) B A to every adapted weight and write a whole model folder to PATH.")
+    merge.add_argument("checkpoint", metavar="CHECKPOINT", help="a LoRA run's checkpoint")
+    merge.add_argument("path", metavar="PATH", help="output directory (must be empty or absent)")
+    merge.add_argument("--overwrite", action="store_true", help="replace an existing PATH")
+    merge.set_defaults(func=run_merge)
+    rehearse = sub.add_parser(
+        "rehearse", help="run train, meta and evaluate at a real shape on this machine",
+        description="Build a random model of --shape under OUTPUT and run derl-bench train "
+        "(GSM8K and ALFWorld, 2 steps), meta (1 generation x 2 candidates x 1 inner step) and "
+        "evaluate (4 episodes), full and LoRA, on the lean path and on transformers, in float32 "
+        "and bfloat16; record seconds, peak RSS, KV-cache size and greedy agreement of the two "
+        "paths in OUTPUT/rehearsal.json (docs/gpu.md).")
+    rehearse.add_argument("output", metavar="OUTPUT", help="working and report directory")
+    rehearse.add_argument("--shape", default="qwen2.5-0.5b-short", choices=sorted(SHAPES))
+    rehearse.add_argument("--lora", choices=("off", "on", "both"), default="both")
+    rehearse.add_argument("--paths", default="lean,transformers",
+                          help="comma-separated: lean, transformers")
+    rehearse.add_argument("--dtypes", default="float32,bfloat16",
+                          help="comma-separated: float32, bfloat16")
+    rehearse.add_argument("--no-meta", action="store_true", help="skip derl-bench meta")
+    rehearse.add_argument("--no-agents", action="store_true", help="skip the ALFWorld run")
+    rehearse.set_defaults(func=run_rehearse)
     sft = sub.add_parser(
         "sft", help="warm-start a policy by supervised fine-tuning on an env's demonstrations",
         description="Fine-tune a model on an env's own demonstrations (math family: reference "
@@ -52,13 +97,55 @@ def run_init_tiny(args: argparse.Namespace) -> int:
     spec = TinyModelSpec(vocab_size=args.vocab_size, hidden_size=args.hidden_size,
                          intermediate_size=2 * args.hidden_size,
                          num_hidden_layers=args.layers, seed=args.seed)
+    return _write_folder("init-tiny",
+                         lambda: init_tiny_model(args.path, spec, overwrite=args.overwrite))
+
+
+def _write_folder(action: str, write: Callable[[], Path]) -> int:
+    """Run ``write`` (which writes a model folder atomically) and print the folder, or the
+    reason it was refused (exit code 2)."""
     try:
-        path = init_tiny_model(args.path, spec, overwrite=args.overwrite)
-    except FileExistsError as err:
-        print(f"derl-bench model init-tiny: {err}", file=sys.stderr)
+        path = write()
+    except (FileExistsError, FileNotFoundError, ValueError) as err:
+        print(f"derl-bench model {action}: {err}", file=sys.stderr)
         return 2
     print(path)
     return 0
+
+
+def run_init_shape(args: argparse.Namespace) -> int:
+    from derl_bench.policies.shapes import init_shape_model
+
+    return _write_folder("init", lambda: init_shape_model(
+        args.path, args.shape, seed=args.seed, dtype=args.dtype, overwrite=args.overwrite))
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    from derl_bench.policies.lora import merge_adapter
+
+    return _write_folder("merge", lambda: merge_adapter(args.checkpoint, args.path,
+                                                        overwrite=args.overwrite))
+
+
+def run_rehearse(args: argparse.Namespace) -> int:
+    from derl_bench.cli.rehearse import DTYPES, PATHS, format_table, rehearse
+
+    paths = tuple(p for p in args.paths.split(",") if p)
+    dtypes = tuple(d for d in args.dtypes.split(",") if d)
+    if not paths or any(p not in PATHS for p in paths) or not dtypes or \
+            any(d not in DTYPES for d in dtypes):
+        print(f"derl-bench model rehearse: --paths takes {', '.join(PATHS)} and --dtypes "
+              f"{', '.join(DTYPES)}", file=sys.stderr)
+        return 2
+    loras = {"off": (False,), "on": (True,), "both": (False, True)}[args.lora]
+    results = rehearse(args.shape, Path(args.output), loras, paths, dtypes,
+                       meta=not args.no_meta, agents=not args.no_agents)
+    print(format_table(results))
+    for r in results:
+        if not r.ok:
+            print(f"\n{r.name} lora={r.lora} {r.path} {r.dtype} failed:\n{r.error}",
+                  file=sys.stderr)
+    return 0 if all(r.ok for r in results) else 1
 
 
 def run_sft_command(args: argparse.Namespace) -> int:

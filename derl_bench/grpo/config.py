@@ -60,6 +60,11 @@ class TrainConfig:
     """Generation backend: ``transformers`` or ``vllm`` (GPU)."""
     device: str = "cpu"
     dtype: str | None = None
+    lora: dict[str, Any] | None = None
+    """Train a LoRA adapter instead of every weight: ``{r, alpha, dropout, target_modules}``
+    (defaults 16, 32, 0.0 and all seven projections; see
+    :class:`~derl_bench.policies.lora.LoraSpec`). The KL reference is then the frozen base
+    (the adapter switched off) and checkpoints hold the adapter only."""
 
     group_size: int = 4
     """G: samples per problem (math) or episodes per game/variation (agents)."""
@@ -127,6 +132,17 @@ class TrainConfig:
                               ("reward_semantics", SEMANTICS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+
+        if self.lora is not None:
+            from derl_bench.policies.lora import LoraSpec
+
+            try:
+                self.lora = LoraSpec.from_dict(self.lora).to_dict()
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+            if self.backend == "vllm":
+                raise ConfigError("lora: the vllm backend cannot sample from an adapter that "
+                                  "is trained in the same process; use backend: transformers")
 
     @property
     def run_dir(self) -> Path:

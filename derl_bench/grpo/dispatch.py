@@ -26,12 +26,14 @@ def run_training(config: TrainConfig, resume: bool = False,
         return history, config.run_dir / "final-model"
     from derl_bench.grpo.checkpoint import checkpoints_dir
     from derl_bench.grpo.trainer import initial_model_path, train
+    from derl_bench.policies.lora import is_adapter_dir
 
     history = train(config, resume=resume)
     if config.steps == 0:
         return history, Path(initial_model_path(config))
     path = checkpoints_dir(config.run_dir) / f"step-{config.steps}"
-    if not (path / "config.json").is_file():
+    # A LoRA run's checkpoint holds the adapter (``adapter_config.json``), not a whole model.
+    if not ((path / "config.json").is_file() or is_adapter_dir(path)):
         raise RuntimeError(f"run {config.run_dir} did not leave its final checkpoint {path}")
     return history, path
 

@@ -80,6 +80,8 @@ def population_support(config: TrainConfig) -> str | None:
         return f"backend {config.backend!r} (populations sample with the lean sampler)"
     if config.env_actors:
         return "env_actors (a multi-turn setting)"
+    if config.lora is not None:
+        return "lora (a population stacks whole models; LoRA inner runs train separately)"
     if family_spec(config.env_id).multi_turn:
         return f"{config.env_id} is multi-turn (populations train single-step envs)"
     if config.model != TINY_MODEL:

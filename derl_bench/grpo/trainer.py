@@ -35,7 +35,7 @@ from derl_bench.grpo.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from derl_bench.grpo.config import TINY_MODEL, TrainConfig
+from derl_bench.grpo.config import TINY_MODEL, ConfigError, TrainConfig
 from derl_bench.grpo.runlog import RunLogger
 from derl_bench.grpo.update import UpdateSettings, grpo_update, make_optimizer
 from derl_bench.policies import (
@@ -45,6 +45,13 @@ from derl_bench.policies import (
     init_tiny_model,
     load_model_and_tokenizer,
     make_backend,
+)
+from derl_bench.policies.lora import (
+    FrozenBase,
+    LoraSpec,
+    adapter_spec,
+    apply_lora,
+    is_peft_model,
 )
 from derl_bench.policies.threads import configure_threads
 from derl_bench.rollout import Episode, collate, rollout_multi_turn, rollout_single_step
@@ -92,6 +99,22 @@ def initial_model_path(config: TrainConfig) -> str:
         with quiet_transformers():
             init_tiny_model(path, TinyModelSpec(seed=config.seed), overwrite=True)
     return str(path)
+
+
+def prepare_lora(model: Any, config: TrainConfig, base_path: str) -> Any:
+    """The model a run trains: ``model`` with a fresh adapter when the run asks for LoRA and
+    ``model`` has none; an adapter checkpoint's own adapter when it has one (a resumed or
+    warm-started LoRA run continues it; its settings must be the run's); an adapter merged into
+    its base when the run trains every weight."""
+    if config.lora is None:
+        return model.merge_and_unload() if is_peft_model(model) else model
+    spec = LoraSpec.from_dict(config.lora)
+    if not is_peft_model(model):
+        return apply_lora(model, spec, base_path)
+    if adapter_spec(model) != spec:
+        raise ConfigError(f"lora: the starting checkpoint's adapter is {adapter_spec(model)}, "
+                          f"the run asks for {spec}")
+    return model
 
 
 def meta_reward_fn(config: TrainConfig, domain: str | None = None) -> RewardFn:
@@ -181,8 +204,11 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     with quiet_transformers():
         model, tokenizer = load_model_and_tokenizer(checkpoint or start_path, config.device,
                                                     config.dtype)
+        model = prepare_lora(model, config, start_path)
         reference = None
-        if config.kl_coef > 0:
+        if config.kl_coef > 0 and config.lora is not None:
+            reference = FrozenBase(model)
+        elif config.kl_coef > 0:
             reference = (copy.deepcopy(model) if checkpoint is None else
                          load_model_and_tokenizer(start_path, config.device, config.dtype)[0])
             reference.eval().requires_grad_(False)

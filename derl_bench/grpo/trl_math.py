@@ -31,6 +31,7 @@ from derl_bench.grpo.trainer import (
     step_seeds,
 )
 from derl_bench.policies import MathPrompt, load_model_and_tokenizer
+from derl_bench.policies.lora import LoraSpec
 
 TRL_METRICS = {
     "reward": "reward/mean",
@@ -144,9 +145,12 @@ def train_trl(config: TrainConfig, resume: bool = False) -> list[dict[str, float
     record_config(config, resume)
     start_path = initial_model_path(config)
     _, tokenizer = load_model_and_tokenizer(start_path)
+    # TRL wraps the model with the adapter itself; its reference is then the adapter disabled.
+    peft_config = (LoraSpec.from_dict(config.lora).peft_config() if config.lora is not None
+                   else None)
     trainer = GRPOTrainer(model=start_path, reward_funcs=[meta_reward, success],
                           args=_trl_args(config, trl_dir), train_dataset=_dataset(config),
-                          processing_class=tokenizer)
+                          processing_class=tokenizer, peft_config=peft_config)
     trainer.train(resume_from_checkpoint=last if resume else None)
     trainer.save_model(str(config.run_dir / "final-model"))
     history = []

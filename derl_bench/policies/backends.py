@@ -110,7 +110,9 @@ class TransformersBackend:
 
         sampler = self.sampler
         if generator is None and sampling.seed is not None:
-            generator = torch.Generator().manual_seed(int(sampling.seed))
+            # On the model's device: ``torch.rand`` on a GPU refuses a CPU generator.
+            device = next(self.model.parameters()).device
+            generator = torch.Generator(device=device).manual_seed(int(sampling.seed))
             if sampler is None:
                 torch.manual_seed(int(sampling.seed))
         was_training = self.model.training

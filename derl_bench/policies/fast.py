@@ -41,6 +41,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from derl_bench.policies.lora import decoder_view, lean_allowed, lean_parameters
+
 SUPPORTED_TYPES = ("qwen2", "llama")
 """``config.model_type`` values whose decoder layers this module reproduces exactly."""
 
@@ -59,6 +61,9 @@ def supports_config(config: Any) -> bool:
 
 def supports(model: Any) -> bool:
     """Whether ``model`` can run on the lean path (else callers use transformers)."""
+    if not lean_allowed(model):
+        return False
+    model = decoder_view(model).model
     if not supports_config(getattr(model, "config", None)):
         return False
     inner = getattr(model, "model", None)
@@ -91,11 +96,16 @@ class _Weights:
     members = 1
     """Models whose rows a batch holds (rows are member-major)."""
 
-    def __init__(self, model: Any, named: Mapping[str, torch.Tensor] | None = None) -> None:
+    def __init__(self, model: Any, named: Mapping[str, Any] | None = None) -> None:
+        if named is None:
+            # A LoRA model's projections are read through ``linear_weight`` at every
+            # ``packed()`` call, so the adapter's live ``W + scaling * B A`` is what runs (and
+            # is trained).
+            view = decoder_view(model)
+            model = view.model
+            named = lean_parameters(model, view.adapters)
         config = model.config
         inner = model.model
-        if named is None:
-            named = dict(model.named_parameters(remove_duplicate=False))
         self.embed = named["model.embed_tokens.weight"]
         self.norm_weight = named["model.norm.weight"]
         self.norm_eps = float(inner.norm.variance_epsilon)
@@ -128,7 +138,9 @@ class _Weights:
         features are the second-to-last axis of a weight and the last of a bias, whatever
         leads them."""
         out = []
-        for (ln1, eps1, wq, bq, wk, bk, wv, bv, wo, bo, ln2, eps2, wg, wu, wd) in self.layers:
+        for (ln1, eps1, q, bq, k, bk, v, bv, o, bo, ln2, eps2, g, u, d) in self.layers:
+            wq, wk, wv, wo, wg, wu, wd = (w() if callable(w) else w
+                                          for w in (q, k, v, o, g, u, d))
             biases = (bq, bk, bv)
             bqkv = (None if all(b is None for b in biases) else torch.cat([
                 b if b is not None else w.new_zeros(w.shape[:-1])

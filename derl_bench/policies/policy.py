@@ -104,9 +104,17 @@ class LLMPolicy:
 def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
                              dtype: str | None = None) -> tuple[Any, Any]:
     """``AutoModelForCausalLM`` and ``AutoTokenizer`` from a name or path, ready for GRPO:
-    left padding for generation and a pad token (the end token when the model has none)."""
+    left padding for generation and a pad token (the end token when the model has none).
+
+    A LoRA adapter checkpoint loads as its base model plus the adapter, trainable
+    (:func:`~derl_bench.policies.lora.load_model_and_adapter`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from derl_bench.policies.lora import is_adapter_dir, load_model_and_adapter
+
+    if is_adapter_dir(name_or_path):
+        return load_model_and_adapter(name_or_path, device, dtype)
 
     tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
     tokenizer.padding_side = "left"

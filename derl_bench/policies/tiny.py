@@ -19,8 +19,10 @@ import json
 import random
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from derl_bench.progress import quiet_transformers
 
@@ -115,13 +117,11 @@ def _corpus(n_lines: int, seed: int) -> list[str]:
     return lines
 
 
-def build_tiny_tokenizer(vocab_size: int = 1024, seed: int = 0) -> object:
-    """Train a byte-level BPE on the generated corpus and wrap it with a ChatML chat template.
-
-    Byte-level means every string encodes (no unknown tokens), so real env text works.
-    """
+def train_byte_bpe(vocab_size: int, seed: int = 0,
+                   special_tokens: tuple[str, ...] = SPECIAL_TOKENS) -> object:
+    """A ``tokenizers.Tokenizer``: byte-level BPE with Qwen2's normaliser and pre-tokeniser,
+    trained on the generated corpus (``special_tokens`` take the first ids)."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
     # Qwen2's normaliser and pre-tokeniser: ``AutoTokenizer`` reloads a Qwen2-shaped model's
@@ -135,11 +135,22 @@ def build_tiny_tokenizer(vocab_size: int = 1024, seed: int = 0) -> object:
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     bpe.train_from_iterator(_corpus(3000, seed), trainer=trainer)
+    return bpe
+
+
+def build_tiny_tokenizer(vocab_size: int = 1024, seed: int = 0) -> object:
+    """Train a byte-level BPE on the generated corpus and wrap it with a ChatML chat template.
+
+    Byte-level means every string encodes (no unknown tokens), so real env text works.
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = train_byte_bpe(vocab_size, seed, SPECIAL_TOKENS)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         bos_token=None,
@@ -179,26 +190,26 @@ def build_tiny_model(tokenizer: object, spec: TinyModelSpec | None = None) -> ob
     return model
 
 
-def init_tiny_model(path: str | Path, spec: TinyModelSpec | None = None,
-                    overwrite: bool = False) -> Path:
-    """Write a tiny model and its tokenizer to ``path`` (a directory) and return it.
+def write_model_dir(path: str | Path, build: Callable[[], tuple[Any, Any]],
+                    extra_files: dict[str, dict], overwrite: bool = False) -> Path:
+    """Write ``build()``'s model and tokenizer (and ``extra_files``, JSON) to ``path``.
 
     The directory appears whole or not at all: everything is written to a sibling temporary
-    directory first and renamed into place.
+    directory first and renamed into place. An existing non-empty ``path`` is refused before
+    anything is built unless ``overwrite``.
     """
     path = Path(path)
-    spec = spec or TinyModelSpec()
     if path.exists() and any(path.iterdir()) and not overwrite:
         raise FileExistsError(f"{path} exists and is not empty (pass overwrite=True to replace it)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tiny_tokenizer(spec.vocab_size, spec.seed)
-    model = build_tiny_model(tokenizer, spec)
+    model, tokenizer = build()
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
     try:
         with quiet_transformers():
             model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        (staging / "tiny_model_spec.json").write_text(json.dumps(asdict(spec), indent=2))
+        for name, content in extra_files.items():
+            (staging / name).write_text(json.dumps(content, indent=2))
         if path.exists():
             shutil.rmtree(path)
         staging.rename(path)
@@ -206,3 +217,17 @@ def init_tiny_model(path: str | Path, spec: TinyModelSpec | None = None,
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return path
+
+
+def init_tiny_model(path: str | Path, spec: TinyModelSpec | None = None,
+                    overwrite: bool = False) -> Path:
+    """Write a tiny model and its tokenizer to ``path`` (a directory) and return it
+    (atomically, see :func:`write_model_dir`)."""
+    spec = spec or TinyModelSpec()
+
+    def build() -> tuple[Any, Any]:
+        tokenizer = build_tiny_tokenizer(spec.vocab_size, spec.seed)
+        return build_tiny_model(tokenizer, spec), tokenizer
+
+    return write_model_dir(path, build, {"tiny_model_spec.json": asdict(spec)},
+                           overwrite=overwrite)
