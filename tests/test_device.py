@@ -92,3 +92,31 @@ def test_seeded_sampling_on_a_gpu(tiny):
     backend = TransformersBackend(model, tokenizer)
     first = backend.generate([[5, 6, 7]], SamplingConfig(max_new_tokens=4, seed=1))
     assert first == backend.generate([[5, 6, 7]], SamplingConfig(max_new_tokens=4, seed=1))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("batch_inner", ["true", "false"])
+def test_a_derl_generation_on_a_gpu(tmp_path, batch_inner):
+    # The Meta-Optimizer follows inner.device: its cold start, its cache key (a digest of its
+    # weights, read where they live), its proposals and its update all run on the GPU, and so
+    # do the inner runs, one by one or as one population.
+    import json
+    from pathlib import Path
+
+    from derl_bench.meta import MetaConfig, run_meta
+
+    config = MetaConfig(name="gpu", method="derl", outer_steps=2, population=2,
+                        validation_episodes=4, seed=0, optimizer_sft_examples=16,
+                        optimizer_sft_steps=2, progress=False, executor="local",
+                        batch_inner=batch_inner, output_dir=str(tmp_path),
+                        inner={"env_id": "derl/Arithmetic-v0", "model": "tiny", "steps": 1,
+                               "group_size": 4, "prompts_per_step": 2, "max_new_tokens": 8,
+                               "device": "cuda", "tensorboard": False})
+    candidates = run_meta(config).candidates
+    assert len(candidates) == 4
+    assert all(c["status"] in ("scored", "constant") for c in candidates), candidates
+    trained = [c for c in candidates if c["status"] == "scored"]
+    for c in trained:
+        metrics = json.loads((Path(c["run"]) / "metrics.jsonl").read_text().splitlines()[0])
+        assert metrics["memory/device_peak_gib"] > 0

@@ -215,6 +215,20 @@ def test_population_log_probs_and_gradients_equal_each_models(shared):
                                        rtol=1e-4, atol=1e-5)
 
 
+def test_a_bfloat16_population_computes_what_each_bfloat16_model_does():
+    # GPU populations run in bfloat16; every norm then runs Qwen2RMSNorm's float32 path.
+    models = [_model(seed)[0].to(torch.bfloat16) for seed in (0, 1)]
+    population = Population.stack(models)
+    ids = torch.randint(3, 500, (2, 3, 8))
+    mask = torch.zeros(2, 3, 8)
+    mask[:, :, 3:] = 1
+    with torch.no_grad():
+        logp, _ = population_token_logprobs(population.weights, ids, mask, 1.0, False)
+        for m, model in enumerate(models):
+            ref, _ = token_logprobs(model, ids[m], torch.ones_like(ids[m]), loss_mask=mask[m])
+            torch.testing.assert_close(logp[m] * mask[m], ref * mask[m], rtol=0.02, atol=0.05)
+
+
 def test_gradients_are_clipped_per_member():
     params = [torch.zeros(3, 4, 5, requires_grad=True), torch.zeros(3, 7, requires_grad=True)]
     grads = [torch.randn(3, 4, 5) * torch.tensor([0.01, 1.0, 10.0]).view(3, 1, 1),
@@ -300,3 +314,4 @@ def test_a_failed_population_reruns_its_jobs_separately(tmp_path, monkeypatch):
     assert all(c["status"] == "scored" and "retried_after" not in c for c in candidates)
     logs = sorted((tmp_path / "auto" / "inner").glob("*.error.log"))
     assert len(logs) == 3 and all("out of memory" in log.read_text() for log in logs)
+

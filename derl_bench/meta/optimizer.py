@@ -197,7 +197,8 @@ class MetaOptimizer:
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
         self.invalid_score = invalid_score
         self.device = device
-        self.generator = torch.Generator().manual_seed(seed)
+        # On the model's device: sampling on a GPU refuses a CPU generator.
+        self.generator = torch.Generator(device=device).manual_seed(seed)
         vocab = [self.tokenizer.decode([i]) for i in range(len(self.tokenizer))]
         self.token_text = vocab
         self.eos_id = self.tokenizer.eos_token_id
@@ -392,7 +393,8 @@ class MetaOptimizer:
         digest = hashlib.sha256()
         for name, tensor in sorted(self.model.state_dict().items()):
             digest.update(name.encode())
-            digest.update(tensor.detach().float().contiguous().numpy().tobytes()[:4096])
+            # The first 1024 values, read where they are (a GPU tensor has no numpy view).
+            digest.update(tensor.detach().flatten()[:1024].float().cpu().numpy().tobytes())
         return digest.hexdigest()
 
     def _fine_tune(self, texts: list[list[int]], steps: int, seed: int,

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from derl_bench.policies.backends import GENERATION_BATCH
-from derl_bench.policies.fast import _rms_norm, _Weights, hidden_states, sample_rows, supports
+from derl_bench.policies.fast import _Weights, hidden_states, sample_rows, supports
 
 
 class StackedWeights(_Weights):
@@ -77,7 +77,9 @@ class StackedWeights(_Weights):
         if rows.dtype == torch.float32:
             out = F.rms_norm(rows, (rows.shape[-1],), None, eps) * weight.unsqueeze(1)
         else:
-            out = weight.unsqueeze(1) * _rms_norm(rows, None, eps)
+            # Qwen2RMSNorm's order: normalise in float32, cast back, then scale.
+            out = weight.unsqueeze(1) * F.rms_norm(rows.float(), (rows.shape[-1],), None,
+                                                   eps).to(rows.dtype)
         return out.reshape(x.shape)
 
 
