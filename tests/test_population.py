@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from derl_bench.grpo import population as pop_trainer
 from derl_bench.grpo import trainer
-from derl_bench.grpo.config import TrainConfig, replace
+from derl_bench.grpo.config import TrainConfig, config_from_dict, replace
 from derl_bench.grpo.loss import token_logprobs
 from derl_bench.grpo.population import (
     clip_grad_norms,
@@ -315,3 +316,15 @@ def test_a_failed_population_reruns_its_jobs_separately(tmp_path, monkeypatch):
     logs = sorted((tmp_path / "auto" / "inner").glob("*.error.log"))
     assert len(logs) == 3 and all("out of memory" in log.read_text() for log in logs)
 
+
+def test_a_generations_checkpoints_keep_weights_but_no_optimiser_state(tmp_path):
+    # A finished inner run is never resumed: its AdamW moments (twice the weights) are dropped,
+    # and a resume of such a run says why it cannot.
+    candidate = _generation(tmp_path, "true")[0]
+    checkpoint = Path(candidate["checkpoint"])
+    state = torch.load(checkpoint / "trainer_state.pt", weights_only=False)
+    assert state["optimizer"] is None and state["step"] == 2 and "torch" in state["rng"]
+    saved = yaml.safe_load((Path(candidate["run"]) / "config.yaml").read_text())
+    config = replace(config_from_dict(saved), steps=3)
+    with pytest.raises(ConfigError, match="no optimiser state"):
+        trainer.train(config, resume=True)

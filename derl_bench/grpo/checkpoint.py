@@ -8,6 +8,7 @@ temporary name and renamed, so a crash never leaves a half checkpoint that looks
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 from pathlib import Path
@@ -72,6 +73,21 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The newest complete checkpoint, or None."""
     found = list_checkpoints(run_dir)
     return found[-1] if found else None
+
+
+def drop_optimizer_state(checkpoint: str | Path) -> None:
+    """Keep a finished run's step and RNG states but not its optimiser's.
+
+    A checkpoint read only for its weights (a meta loop's inner run, scored, compared and warm
+    started from, never resumed) then costs the weights alone: AdamW's two moments are twice
+    the weights, 2 GB for a 0.5B model in bfloat16. Such a checkpoint can no longer resume."""
+    path = Path(checkpoint) / STATE_FILE
+    if not path.is_file():  # a checkpoint another trainer wrote (TRL's) keeps its own files
+        return
+    state = torch.load(path, weights_only=False, mmap=True)
+    tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
+    torch.save({"step": state["step"], "optimizer": None, "rng": state["rng"]}, tmp)
+    os.replace(tmp, path)
 
 
 def load_trainer_state(checkpoint: str | Path) -> dict[str, Any]:

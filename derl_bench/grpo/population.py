@@ -52,6 +52,7 @@ from derl_bench.grpo.config import TINY_MODEL, TrainConfig
 from derl_bench.grpo.loss import aggregate, masked_mean, target_logprobs, token_terms
 from derl_bench.grpo.runlog import RunLogger
 from derl_bench.grpo.trainer import (
+    device_memory,
     initial_model_path,
     make_env,
     meta_reward_fn,
@@ -448,6 +449,7 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
                     "time/reference_s": sums["reference_s"],
                     "tokens/trained": float(batches[m].attention_mask.sum()),
                     "tokens/generated": float(sum(lengths)),
+                    **device_memory(first.device),
                 }
                 loggers[m].log(step, metrics)
                 if save:

@@ -177,6 +177,14 @@ def update_settings(config: TrainConfig) -> UpdateSettings:
         temperature=config.temperature)
 
 
+def device_memory(device: str) -> dict[str, float]:
+    """``memory/device_peak_gib``: the most GPU memory torch's allocator has held so far on
+    ``device`` (empty on a CPU, whose peak is the process's RSS)."""
+    if not str(device).startswith("cuda") or not torch.cuda.is_available():
+        return {}
+    return {"memory/device_peak_gib": torch.cuda.max_memory_allocated(device) / 2**30}
+
+
 def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | None = None,
           reward_fn: RewardFn | None = None, family: str | FamilySpec | None = None,
           ) -> list[dict[str, float]]:
@@ -218,6 +226,10 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     start_step = 0
     if checkpoint is not None:
         state = load_trainer_state(checkpoint)
+        if state["optimizer"] is None:
+            raise ConfigError(f"{checkpoint} holds no optimiser state (a finished inner run of "
+                              f"a meta loop) and cannot resume; start a new run from its "
+                              f"weights with model={checkpoint}")
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         start_step = int(state["step"])
@@ -287,6 +299,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
                 "time/reference_s": t_reference,
                 "tokens/trained": float(batch.attention_mask.sum()),
                 "tokens/generated": float(sum(completion_lengths)),
+                **device_memory(config.device),
             }
             logger.log(step, metrics)
             if config.progress:
