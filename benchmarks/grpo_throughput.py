@@ -12,7 +12,8 @@ log-probs, update) and the fraction of the machine's matrix-multiply rate it rea
     python benchmarks/grpo_throughput.py --shape qwen2.5-0.5b --device cuda --max-new-tokens 256
 
 ``--shape qwen2.5-0.5b`` builds a randomly initialised model of Qwen2.5-0.5B's shape (24 layers,
-hidden 896, vocabulary 151,936) in code, with the tiny tokenizer; nothing is downloaded.
+hidden 896, vocabulary 151,936) and its tokenizer in code (``derl-bench model init``);
+nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -29,12 +30,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-SHAPES = {
-    "tiny": None,
-    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                         num_attention_heads=14, num_key_value_heads=2, rope_theta=1e6,
-                         vocab_size=151936, max_position_embeddings=32768),
-}
+from derl_bench.policies.shapes import SHAPES
+
 PROMPT = "Write anything you like."
 
 
@@ -50,20 +47,14 @@ class ToyEnv(gym.Env):
 
 
 def build_model(shape: str, path: Path) -> Path:
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    """The tiny model, or a randomly initialised model of a real shape
+    (:data:`derl_bench.policies.shapes.SHAPES`, with the tokenizer built in code)."""
+    from derl_bench.policies.shapes import init_shape_model
+    from derl_bench.policies.tiny import init_tiny_model
 
-    from derl_bench.policies.tiny import build_tiny_tokenizer, init_tiny_model
-
-    if SHAPES[shape] is None:
+    if shape == "tiny":
         return init_tiny_model(path)
-    tokenizer = build_tiny_tokenizer()
-    config = Qwen2Config(**SHAPES[shape], tie_word_embeddings=True,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-    torch.manual_seed(0)
-    Qwen2ForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return init_shape_model(path, shape)
 
 
 def run_compact(model_path: Path, args: argparse.Namespace, out: Path) -> dict:
@@ -89,7 +80,7 @@ def run_compact(model_path: Path, args: argparse.Namespace, out: Path) -> dict:
     # the estimate is low); update: forward + backward over every trained token, and one
     # more forward for the reference model when there is a KL term.
     flops = 2 * params * tokens + 6 * params * trained + (2 * params * trained if ref else 0)
-    peak = matmul_flops_per_s(args.device)
+    peak = matmul_flops_per_s(args.device, args.dtype)
     return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds,
             "phase_s": {"generation": gen, "reference": ref, "update": upd - ref},
             "gen_tokens_per_s": tokens / gen, "train_tokens_per_s": tokens / upd,
@@ -103,12 +94,16 @@ def count_params(model_path: Path) -> int:
     return sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_path).parameters())
 
 
-def matmul_flops_per_s(device: str, size: int = 1024, rounds: int = 5) -> float:
-    """The machine's rate on a large float32 matrix product, with the threads torch uses."""
+def matmul_flops_per_s(device: str, dtype: str | None = None, rounds: int = 5) -> float:
+    """The machine's rate on a large matrix product in ``dtype`` (default float32), with the
+    threads torch uses: 1024^3 on a CPU, 8192^3 on a GPU (a small product leaves most of a
+    GPU idle, so it would understate the peak)."""
     import torch
 
-    a = torch.randn(size, size, device=device)
-    b = torch.randn(size, size, device=device)
+    size = 8192 if device.startswith("cuda") else 1024
+    kind = getattr(torch, dtype or "float32")
+    a = torch.randn(size, size, device=device, dtype=kind)
+    b = torch.randn(size, size, device=device, dtype=kind)
     best = float("inf")
     for _ in range(rounds):
         if device.startswith("cuda"):
@@ -155,7 +150,7 @@ def run_trl(model_path: Path, args: argparse.Namespace, out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
+    parser.add_argument("--shape", choices=["tiny", *sorted(SHAPES)], default="tiny")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default=None, help="e.g. bfloat16 on GPU")
     parser.add_argument("--steps", type=int, default=6)

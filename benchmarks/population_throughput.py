@@ -21,6 +21,8 @@ does fewer, so its figure is the rate of equivalent work)::
 
     python benchmarks/population_throughput.py                      # the proxy's settings
     python benchmarks/population_throughput.py --steps 4 --validation 40 --base-steps 0
+    python benchmarks/population_throughput.py --shape qwen2.5-0.5b --device cuda \
+        --dtype bfloat16 --population 8 --workers 1 --rounds 1    # 8 policies on one GPU
 
 The base model is the tiny model (``--base-steps 0``: random weights, so every sample runs the
 full 40 tokens) or the tiny model fine-tuned for ``--base-steps`` SFT steps on the env's
@@ -33,6 +35,7 @@ import argparse
 import concurrent.futures
 import json
 import multiprocessing
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -43,11 +46,13 @@ REWARDS = ["outcome + format_boxed", "outcome", "0.5 * format_boxed + digit_matc
            "loose_outcome", "digit_match"]
 
 
-def meta_config(out: Path, model: str, steps: int, validation: int, population: int) -> Any:
+def meta_config(out: Path, model: str, steps: int, validation: int, population: int,
+                device: str = "cpu", dtype: str | None = None) -> Any:
     from derl_bench.evaluation.proxy import ProxyConfig
     from derl_bench.meta import MetaConfig
 
-    inner = {**ProxyConfig().inner, "model": model, "steps": steps}
+    inner = {**ProxyConfig().inner, "model": model, "steps": steps, "device": device,
+             "dtype": dtype}
     return MetaConfig(name="bench", method="random", population=population,
                       validation_episodes=validation, inner=inner, output_dir=str(out),
                       progress=False, executor="local")
@@ -60,6 +65,11 @@ def generation(config: Any, root: str, together: bool) -> dict[str, Any]:
 
     specs = [InnerSpec(REWARDS[i % len(REWARDS)], Path(root) / f"c{i}")
              for i in range(config.population)]
+    cuda = config.inner.device.startswith("cuda")
+    if cuda:
+        import torch
+
+        torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
     if together:
         results = train_and_score_population(config, specs)
@@ -72,10 +82,13 @@ def generation(config: Any, root: str, together: bool) -> dict[str, Any]:
             row = json.loads(line)
             generated += row["tokens/generated"]
             trained += row["tokens/trained"]
+    # A real model's checkpoints fill a disk within a few generations.
+    shutil.rmtree(root, ignore_errors=True)
     passes = 6 + (2 if update_settings(config.inner).updates_per_batch > 1 else 0)
     validated = config.population * config.validation_episodes * config.inner.max_new_tokens
     return {"seconds": seconds, "runs": len(results), "scores": [r.score for r in results],
-            "token_passes": 2 * (generated + validated) + passes * trained}
+            "token_passes": 2 * (generated + validated) + passes * trained,
+            "device_peak_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}
 
 
 def _warm(config: Any, root: str) -> None:
@@ -88,7 +101,8 @@ def _warm(config: Any, root: str) -> None:
 
 
 def measure(steps: int = 20, validation: int = 200, population: int = 4, workers: int = 2,
-            base_steps: int = 0, rounds: int = 2) -> dict[str, Any]:
+            base_steps: int = 0, rounds: int = 2, shape: str = "tiny", device: str = "cpu",
+            dtype: str | None = None) -> dict[str, Any]:
     """Inner runs per minute each way (see the module docstring): the best of ``rounds``
     rounds, the two ways alternating within a round so a change in the machine's load hits
     both."""
@@ -97,12 +111,13 @@ def measure(steps: int = 20, validation: int = 200, population: int = 4, workers
     from derl_bench.policies.threads import configure_threads
 
     configure_threads(num_threads=1)
-    peak = matmul_flops_per_s("cpu")
+    peak = matmul_flops_per_s(device, dtype)
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
-        model = base_model(Path(tmp) / "base", base_steps)
+        model = base_model(Path(tmp) / "base", base_steps, shape)
         params = count_params(model)
-        config = meta_config(Path(tmp) / "meta", str(model), steps, validation, population)
+        config = meta_config(Path(tmp) / "meta", str(model), steps, validation, population,
+                             device, dtype)
         figures: dict[str, Any] = {}
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
             list(pool.map(_warm, [config] * workers, [f"{tmp}/w{i}" for i in range(workers)]))
@@ -123,11 +138,14 @@ def measure(steps: int = 20, validation: int = 200, population: int = 4, workers
                         "seconds_per_inner_run": round(wall / runs, 3),
                         "inner_runs_per_minute": round(60 * runs / wall, 2),
                         "fraction_of_peak": flops / wall / (peak * workers),
+                        "device_peak_gib": max((p["device_peak_gib"] or 0) for p in parts)
+                        or None,
                         "scores": [p["scores"] for p in parts]}
     return {"population": population, "workers": workers, "steps": steps, "rounds": rounds,
-            "validation_episodes": validation,
-            "base_model": f"tiny + SFT {base_steps} steps" if base_steps else "tiny (random)",
-            "params": params, "matmul_gflops_per_s_one_thread": round(peak / 1e9, 2),
+            "validation_episodes": validation, "device": device, "dtype": dtype or "float32",
+            "base_model": f"{shape} + SFT {base_steps} steps" if base_steps
+            else f"{shape} (random)",
+            "params": params, "matmul_gflops_per_s_per_worker": round(peak / 1e9, 2),
             **figures,
             "ratio": figures["together"]["seconds_per_inner_run"]
             / figures["separate"]["seconds_per_inner_run"],
@@ -135,12 +153,18 @@ def measure(steps: int = 20, validation: int = 200, population: int = 4, workers
             / figures["together"]["seconds_per_inner_run"]}
 
 
-def base_model(path: Path, steps: int) -> Path:
-    """The tiny model, fine-tuned for ``steps`` SFT steps when ``steps`` > 0."""
+def base_model(path: Path, steps: int, shape: str = "tiny") -> Path:
+    """The tiny model, fine-tuned for ``steps`` SFT steps when ``steps`` > 0, or a randomly
+    initialised model of a real ``shape``."""
     from derl_bench.evaluation.proxy import BaseModelSpec
     from derl_bench.evaluation.proxy import base_model as proxy_base
+    from derl_bench.policies.shapes import init_shape_model
     from derl_bench.policies.tiny import init_tiny_model
 
+    if shape != "tiny":
+        if steps > 0:
+            raise ValueError("--base-steps fine-tunes the tiny model only")
+        return init_shape_model(path, shape)
     if steps <= 0:
         return init_tiny_model(path)
     return proxy_base(path, BaseModelSpec(steps=steps))
@@ -154,9 +178,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--base-steps", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--shape", default="tiny",
+                        help="tiny, or a real shape of derl_bench.policies.shapes.SHAPES")
+    parser.add_argument("--device", default="cpu", help="e.g. cuda (then --workers 1)")
+    parser.add_argument("--dtype", default=None, help="e.g. bfloat16 on a GPU")
     args = parser.parse_args()
     print(json.dumps(measure(args.steps, args.validation, args.population, args.workers,
-                             args.base_steps, args.rounds), indent=2))
+                             args.base_steps, args.rounds, args.shape, args.device, args.dtype),
+                     indent=2))
 
 
 if __name__ == "__main__":

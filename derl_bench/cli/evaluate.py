@@ -46,6 +46,10 @@ def register(subparsers: Any) -> None:
                         "100-tick limit, its prompt, temperature 0.4 and action parsing)")
     p.add_argument("--max-new-tokens", type=int, default=512,
                    help="cap on each response of an llm: policy")
+    p.add_argument("--device", default="cpu",
+                   help="where an llm: policy runs: cpu (default), cuda, cuda:1, ...")
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
+                   help="an llm: policy's dtype (default float32)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
@@ -106,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             base_seed=args.seed, method=args.method, model=args.model, recipe=recipe,
             meta_reward=meta_reward, keep_trajectories=args.trajectories is not None,
             max_new_tokens=args.max_new_tokens, on_episode=tick, protocol=args.protocol,
-            checkpoint=args.checkpoint)
+            checkpoint=args.checkpoint, device=args.device, dtype=args.dtype)
     except (PolicyError, ProtocolError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

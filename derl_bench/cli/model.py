@@ -67,6 +67,7 @@ def register(subparsers: Any) -> None:
                           help="comma-separated: float32, bfloat16")
     rehearse.add_argument("--no-meta", action="store_true", help="skip derl-bench meta")
     rehearse.add_argument("--no-agents", action="store_true", help="skip the ALFWorld run")
+    rehearse.add_argument("--device", default="cpu", help="where every model runs (e.g. cuda)")
     rehearse.set_defaults(func=run_rehearse)
     sft = sub.add_parser(
         "sft", help="warm-start a policy by supervised fine-tuning on an env's demonstrations",
@@ -139,7 +140,7 @@ def run_rehearse(args: argparse.Namespace) -> int:
         return 2
     loras = {"off": (False,), "on": (True,), "both": (False, True)}[args.lora]
     results = rehearse(args.shape, Path(args.output), loras, paths, dtypes,
-                       meta=not args.no_meta, agents=not args.no_agents)
+                       meta=not args.no_meta, agents=not args.no_agents, device=args.device)
     print(format_table(results))
     for r in results:
         if not r.ok:

@@ -14,7 +14,8 @@ For every combination of LoRA (off/on), forward path (``lean``: :mod:`derl_bench
 
 and records wall seconds, seconds per training step, the process's peak RSS, the key/value
 cache the sampler allocates at the recipe's batch and length, and whether the two paths agree
-on greedy outputs. The report is ``OUTPUT/rehearsal.json`` plus a table on stdout.
+on greedy outputs. ``--device cuda`` runs every model on the GPU. The report is
+``OUTPUT/rehearsal.json`` plus a table on stdout.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def logits_bytes(config: dict[str, Any], tokens: int, dtype: str) -> int:
 
 
 def greedy_agreement(model_path: str, dtype: str, prompts: int = 4,
-                     max_new_tokens: int = 32) -> dict[str, Any]:
+                     max_new_tokens: int = 32, device: str = "cpu") -> dict[str, Any]:
     """Greedy completions of the first GSM8K training problems on the lean sampler and on
     transformers' ``generate``: how many rows are identical, and the first differing step."""
     import gymnasium as gym
@@ -90,7 +91,7 @@ def greedy_agreement(model_path: str, dtype: str, prompts: int = 4,
     from derl_bench.policies.backends import TransformersBackend
     from derl_bench.policies.lora import LEAN_ENV
 
-    model, tokenizer = load_model_and_tokenizer(model_path, dtype=dtype)
+    model, tokenizer = load_model_and_tokenizer(model_path, device, dtype)
     model.eval()
     policy = LLMPolicy(model, tokenizer, "derl/GSM8K-v0")
     env = gym.make("derl/GSM8K-v0", split="train")
@@ -123,9 +124,9 @@ def greedy_agreement(model_path: str, dtype: str, prompts: int = 4,
 
 def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
              paths: tuple[str, ...] = PATHS, dtypes: tuple[str, ...] = DTYPES,
-             meta: bool = True, agents: bool = True) -> list[CommandResult]:
-    """Run the rehearsal (see the module docstring) under ``output``; returns every command's
-    result and writes ``output/rehearsal.json``."""
+             meta: bool = True, agents: bool = True, device: str = "cpu") -> list[CommandResult]:
+    """Run the rehearsal (see the module docstring) under ``output`` with every model on
+    ``device``; returns every command's result and writes ``output/rehearsal.json``."""
     from derl_bench.policies.shapes import init_shape_model
 
     output.mkdir(parents=True, exist_ok=True)
@@ -139,12 +140,12 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
 
     def write_report() -> None:
         report_path.write_text(json.dumps({
-            "shape": shape, "model": str(model_path), "config": config,
+            "shape": shape, "device": device, "model": str(model_path), "config": config,
             "results": [asdict(r) for r in results], "greedy_agreement": agreement,
         }, indent=2))
 
     for dtype in dtypes:
-        agreement[dtype] = greedy_agreement(str(model_path), dtype)
+        agreement[dtype] = greedy_agreement(str(model_path), dtype, device=device)
         write_report()
     prompt_len = max(max(a["prompt_tokens"]) for a in agreement.values())
     base_cmd = [sys.executable, "-m", "derl_bench"]
@@ -153,7 +154,8 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
             env = {**os.environ, "DERL_BENCH_LEAN": "1" if path == "lean" else "0"}
             for dtype in dtypes:
                 tag = f"{'lora' if lora else 'full'}-{path}-{dtype}"
-                common = [f"model={model_path}", f"dtype={dtype}", "steps=2", "progress=false",
+                common = [f"model={model_path}", f"dtype={dtype}", f"device={device}",
+                          "steps=2", "progress=false",
                           "tensorboard=false", f"lora={json.dumps(REHEARSAL_LORA) if lora else 'null'}"]
                 # A random model never solves a problem; a length term makes the GSM8K
                 # rewards differ within a group so the update really changes the weights.
@@ -179,6 +181,9 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
                             "tokens_generated": [m["tokens/generated"] for m in metrics],
                             "loss": [m["loss"] for m in metrics],
                             "kl": [m["kl"] for m in metrics]}
+                        if "memory/device_peak_gib" in metrics[-1]:
+                            result.detail["device_peak_gib"] = round(
+                                metrics[-1]["memory/device_peak_gib"], 2)
                     recipe_values = _recipe(recipe)
                     rows = recipe_values["group_size"] * recipe_values["prompts_per_step"]
                     result.detail["rows"] = rows
@@ -196,6 +201,7 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
                     write_report()
                 if meta:
                     inner = [f"inner.model={model_path}", f"inner.dtype={dtype}",
+                             f"inner.device={device}",
                              f"inner.lora={json.dumps(REHEARSAL_LORA) if lora else 'null'}"]
                     code, wall, rss = run_measured(
                         [*base_cmd, "meta", str(REPO_BASELINES / "meta-derl-gsm8k.yaml"),
@@ -222,7 +228,8 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
             code, wall, rss = run_measured(
                 [*base_cmd, "evaluate", "--env", "derl/GSM8K-v0", "--level", "L0", "--policy",
                  f"llm:{checkpoint}", "--limit", "4", "--max-new-tokens", "32",
-                 "--no-progress", "--output", str(output / f"{prefix}-evaluate.json")],
+                 "--no-progress", "--device", device,
+                 "--output", str(output / f"{prefix}-evaluate.json")],
                 env, log)
             result = CommandResult("evaluate", lora, path, "float32", code == 0, wall, rss)
             if code != 0:

@@ -52,11 +52,14 @@ def evaluate(
     on_episode: Callable[[EpisodeResult], None] | None = None,
     protocol: str = "strict",
     checkpoint: str | None = None,
+    device: str = "cpu",
+    dtype: str | None = None,
 ) -> tuple[dict[str, Any], list[EpisodeResult]]:
     """Evaluate ``policy`` (a spec or a :class:`Policy`) on ``env_id`` at ``level``.
 
     Returns the result record and the per-episode results (in eval-set order).
-    ``max_new_tokens`` caps each response of an ``llm:`` policy. ``protocol="rlvmr"``
+    ``max_new_tokens`` caps each response of an ``llm:`` policy, which loads on ``device``
+    in ``dtype`` (default float32). ``protocol="rlvmr"``
     reproduces RLVMR's validation (:mod:`derl_bench.evaluation.rlvmr`): its episode draws
     (seeded by ``base_seed``, RLVMR's ``env.seed``), tick limit, prompt, temperature and
     action parsing; such a record documents a reproduction and is not a board entry.
@@ -66,7 +69,8 @@ def evaluate(
     adapter = adapter_for(env_id)
     eval_set = adapter.eval_set(level, protocol=protocol, seed=base_seed)
     spec = policy if isinstance(policy, str) else None
-    agent = (load_policy(policy, env_id, max_new_tokens=max_new_tokens, protocol=protocol)
+    agent = (load_policy(policy, env_id, max_new_tokens=max_new_tokens, protocol=protocol,
+                         device=device, dtype=dtype)
              if isinstance(policy, str) else policy)
     start = time.perf_counter()
     results = run_episodes(eval_set, agent, env_kwargs=env_kwargs, num_envs=num_envs,

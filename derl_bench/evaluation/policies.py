@@ -210,14 +210,15 @@ class LLMEvalPolicy(Policy):
     method = "llm"
 
     def __init__(self, model: str, env_id: str, max_new_tokens: int = 512,
-                 protocol: str = "strict") -> None:
+                 protocol: str = "strict", device: str = "cpu",
+                 dtype: str | None = None) -> None:
         from derl_bench.policies import LLMPolicy, SamplingConfig
 
         # a board shows a local checkpoint by its folder name; the record's policy keeps the path
         self.model = Path(model).name if Path(model).is_dir() else model
         self._max_new_tokens = max_new_tokens
         self._sampling_cls = SamplingConfig
-        self._llm = LLMPolicy.from_pretrained(model, family=env_id)
+        self._llm = LLMPolicy.from_pretrained(model, family=env_id, device=device, dtype=dtype)
         self._family = self._llm.family
         self._sessions: dict[int, AgentSession] = {}
         self._seeds: dict[int, int] = {}
@@ -316,11 +317,13 @@ def _degenerate(spec: str, env_id: str | None) -> Policy:
 
 
 def load_policy(spec: str, env_id: str | None = None, max_new_tokens: int = 512,
-                protocol: str = "strict") -> Policy:
+                protocol: str = "strict", device: str = "cpu",
+                dtype: str | None = None) -> Policy:
     """Resolve a ``--policy`` spec (see the module docstring) to a fresh :class:`Policy`.
 
     ``max_new_tokens`` caps each response of an ``llm:`` policy; ``protocol="rlvmr"`` gives an
-    ``llm:`` policy RLVMR's prompt, temperature and action parsing.
+    ``llm:`` policy RLVMR's prompt, temperature and action parsing. An ``llm:`` policy loads
+    on ``device`` (``cpu``, ``cuda``, ``cuda:1``) in ``dtype`` (default float32).
     """
     if spec == "random":
         return RandomPolicy()
@@ -331,7 +334,8 @@ def load_policy(spec: str, env_id: str | None = None, max_new_tokens: int = 512,
     if spec.startswith("llm:"):
         if env_id is None:
             raise PolicyError("an llm: policy needs the env id to pick its prompt")
-        return LLMEvalPolicy(spec[4:], env_id, max_new_tokens=max_new_tokens, protocol=protocol)
+        return LLMEvalPolicy(spec[4:], env_id, max_new_tokens=max_new_tokens, protocol=protocol,
+                             device=device, dtype=dtype)
     target = _import_target(spec)
     if isinstance(target, type) and issubclass(target, Policy):
         policy = target()
