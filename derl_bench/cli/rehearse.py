@@ -8,7 +8,8 @@ For every combination of LoRA (off/on), forward path (``lean``: :mod:`derl_bench
 
 - ``derl-bench train`` for 2 GRPO steps on derl/GSM8K-v0 and on derl/ALFWorld-v0 (the
   baseline recipes' batch and lengths);
-- ``derl-bench meta`` for 1 generation of 2 candidates with 1 inner step each;
+- ``derl-bench meta`` for 1 generation of 2 candidates with 1 inner step each (constant
+  proposals trained too) and the best policy evaluated on 4 episodes a level;
 - ``derl-bench evaluate`` of the trained GSM8K checkpoint on 4 episodes (``evaluate`` loads
   ``llm:`` policies in float32, so it runs once per LoRA setting and path);
 
@@ -207,6 +208,10 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
                         [*base_cmd, "meta", str(REPO_BASELINES / "meta-derl-gsm8k.yaml"),
                          "outer_steps=1", "population=2", "validation_episodes=2",
                          "optimizer_sft_examples=16", "optimizer_sft_steps=2", "progress=false",
+                         # A barely cold-started Meta-Optimizer often writes a constant reward:
+                         # train it anyway, so every rehearsal runs its inner runs; and keep the
+                         # closing evaluation of the best policy short.
+                         "constant_rewards=train", "eval_limit=4",
                          *inner, "--output", str(output / tag / "meta"), "--executor", "local"],
                         env, output / f"{tag}-meta.log")
                     result = CommandResult("meta", lora, path, dtype, code == 0, wall, rss)
