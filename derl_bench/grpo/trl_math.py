@@ -141,8 +141,8 @@ def trl_peft_config(config: TrainConfig) -> Any:
 def train_trl(config: TrainConfig, resume: bool = False) -> list[dict[str, float]]:
     """Run single-step math GRPO with TRL; returns the per-step metrics (compact-trainer names)."""
     if family_spec(config.env_id).multi_turn:
-        raise ConfigError(f"trainer: trl handles single-step math envs, not {config.env_id!r}; "
-                          "use trainer: compact for agents")
+        raise ConfigError(f"train_trl handles single-step math envs, not {config.env_id!r}; "
+                          "agents train with TRL through derl_bench.integrations.trl")
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
