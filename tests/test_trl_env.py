@@ -138,6 +138,19 @@ def test_train_command_runs_trl_for_agents(tool_model, tmp_path, monkeypatch):
     assert (tmp_path / "run" / "metrics.jsonl").read_text().count("\n") == 1
 
 
+def test_model_sft_tool_calls_saves_a_tool_calling_tiny_model(data_root, tmp_path):
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import supports_tool_calling
+
+    from derl_bench.cli import main
+
+    args = ["model", "sft", "--level", "L0", "--steps", "2", "--batch-size", "2", "--tool-calls"]
+    assert main([*args, str(tmp_path / "agent"), "--env", ENV]) == 0
+    assert supports_tool_calling(AutoTokenizer.from_pretrained(str(tmp_path / "agent")))
+    assert main([*args, str(tmp_path / "math"), "--env", "derl/Arithmetic-v0"]) == 2
+    assert not (tmp_path / "math").exists()
+
+
 def test_trl_agents_are_rejected_where_the_train_command_does_not_route_them(tmp_path):
     from derl_bench.grpo.dispatch import run_training
 

@@ -193,7 +193,8 @@ def tool_call_demos(env: Any, policy: Any, config: Any, seeds: Sequence[int] | N
     prompt is the chat so far (with the ``act`` schema), each completion the next call.
 
     Games are drawn with ``config.seed``, or are the games of ``seeds`` (reset seeds) in turn,
-    over and over.
+    over and over. The policy's tokenizer gets the tool template (:func:`with_tool_template`),
+    so the model ``run_sft`` saves renders the calls it learned.
     """
     tokenizer = with_tool_template(policy.tokenizer)
     tools = [act_tool_schema()]
