@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
 
@@ -133,9 +134,13 @@ def test_train_command_runs_trl_for_agents(tool_model, tmp_path, monkeypatch):
                       f"meta_reward: '{REWARD}'\ngroup_size: 2\nprompts_per_step: 1\nsteps: 1\n"
                       "max_episode_steps: 1\nmax_new_tokens: 40\ntensorboard: false\n"
                       "progress: false\n")
-    assert main(["train", str(recipe), "--output", str(tmp_path / "run")]) == 0
-    assert (tmp_path / "run" / "final-model" / "config.json").is_file()
-    assert (tmp_path / "run" / "metrics.jsonl").read_text().count("\n") == 1
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output", str(run)]) == 0
+    assert (run / "final-model" / "config.json").is_file()
+    assert (run / "trl" / "checkpoint-1").is_dir()
+    assert main(["train", str(recipe), "--output", str(run), "--resume", "steps=2"]) == 0
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 1] and (run / "trl" / "checkpoint-2").is_dir()
 
 
 def test_model_sft_tool_calls_saves_a_tool_calling_tiny_model(data_root, tmp_path):

@@ -173,12 +173,17 @@ def episode_prompt(env_id: str) -> list[dict[str, str]]:
             {"role": "user", "content": ""}]
 
 
+def act_call(command: str) -> dict[str, Any]:
+    """The assistant message that calls ``act(command)``, as chat templates take it."""
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "act", "arguments": {"command": command}}}]}
+
+
 def tool_call_text(tokenizer: Any, messages: list[dict[str, Any]], command: str) -> str:
     """The assistant turn that calls ``act(command)`` after ``messages``, as the template
     renders it (without the end-of-turn token)."""
     tools = [act_tool_schema()]
-    call = {"role": "assistant", "content": "", "tool_calls": [
-        {"type": "function", "function": {"name": "act", "arguments": {"command": command}}}]}
+    call = act_call(command)
     before = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False,
                                            add_generation_prompt=True)
     after = tokenizer.apply_chat_template(messages + [call], tools=tools, tokenize=False)
@@ -211,10 +216,8 @@ def tool_call_demos(env: Any, policy: Any, config: Any, seeds: Sequence[int] | N
             yield (tokenizer(prompt, add_special_tokens=False)["input_ids"],
                    tool_call_text(tokenizer, messages, command))
             obs, _, terminated, truncated, _ = env.step(command)
-            messages = messages + [
-                {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
-                    "name": "act", "arguments": {"command": command}}}]},
-                {"role": "tool", "name": "act", "content": str(obs)}]
+            messages = messages + [act_call(command),
+                                   {"role": "tool", "name": "act", "content": str(obs)}]
             if terminated or truncated:
                 break
 
@@ -274,7 +277,7 @@ def train_trl_agent(config: TrainConfig, resume: bool = False) -> list[dict[str,
     return finish_trl_run(trainer, config)
 
 
-__all__ = ["EPISODE_OVER", "OBSERVATION_TOKENS", "AgentToolEnv", "act_tool_schema",
+__all__ = ["EPISODE_OVER", "OBSERVATION_TOKENS", "AgentToolEnv", "act_call", "act_tool_schema",
            "agent_dataset", "agent_trainer", "agent_trl_args", "environment_factory", "episode_prompt",
            "init_tool_model", "meta_reward_funcs", "system_prompt", "tool_call_demos",
            "tool_call_text", "train_trl_agent", "with_tool_template"]
