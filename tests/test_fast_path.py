@@ -11,6 +11,7 @@ import torch
 
 from derl_bench.grpo.loss import grpo_loss, token_logprobs
 from derl_bench.grpo.update import UpdateSettings, grpo_update, micro_batch_weight
+from derl_bench.policies.backends import SamplingConfig, TransformersBackend
 from derl_bench.policies.fast import FastSampler, causal_logits, supports
 from derl_bench.policies.tiny import TinyModelSpec, build_tiny_model, build_tiny_tokenizer
 from derl_bench.rollout import Episode, Step, collate
@@ -179,3 +180,33 @@ def test_models_of_other_architectures_take_the_transformers_path():
     assert supports(model)
     model.config.model_type = "gpt2"
     assert not supports(model)
+
+
+def test_constrained_decoding_runs_through_generate_as_on_the_lean_path(monkeypatch):
+    # With the lean path off (DERL_BENCH_LEAN=0, or a model it does not support) a logits hook
+    # (the Meta-Optimizer's grammar) goes to transformers' generate as a logits processor.
+    model, tok = _model(seed=2)
+    eos = tok.eos_token_id
+    allowed = [5, 6, 7, eos]
+
+    def only_allowed(logits, completions, active):
+        masked = torch.full_like(logits, float("-inf"))
+        rows = active.tolist()
+        masked[rows] = logits[rows]
+        keep = torch.full_like(logits, float("-inf"))
+        keep[:, allowed] = 0.0
+        return masked + keep
+
+    prompts = [[8, 9, 10], [11, 12]]
+    greedy = SamplingConfig(max_new_tokens=12, temperature=0.0)
+    lean = TransformersBackend(model, tok).generate(prompts, greedy, logits_hook=only_allowed)
+    monkeypatch.setenv("DERL_BENCH_LEAN", "0")
+    hf = TransformersBackend(model, tok)
+    assert hf.sampler is None
+    assert hf.generate(prompts, greedy, logits_hook=only_allowed) == lean
+    sampled = SamplingConfig(max_new_tokens=12, temperature=1.0)
+    rows = hf.generate(prompts * 3, sampled, logits_hook=only_allowed,
+                       generator=torch.Generator().manual_seed(3))
+    assert all(set(r) <= set(allowed) and r for r in rows)
+    assert rows == hf.generate(prompts * 3, sampled, logits_hook=only_allowed,
+                               generator=torch.Generator().manual_seed(3))

@@ -43,6 +43,30 @@ class GenerationBackend(Protocol):
         ...
 
 
+class _HookProcessor:
+    """A :data:`~derl_bench.policies.fast.LogitsHook` as a transformers logits processor, so
+    constrained decoding (the Meta-Optimizer's grammar) also runs through ``generate``.
+
+    Rows that have ended keep their logits: ``generate`` pads them whatever it draws, and a row
+    masked to nothing would make its sampling distribution undefined."""
+
+    def __init__(self, hook: Any, prompt_width: int, eos_ids: set[int],
+                 pad_id: int | None) -> None:
+        self.hook, self.width, self.eos_ids, self.pad_id = hook, prompt_width, eos_ids, pad_id
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        completions = [_cut_at_eos(row, self.eos_ids, self.pad_id)
+                       for row in input_ids[:, self.width:].tolist()]
+        open_rows = [i for i, c in enumerate(completions) if not c or c[-1] not in self.eos_ids]
+        active = torch.tensor(open_rows, dtype=torch.long, device=scores.device)
+        masked = self.hook(scores, completions, active)
+        ended = torch.ones(len(completions), dtype=torch.bool, device=scores.device)
+        ended[active] = False
+        return torch.where(ended[:, None], scores, masked)
+
+
 def _cut_at_eos(ids: Sequence[int], eos_ids: set[int], pad_id: int | None) -> list[int]:
     out: list[int] = []
     for token in ids:
@@ -105,10 +129,15 @@ class TransformersBackend:
                  logits_hook: Any = None, generator: Any = None) -> list[list[int]]:
         """One completion per prompt. ``logits_hook`` masks logits for constrained decoding
         (:data:`~derl_bench.policies.fast.LogitsHook`); ``generator`` (a ``torch.Generator``)
-        draws the samples when given, else ``sampling.seed``, else the global torch RNG."""
+        draws the samples when given, else ``sampling.seed``, else the global torch RNG.
+        (transformers' ``generate`` draws from the global RNG only: a given generator then
+        seeds it, so the same generator state still gives the same samples.)"""
         import torch
 
         sampler = self.sampler
+        if sampler is None and generator is not None:
+            torch.manual_seed(int(torch.randint(2**62, (1,), generator=generator,
+                                                device=generator.device)))
         if generator is None and sampling.seed is not None:
             # On the model's device: ``torch.rand`` on a GPU refuses a CPU generator.
             device = next(self.model.parameters()).device
@@ -126,15 +155,13 @@ class TransformersBackend:
                         chunk, sampling.max_new_tokens, sampling.temperature, sampling.top_p,
                         generator=generator, logits_hook=logits_hook))
                 else:
-                    if logits_hook is not None:
-                        raise ValueError("constrained decoding needs a Qwen2/Llama-shaped model")
-                    completions.extend(self._hf_generate(chunk, sampling))
+                    completions.extend(self._hf_generate(chunk, sampling, logits_hook))
         finally:
             self.model.train(was_training)
         return completions
 
     def _hf_generate(self, chunk: Sequence[Sequence[int]], sampling: SamplingConfig,
-                     ) -> list[list[int]]:
+                     logits_hook: Any = None) -> list[list[int]]:
         import torch
 
         device = next(self.model.parameters()).device
@@ -151,7 +178,9 @@ class TransformersBackend:
                 do_sample=not greedy, temperature=None if greedy else sampling.temperature,
                 top_p=None if greedy else sampling.top_p, top_k=0 if not greedy else None,
                 max_new_tokens=sampling.max_new_tokens, pad_token_id=self.pad_id,
-                eos_token_id=sorted(self.eos_ids))
+                eos_token_id=sorted(self.eos_ids),
+                logits_processor=None if logits_hook is None else [
+                    _HookProcessor(logits_hook, width, self.eos_ids, self.pad_id)])
         return [_cut_at_eos(row, self.eos_ids, self.pad_id) for row in out[:, width:].tolist()]
 
     def sync_weights(self, model: Any) -> None:
