@@ -19,7 +19,8 @@ PACKAGE = REPO / "derl_bench"
 
 # Data flows one way; a module may import only from its own stage or earlier ones.
 STAGES = ["_version", "progress", "cards", "family", "data", "grading", "envs", "observers", "reward",
-          "policies", "rollout", "grpo", "sft", "meta", "evaluation", "leaderboard", "experiments"]
+          "policies", "rollout", "grpo", "sft", "meta", "evaluation", "leaderboard", "experiments",
+          "integrations"]
 ON_TOP = {"registration", "cli", "__init__", "__main__"}
 
 

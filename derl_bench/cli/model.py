@@ -85,6 +85,10 @@ def register(subparsers: Any) -> None:
     sft.add_argument("--format-dropout", type=float, default=0.0,
                      help="math: probability of dropping the final \\boxed{} of a demonstration")
     sft.add_argument("--seed", type=int, default=0)
+    sft.add_argument("--tool-calls", action="store_true",
+                     help="agents: demonstrate each walkthrough step as a call of the act tool "
+                     "(the chat TRL's multi-turn trainer plays, trainer: trl) instead of "
+                     "<think>...<action>")
     sft.set_defaults(func=run_sft_command)
 
 
@@ -163,7 +167,15 @@ def run_sft_command(args: argparse.Namespace) -> int:
                            split=args.split, level=args.level, steps=args.steps,
                            batch_size=args.batch_size, learning_rate=args.learning_rate,
                            format_dropout=args.format_dropout, seed=args.seed)
-        report = run_sft(config, progress=True)
+        demos = None
+        if args.tool_calls:
+            from derl_bench.family import family_spec
+            from derl_bench.integrations.trl import tool_call_demos
+
+            if not family_spec(args.env).multi_turn:
+                raise ValueError(f"--tool-calls needs an agent env, not {args.env!r}")
+            demos = tool_call_demos
+        report = run_sft(config, progress=True, demos=demos)
     except (ValueError, FileExistsError) as err:
         print(f"derl-bench model sft: {err}", file=sys.stderr)
         return 2

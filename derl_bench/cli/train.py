@@ -51,6 +51,7 @@ def register(subparsers: Any) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     """Load the recipe, train, print where the results are."""
+    from derl_bench.family import family_spec
     from derl_bench.grpo.config import ConfigError, load_config
     from derl_bench.grpo.dispatch import run_training
     from derl_bench.grpo.trainer import ResumeError
@@ -63,7 +64,14 @@ def run_train(args: argparse.Namespace) -> int:
         config = load_config(args.recipe, overrides)
         # Reject a reward over primitives the env does not emit before any model loads.
         compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
-        history, _model = run_training(config, resume=args.resume)
+        if config.trainer == "trl" and family_spec(config.env_id).multi_turn:
+            # TRL's multi-turn trainer sits on top of the pipeline (derl_bench.integrations),
+            # so the train command, not grpo's dispatch, hands agent recipes to it.
+            from derl_bench.integrations.trl import train_trl_agent
+
+            history = train_trl_agent(config, resume=args.resume)
+        else:
+            history, _model = run_training(config, resume=args.resume)
     except (ConfigError, ResumeError, MetaRewardError) as err:
         print(f"derl-bench train: {err}", file=sys.stderr)
         return REJECTED

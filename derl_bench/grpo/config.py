@@ -55,7 +55,8 @@ class TrainConfig:
     model: str = TINY_MODEL
     """A HF hub name, a local path, or ``tiny``."""
     trainer: str = "compact"
-    """``compact`` (every env) or ``trl`` (single-step math, TRL's GRPOTrainer)."""
+    """``compact`` (every env) or ``trl`` (TRL's GRPOTrainer: single-step math, or agents
+    through ``derl_bench.integrations.trl`` in the ``train`` command)."""
     backend: str = "transformers"
     """Generation backend: ``transformers`` or ``vllm`` (GPU)."""
     device: str = "cpu"

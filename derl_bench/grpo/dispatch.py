@@ -3,6 +3,9 @@
 Every caller that trains from a :class:`~derl_bench.grpo.config.TrainConfig` — the ``train``
 command, the inner runs of reward discovery — goes through :func:`run_training`, so a recipe's
 ``trainer`` is honoured everywhere or rejected with a clear error, never silently ignored.
+``trainer: trl`` for an agent env is the one such rejection here: TRL's multi-turn trainer runs
+through ``derl_bench.integrations.trl``, which sits above this stage, and only the ``train``
+command hands recipes to it.
 """
 
 from __future__ import annotations

@@ -90,11 +90,12 @@ def _dataset(config: TrainConfig) -> Any:
     return Dataset.from_list(rows)
 
 
-def _trl_args(config: TrainConfig, trl_dir: Path) -> Any:
+def trl_args(config: TrainConfig, trl_dir: Path, **overrides: Any) -> Any:
+    """The run's settings as TRL's ``GRPOConfig`` (``overrides`` replace or add fields)."""
     from trl import GRPOConfig
 
     batch = config.prompts_per_step * config.group_size
-    return GRPOConfig(
+    settings: dict[str, Any] = dict(
         output_dir=str(trl_dir),
         per_device_train_batch_size=batch,
         gradient_accumulation_steps=1,
@@ -127,13 +128,21 @@ def _trl_args(config: TrainConfig, trl_dir: Path) -> Any:
         use_vllm=config.backend == "vllm",
         vllm_mode="colocate",
     )
+    settings.update(overrides)
+    return GRPOConfig(**settings)
+
+
+def trl_peft_config(config: TrainConfig) -> Any:
+    """The recipe's LoRA adapter as peft's config for ``GRPOTrainer(peft_config=...)``, or None."""
+    # TRL wraps the model with the adapter itself; its reference is then the adapter disabled.
+    return LoraSpec.from_dict(config.lora).peft_config() if config.lora is not None else None
 
 
 def train_trl(config: TrainConfig, resume: bool = False) -> list[dict[str, float]]:
     """Run single-step math GRPO with TRL; returns the per-step metrics (compact-trainer names)."""
     if family_spec(config.env_id).multi_turn:
-        raise ConfigError(f"trainer: trl handles single-step math envs, not {config.env_id!r}; "
-                          "use trainer: compact for agents")
+        raise ConfigError(f"train_trl handles single-step math envs, not {config.env_id!r}; "
+                          "agents train with TRL through derl_bench.integrations.trl")
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
@@ -145,13 +154,16 @@ def train_trl(config: TrainConfig, resume: bool = False) -> list[dict[str, float
     record_config(config, resume)
     start_path = initial_model_path(config)
     _, tokenizer = load_model_and_tokenizer(start_path)
-    # TRL wraps the model with the adapter itself; its reference is then the adapter disabled.
-    peft_config = (LoraSpec.from_dict(config.lora).peft_config() if config.lora is not None
-                   else None)
     trainer = GRPOTrainer(model=start_path, reward_funcs=[meta_reward, success],
-                          args=_trl_args(config, trl_dir), train_dataset=_dataset(config),
-                          processing_class=tokenizer, peft_config=peft_config)
+                          args=trl_args(config, trl_dir), train_dataset=_dataset(config),
+                          processing_class=tokenizer, peft_config=trl_peft_config(config))
     trainer.train(resume_from_checkpoint=last if resume else None)
+    return finish_trl_run(trainer, config)
+
+
+def finish_trl_run(trainer: Any, config: TrainConfig) -> list[dict[str, float]]:
+    """Save the trained model as ``<run>/final-model`` and write the run's metrics and learning
+    curve from TRL's log; returns the per-step metrics (compact-trainer names)."""
     trainer.save_model(str(config.run_dir / "final-model"))
     history = []
     for entry in trainer.state.log_history:

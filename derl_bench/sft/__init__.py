@@ -23,7 +23,7 @@ import random
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,9 +139,15 @@ def _base_model(config: SFTConfig, workdir: Path) -> str:
     return str(init_tiny_model(workdir / "init", spec))
 
 
-def run_sft(config: SFTConfig, progress: bool = False) -> dict[str, Any]:
+DemoStream = Callable[[Any, Any, SFTConfig], Iterator[tuple[list[int], str]]]
+"""``(env, policy, config) -> (prompt_ids, completion_text)`` stream, like :func:`demonstrations`."""
+
+
+def run_sft(config: SFTConfig, progress: bool = False,
+            demos: DemoStream | None = None) -> dict[str, Any]:
     """Fine-tune as ``config`` says and save the model to ``config.output``; returns the
-    loss curve and settings."""
+    loss curve and settings. ``demos`` replaces :func:`demonstrations` (another rendering of
+    the same walkthroughs, e.g. as tool calls)."""
     import gymnasium as gym
 
     from derl_bench.grpo.loss import token_logprobs
@@ -165,7 +171,7 @@ def run_sft(config: SFTConfig, progress: bool = False) -> dict[str, Any]:
         if config.level is not None:
             kwargs["level"] = config.level
         env = gym.make(config.env_id, **kwargs)
-        stream = demonstrations(env, policy, config)
+        stream = (demos or demonstrations)(env, policy, config)
         eos = tokenizer.eos_token_id
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
         optimizer = make_optimizer(model, config.learning_rate, config.weight_decay)
@@ -206,4 +212,4 @@ def run_sft(config: SFTConfig, progress: bool = False) -> dict[str, Any]:
             "loss_last": float(np.mean(tail)) if losses else None, "losses": losses}
 
 
-__all__ = ["SFTConfig", "demonstrations", "drop_format", "gsm8k_solution", "run_sft"]
+__all__ = ["DemoStream", "SFTConfig", "demonstrations", "drop_format", "gsm8k_solution", "run_sft"]
