@@ -99,3 +99,34 @@ def test_behaviour_keys_follow_the_advantage_normalisation():
     assert behaviour_key(outcome, probe, scale_by_std=False) != behaviour_key(
         scaled, probe, scale_by_std=False)
     assert np.isfinite(probe.values(outcome)).all()
+
+
+def test_every_method_trains_its_kth_candidate_with_the_same_inner_seed(tmp_path, monkeypatch):
+    # Common random numbers: a search method's k-th proposal and a hand-made reward's k-th run
+    # train with one seed, and each slot has its own; a repeated reward is still not retrained.
+    scripted = Scripted([["outcome", "format_boxed"], ["2 * outcome", "digit_match"]])
+    monkeypatch.setattr(meta_loop, "make_proposer", lambda *a, **k: scripted)
+    common = {"outer_steps": 2, "population": 2, "validation_episodes": 2, "inner": INNER,
+              "progress": False, "executor": "local", "seed": 3}
+    search = run_meta(MetaConfig(name="s", method="random", output_dir=str(tmp_path / "s"),
+                                 **common))
+    monkeypatch.undo()
+    fixed = run_meta(MetaConfig(name="f", method="fixed", reward="outcome",
+                                output_dir=str(tmp_path / "f"), **common))
+    search_seeds = [c["inner_seed"] for c in search.candidates]
+    assert search_seeds == [c["inner_seed"] for c in fixed.candidates]
+    assert len(set(search_seeds)) == 4
+    repeat = search.candidates[2]
+    assert repeat["expr"] == "2 * outcome" and "duplicate_of" in repeat
+    assert repeat["score"] == search.candidates[0]["score"]
+    assert not any("duplicate_of" in c for c in fixed.candidates), "fixed trains every slot"
+
+
+def test_run_seeds_train_every_candidate_with_the_recipe_seed(tmp_path, monkeypatch):
+    scripted = Scripted([["outcome", "format_boxed"]])
+    monkeypatch.setattr(meta_loop, "make_proposer", lambda *a, **k: scripted)
+    result = run_meta(MetaConfig(name="r", method="random", outer_steps=1, population=2,
+                                 validation_episodes=2, inner=INNER, progress=False,
+                                 executor="local", seed=3, inner_seeds="run",
+                                 output_dir=str(tmp_path)))
+    assert [c["inner_seed"] for c in result.candidates] == [None, None]

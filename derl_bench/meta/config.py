@@ -166,6 +166,17 @@ class MetaConfig:
     without training; ``train`` trains it (once per starting policy, as all such rewards
     train alike) and scores its policy, as the official code does with every valid formula."""
 
+    inner_seeds: str = "slot"
+    """The seed each inner run trains with. ``slot``: the seed of its place in the search,
+    :func:`~derl_bench.meta.search.slot_seed` of the run's seed and the candidate's number
+    (``generation * population + index``), so every method run with one seed trains its k-th
+    candidate with the same inner seed (common random numbers: a hand-made reward's k-th run
+    and a search method's k-th proposal see the same data order and sampling noise). ``run``:
+    every candidate with the inner recipe's seed, so candidates differ only in their reward.
+    Under either, a proposal that repeats one already trained (same behaviour, same start) is
+    not trained again and keeps its first run's score; only ``fixed``, whose point is fresh
+    seeds for one reward, trains every slot."""
+
     islands: int = 2
     """``revolve``: number of islands; each keeps ``population`` members."""
     migrate_every: int = 2
@@ -221,6 +232,7 @@ class MetaConfig:
                               ("optimizer_decoder", DECODERS),
                               ("optimizer_invalid", INVALID_RULES),
                               ("constant_rewards", ("skip", "train")),
+                              ("inner_seeds", ("slot", "run")),
                               ("warm_start_from", ("best", "previous"))):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got "

@@ -59,7 +59,13 @@ from derl_bench.grpo.trainer import ResumeError, make_env
 from derl_bench.meta.config import LEARNING_METHODS, PLACEMENT_FIELDS, MetaConfig
 from derl_bench.meta.inner import check_validation_split, inner_config
 from derl_bench.meta.probe import ProbeSet, behaviour_key, probe_set
-from derl_bench.meta.search import FixedReward, IslandEvolution, Proposal, RandomSearch
+from derl_bench.meta.search import (
+    FixedReward,
+    IslandEvolution,
+    Proposal,
+    RandomSearch,
+    slot_seed,
+)
 from derl_bench.meta.workers import (
     InnerJob,
     JobOutcome,
@@ -189,7 +195,7 @@ def _plot_structure(path: Path, rows: list[dict[str, Any]]) -> None:
 
 Key = tuple[str, str | None, int | None]
 """An inner run's identity: the reward's behaviour on the probe set (its canonical hash where
-there is no probe set), the start model and the inner seed."""
+there is no probe set), the start model and the inner seed where the proposer named one."""
 
 
 def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
@@ -197,10 +203,16 @@ def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
                ) -> tuple[dict[str, Any], Key | None]:
     """The candidate's record so far, and the key of the inner run it needs (``None`` for a
     reward that trains nothing: invalid, or constant on the probe set)."""
-    inner_seed = proposal.extra.get("inner_seed")
+    # A proposer that names a seed (``fixed``) wants that seed's run, repeats or not: the seed
+    # is part of the key. A slot's seed is not: a repeated reward keeps its first run.
+    keyed_seed = proposal.extra.get("inner_seed")
+    inner_seed = keyed_seed
+    if inner_seed is None and config.inner_seeds == "slot":
+        inner_seed = slot_seed(config.seed, generation * config.population + index)
     record: dict[str, Any] = {"generation": generation, "index": index, "expr": proposal.expr,
                               "origin": proposal.origin, "parents": list(proposal.parents),
-                              "start_model": start_model, "inner_seed": inner_seed}
+                              "start_model": start_model, "inner_seed": inner_seed,
+                              "seed_keyed": keyed_seed is not None}
     if proposal.extra.get("complete") is False:
         return {**record, "valid": False, "status": "invalid",
                 "error": proposal.extra.get("error", "unfinished expression"),
@@ -214,7 +226,7 @@ def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
     record.update(valid=True, canonical=reward.canonical, hash=reward.hash,
                   structure=reward.structure.kind, primitives=list(reward.primitives))
     if probe is None:
-        return record, (reward.hash, start_model, inner_seed)
+        return record, (reward.hash, start_model, keyed_seed)
     behaviour = behaviour_key(reward, probe, config.inner.scale_by_std)
     if behaviour is None and config.constant_rewards == "train":
         # Every constant reward gives zero advantage everywhere: they all train alike.
@@ -224,7 +236,7 @@ def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
         return {**record, "status": "constant", "score": config.invalid_score,
                 "error": "constant on the probe set: trains nothing"}, None
     record["behaviour"] = behaviour
-    return record, (behaviour, start_model, inner_seed)
+    return record, (behaviour, start_model, keyed_seed)
 
 
 def _finish(record: dict[str, Any], outcome: JobOutcome) -> dict[str, Any]:
@@ -252,7 +264,7 @@ def _copy_of(record: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
 
 def _key(record: dict[str, Any]) -> Key:
     return (record.get("behaviour") or record["hash"], record["start_model"],
-            record.get("inner_seed"))
+            record.get("inner_seed") if record.get("seed_keyed", True) else None)
 
 
 class _Progress:
@@ -326,7 +338,7 @@ def _run_generation(config: MetaConfig, domain: str, generation: int,
             runs_for[key] = index
             jobs.append(InnerJob(index, proposal.expr,
                                  str(config.run_dir / "inner" / f"g{generation:03d}-c{index:02d}"),
-                                 start_model, data_offset, proposal.extra.get("inner_seed")))
+                                 start_model, data_offset, record["inner_seed"]))
     on_start = progress.start if progress is not None else None
     for outcome in executor.run(config, jobs, on_start):
         index = outcome.job.index

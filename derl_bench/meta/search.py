@@ -22,6 +22,19 @@ from typing import Any
 from derl_bench.meta.evolve import crossover, mutate
 from derl_bench.reward import distance, random_expression
 
+SEED_STRIDE = 100_000
+"""Inner seeds of one run seed: ``seed * SEED_STRIDE`` onwards, one per candidate slot."""
+
+
+def slot_seed(seed: int, slot: int) -> int:
+    """The inner seed of candidate number ``slot`` (``generation * population + index``) of a
+    search run with seed ``seed``: the same for every method (common random numbers).
+
+    >>> slot_seed(2, 9)
+    200009
+    """
+    return seed * SEED_STRIDE + slot
+
 
 @dataclass
 class Proposal:
@@ -50,8 +63,10 @@ def _as_random_state(state: Any) -> tuple:
 
 class FixedReward:
     """A hand-made Meta-Reward at the search methods' budget: the same expression every time,
-    each inner run with its own seed, so the best of ``n`` runs is chosen by validation exactly
-    as a search method chooses its best candidate (a compute-matched baseline)."""
+    each inner run with its own seed (its slot's, :func:`slot_seed`: the seed a search
+    method's candidate in that slot trains with), so the best of ``n`` runs is chosen by
+    validation exactly as a search method chooses its best candidate (a compute-matched
+    baseline)."""
 
     def __init__(self, expr: str, seed: int = 0) -> None:
         self.expr = expr
@@ -59,7 +74,7 @@ class FixedReward:
         self.drawn = 0
 
     def propose(self, n: int) -> list[Proposal]:
-        proposals = [Proposal(self.expr, "fixed", extra={"inner_seed": self.seed * 1000 + k})
+        proposals = [Proposal(self.expr, "fixed", extra={"inner_seed": slot_seed(self.seed, k)})
                      for k in range(self.drawn, self.drawn + n)]
         self.drawn += n
         return proposals
