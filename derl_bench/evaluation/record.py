@@ -180,10 +180,15 @@ def run_setup(eval_set: Mapping[str, Any], episodes: int, step_cap: int,
 
 def write_json_atomic(path: str | Path, payload: Any) -> None:
     """Write JSON through a temporary file and a rename, so no reader sees half a file."""
+    write_text_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` through a temporary file and a rename (see :func:`write_json_atomic`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
 

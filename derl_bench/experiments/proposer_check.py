@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -54,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from derl_bench.evaluation.record import write_text_atomic
 from derl_bench.experiments.stats import mean_ci, mean_sd, paired_difference
 from derl_bench.meta.config import MetaConfig
 from derl_bench.meta.probe import ProbeSet, probe_set
@@ -399,8 +399,8 @@ def run_check(config: CheckConfig, log: Any = print) -> dict[str, Any]:
         "size": len(probe), "source": probe.source},
         "wall_time_s": round(time.perf_counter() - started, 1),
         "summary": summarize(rows, config), "rows": rows}
-    _write(out / "results.json", json.dumps(result, indent=1) + "\n")
-    _write(out / "summary.md", summary_markdown(result))
+    write_text_atomic(out / "results.json", json.dumps(result, indent=1) + "\n")
+    write_text_atomic(out / "summary.md", summary_markdown(result))
     plot(result, out / "curves.png")
     return result
 
@@ -410,12 +410,6 @@ def _worker_init() -> None:
     from derl_bench.policies.threads import configure_threads
 
     configure_threads(num_threads=1)
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _fmt(d: dict[str, float]) -> str:
