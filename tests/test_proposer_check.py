@@ -189,3 +189,23 @@ def test_bad_check_arguments_exit_2(tmp_path, capsys):
     assert "not a primitive" in capsys.readouterr().err
     assert main(["proposer-check", "--proposers", "gradient", "--output",
                  str(tmp_path / "y")]) == 2
+
+
+def _cold_start_in_a_process(args: tuple[str, str]) -> float:
+    from derl_bench.policies.threads import configure_threads
+
+    configure_threads(num_threads=1)
+    folder, cache = args
+    optimizer = MetaOptimizer(ENV, "tiny", folder, seed=0, max_new_tokens=24)
+    return optimizer.warm_start(64, 20, seed=0, corpus="generator", cache=cache)["cached"]
+
+
+def test_runs_started_side_by_side_cold_start_once(tmp_path):
+    import concurrent.futures
+    import multiprocessing
+
+    jobs = [(str(tmp_path / name), str(tmp_path / "cache")) for name in ("a", "b")]
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as pool:
+        cached = sorted(pool.map(_cold_start_in_a_process, jobs))
+    assert cached == [0.0, 1.0], "the second waits for the first's cold start and loads it"

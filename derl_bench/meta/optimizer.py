@@ -35,13 +35,14 @@ to its size with copies of the first valid sample and its score (the official up
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
 import os
 import random
 import string
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,24 @@ def closing_suffix(automaton: Any, text: str, limit: int = 64) -> str | None:
         else:
             return None
     return None
+
+
+@contextlib.contextmanager
+def _cache_lock(cached: Path | None) -> Iterator[None]:
+    """Hold an exclusive lock on ``cached``'s entry (nothing without a cache): the second of
+    two processes that want the same cold start waits and then loads the first one's."""
+    if cached is None:
+        yield
+        return
+    import fcntl
+
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with open(cached.with_suffix(".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class MetaOptimizer:
@@ -369,18 +388,18 @@ class MetaOptimizer:
             "batch_size": batch_size, "learning_rate": SFT_LEARNING_RATE,
         }, sort_keys=True).encode()).hexdigest()[:20]
         cached = Path(cache) / f"cold-start-{key}.pt" if cache is not None else None
-        loaded = cached is not None and cached.is_file()
-        if loaded:
-            state = torch.load(cached, weights_only=True)
-            self.model.load_state_dict(state["model"])
-            losses = list(state["losses"])
-        else:
-            losses = self._fine_tune(texts, steps, seed, batch_size)
-            if cached is not None:
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-                torch.save({"model": self.model.state_dict(), "losses": losses}, tmp)
-                os.replace(tmp, cached)
+        with _cache_lock(cached):  # runs started side by side fine-tune once, not each
+            loaded = cached is not None and cached.is_file()
+            if loaded:
+                state = torch.load(cached, weights_only=True)
+                self.model.load_state_dict(state["model"])
+                losses = list(state["losses"])
+            else:
+                losses = self._fine_tune(texts, steps, seed, batch_size)
+                if cached is not None:
+                    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+                    torch.save({"model": self.model.state_dict(), "losses": losses}, tmp)
+                    os.replace(tmp, cached)
         self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.start = self.reference
         self.optimizer = make_optimizer(self.model, self.learning_rate)
