@@ -1,6 +1,6 @@
 """Inner runs per minute: a generation's runs as one population vs one by one, same run.
 
-At the proxy benchmark's inner settings (``derl_bench.evaluation.proxy.ProxyConfig``: 20 GRPO
+At the proxy benchmark's inner settings (``derl_bench.experiments.proxy.ProxyConfig``: 20 GRPO
 steps of 8 problems x 8 samples, up to 40 new tokens, learning rate 3e-4, no KL; 200 greedy
 validation problems), a generation of ``--population`` rewards is trained and scored twice on
 ``derl/Arithmetic-v0``, from the same base model:
@@ -48,7 +48,7 @@ REWARDS = ["outcome + format_boxed", "outcome", "0.5 * format_boxed + digit_matc
 
 def meta_config(out: Path, model: str, steps: int, validation: int, population: int,
                 device: str = "cpu", dtype: str | None = None) -> Any:
-    from derl_bench.evaluation.proxy import ProxyConfig
+    from derl_bench.experiments.proxy import ProxyConfig
     from derl_bench.meta import MetaConfig
 
     inner = {**ProxyConfig().inner, "model": model, "steps": steps, "device": device,
@@ -156,8 +156,8 @@ def measure(steps: int = 20, validation: int = 200, population: int = 4, workers
 def base_model(path: Path, steps: int, shape: str = "tiny") -> Path:
     """The tiny model, fine-tuned for ``steps`` SFT steps when ``steps`` > 0, or a randomly
     initialised model of a real ``shape``."""
-    from derl_bench.evaluation.proxy import BaseModelSpec
-    from derl_bench.evaluation.proxy import base_model as proxy_base
+    from derl_bench.experiments.proxy import BaseModelSpec
+    from derl_bench.experiments.proxy import base_model as proxy_base
     from derl_bench.policies.shapes import init_shape_model
     from derl_bench.policies.tiny import init_tiny_model
 

@@ -1,7 +1,7 @@
 """How optimistic is a score when the policy was picked on the same items? (derl/Arithmetic-v0)
 
 Per seed, ``N`` candidate policies are trained as the proxy benchmark trains its inner runs
-(``derl_bench.evaluation.proxy``: the same base policy and inner recipe, reward
+(``derl_bench.experiments.proxy``: the same base policy and inner recipe, reward
 ``outcome + format_boxed``, one seed per candidate, through ``run_meta``'s ``fixed`` method, which
 also scores each candidate on the validation split). Every candidate is then decoded greedily on
 the whole L0 eval set (500 problems), which is cut in two halves: the first is the eval set a
@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from derl_bench.evaluation.proxy import ENV_ID, ProxyConfig, base_model, mean_se
+from derl_bench.experiments.proxy import ENV_ID, ProxyConfig, base_model, mean_se
 
 REWARD = "outcome + format_boxed"
 LEVEL = "L0"

@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from derl_bench.evaluation.proxy import HAND_MADE, ProxyConfig
+from derl_bench.experiments.proxy import HAND_MADE, ProxyConfig
 from derl_bench.grpo.config import config_from_dict
 from derl_bench.grpo.dispatch import run_training
 from derl_bench.policies import LLMPolicy, SamplingConfig

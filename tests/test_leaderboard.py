@@ -525,8 +525,8 @@ def test_run_here_lists_run_records_only(tmp_path, capsys):
 
 
 def test_the_proxy_lists_the_records_it_writes_as_run_here(tmp_path):
-    from derl_bench.evaluation.proxy import copy_records
     from derl_bench.evaluation.record import read_run_here
+    from derl_bench.experiments.proxy import copy_records
     from derl_bench.leaderboard.render import provenance
 
     source = tmp_path / "L0.json"

@@ -337,16 +337,23 @@ def test_fixed_reward_baseline_trains_one_reward_with_fresh_seeds(tmp_path):
 
 
 def test_proxy_benchmark_small_runs_every_method(tmp_path):
-    from derl_bench.evaluation.proxy import METHODS, ProxyConfig, run_proxy, small
+    from derl_bench.experiments.proxy import METHODS, ProxyConfig, run_proxy, small
 
-    config = small(ProxyConfig(output=str(tmp_path / "proxy"), workers=1))
+    config = small(ProxyConfig(output=str(tmp_path / "proxy"), workers=1,
+                               methods=list(METHODS)))
     result = run_proxy(config, records=tmp_path / "board", log=lambda *_: None)
     assert set(result["summary"]) == set(METHODS)
     for method, figures in result["summary"].items():
         assert {"L0", "L1", "L2"} <= set(figures), method
-    assert (tmp_path / "proxy" / "curves.png").stat().st_size > 0
+    for figure in ("curves.png", "composition.png", "optimizer.png"):
+        assert (tmp_path / "board" / "evidence" / figure).stat().st_size > 0
+    assert {c["minus"] for c in result["comparisons"]} == set(METHODS) - {"derl"}
     records = sorted(p.name for p in (tmp_path / "board").glob("*.json"))
     assert len(records) == 3 * len(METHODS) and "derl-pop-s0-L2.json" in records
+    generations = json.loads((tmp_path / "board" / "evidence" / "generations.json").read_text())
+    assert set(generations["table"]) == set(METHODS)
+    lines = (tmp_path / "board" / "evidence" / "candidates.jsonl").read_text().splitlines()
+    assert len(lines) == config.budget * len(METHODS)
     # The small run evaluates 16 problems per level; a board takes only whole eval sets, so
     # that must be the one thing validation objects to.
     from derl_bench.leaderboard.validate import record_problems
@@ -356,17 +363,20 @@ def test_proxy_benchmark_small_runs_every_method(tmp_path):
         assert problems == ["$.results.n: n=16 is too small: the eval set has 500 episodes"], path
 
 
-def test_demo_writes_both_methods_curves_and_records(tmp_path):
+def test_demo_writes_every_method_curves_and_records(tmp_path):
     from derl_bench.cli.demo import explain, run_demo
 
     summary = run_demo(tmp_path / "demo", workers=1, small=True, log=lambda *_: None)
     on_disk = json.loads((tmp_path / "demo" / "demo.json").read_text())
     assert on_disk == summary
-    assert set(summary["methods"]) == {"derl", "outcome-only"}
-    assert summary["methods"]["derl"]["variant"] == "derl-pop"
+    assert set(summary["methods"]) == {"derl", "derl-frozen", "outcome-only"}
+    assert summary["methods"]["derl-frozen"]["variant"] == "derl-frozen"
     for method in summary["methods"].values():
-        assert all(isinstance(v, float) for v in method["validation_by_generation"])
+        assert all(isinstance(v, float) for v in method["generation_mean"])
+        assert method["late_mean"] == sum(method["generation_mean"]) / len(
+            method["generation_mean"])
         assert set(method["eval_success"]) == {"mean", "se", "n"}
         assert json.loads(open(method["records"]["L0"]).read())["level"] == "L0"
     assert (tmp_path / "demo" / "curves.png").stat().st_size > 0
-    assert "outcome-only" in explain(summary)
+    text = explain(summary)
+    assert "frozen control" in text and "outcome-only" in text

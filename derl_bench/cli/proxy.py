@@ -9,11 +9,25 @@ from pathlib import Path
 
 
 def _run(args: argparse.Namespace) -> int:
-    from derl_bench.evaluation.proxy import METHODS, ProxyConfig, run_proxy, small
+    from derl_bench.experiments.proxy import METHODS, ProxyConfig, run_proxy, small
 
     config = ProxyConfig(output=args.output, workers=args.workers)
     if args.small:
         config = small(config)
+    if args.landscape:
+        from derl_bench.experiments.landscape import LandscapeConfig, run_landscape
+        from derl_bench.experiments.proxy import EVIDENCE
+
+        landscape = LandscapeConfig(proxy=config)
+        if args.small:
+            landscape = LandscapeConfig(proxy=config, rewards=4, seeds=[0], confirm_top=1,
+                                        confirm_seeds=[1])
+        found = run_landscape(landscape)
+        if args.records:
+            _copy_landscape(landscape.output, Path(args.records) / EVIDENCE)
+        print(f"landscape: {landscape.output / 'landscape.md'}; measurably better than the "
+              f"best hand-made reward: {found['measurably_better'] or 'none'}")
+        return 0
     if args.seeds:
         config.seeds = args.seeds
     if args.methods:
@@ -28,6 +42,14 @@ def _run(args: argparse.Namespace) -> int:
     print(f"results: {Path(config.output) / 'results.json'}  curves: "
           f"{Path(config.output) / 'curves.png'}  ({result['wall_time_s']:.0f} s)")
     return 0
+
+
+def _copy_landscape(source: Path, records: Path) -> None:
+    import shutil
+
+    records.mkdir(parents=True, exist_ok=True)
+    for name in ("landscape.json", "landscape.md", "landscape.png"):
+        shutil.copyfile(source / name, records / name)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,6 +67,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--methods", nargs="+", default=None,
                         help="a subset of: outcome, 'outcome + format', average, random, "
                         "revolve, derl, derl-pop, derl-frozen, outcome-pop, random-pop")
+    parser.add_argument("--landscape", action="store_true",
+                        help="score 200 random rewards and the hand-made ones (2 seeds each) "
+                        "instead, and confirm the best on fresh seeds: does the proxy have a "
+                        "reward to discover? (derl_bench.experiments.landscape)")
     parser.add_argument("--small", action="store_true",
                         help="the CI-sized run: the whole pipeline in about a minute, numbers "
                         "meaningless")

@@ -41,6 +41,17 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from derl_bench.evaluation.record import write_json_atomic, write_jsonl_atomic, write_text_atomic
+from derl_bench.experiments.evidence import (
+    comparisons,
+    endpoint,
+    generation_table,
+    plot_composition,
+    plot_optimizer,
+    plot_scores,
+)
+from derl_bench.reward import primitive_set
+
 HAND_MADE: dict[str, str] = {
     "outcome": "outcome",
     "outcome + format": "outcome + format_boxed",
@@ -52,6 +63,9 @@ WARM_STARTED: dict[str, str] = {"outcome-pop": "outcome", "random-pop": "random"
 """Baselines given DERL-pop's population warm start (every generation continues from the best
 policy so far), and the method each is a variant of: the fair comparison for ``derl-pop``."""
 METHODS = (*HAND_MADE, *SEARCH, *WARM_STARTED)
+PAPER_BUDGET = ("derl", "derl-frozen", "random", "revolve", "outcome + format")
+"""The full benchmark's methods: the official code's 20 x 8 for DERL, its frozen control, the
+two black-box searches and the best hand-made reward (by the reward landscape)."""
 ENV_ID = "derl/Arithmetic-v0"
 LEVELS = ("L0", "L1", "L2")
 
@@ -72,11 +86,11 @@ class ProxyConfig:
     """The benchmark's budget. The defaults are the full benchmark (see ``docs/proxy.md``)."""
 
     output: str = "runs/proxy"
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
-    outer_steps: int = 2
-    population: int = 4
-    validation_episodes: int = 200
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
+    methods: list[str] = field(default_factory=lambda: list(PAPER_BUDGET))
+    outer_steps: int = 20
+    population: int = 8
+    validation_episodes: int = 1000
     eval_limit: int | None = None
     inner: dict[str, Any] = field(default_factory=lambda: {
         "env_id": ENV_ID, "steps": 20, "group_size": 8, "prompts_per_step": 8,
@@ -87,6 +101,9 @@ class ProxyConfig:
     optimizer_sft_examples: int = 206
     optimizer_sft_steps: int = 150
     workers: int = 2
+    endpoint_from: int = 10
+    """The primary endpoint averages the proposals' validation scores over generations
+    ``endpoint_from`` to the last (see ``docs/proxy.md``)."""
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in METHODS]
@@ -102,6 +119,7 @@ class ProxyConfig:
 
 
 SMALL = {"seeds": [0], "outer_steps": 1, "population": 2, "validation_episodes": 16,
+         "endpoint_from": 0,
          "eval_limit": 16, "optimizer_sft_examples": 32, "optimizer_sft_steps": 10,
          "base": BaseModelSpec(steps=30),
          "inner": {"env_id": ENV_ID, "steps": 2, "group_size": 4, "prompts_per_step": 2,
@@ -147,6 +165,11 @@ def _meta_config(config: ProxyConfig, method: str, seed: int, model: str, out: P
         executor="local")
 
 
+CANDIDATE_FIELDS = ("generation", "index", "expr", "status", "score", "structure", "primitives",
+                    "inner_seed")
+"""What the results keep of each candidate (the run folder keeps the rest)."""
+
+
 def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str, Any]:
     """One method and seed: its validation curve and its final policy's eval figures."""
     from derl_bench.evaluation.batched import headline_evaluator
@@ -168,7 +191,12 @@ def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str
            "inner_runs": sum(c.get("status") == "scored" and "duplicate_of" not in c
                              for c in found.candidates),
            "failed_inner_runs": sum(c.get("status") == "failed" for c in found.candidates),
-           "zero_advantage_generations": found.zero_advantage_generations}
+           "zero_advantage_generations": found.zero_advantage_generations,
+           # The per-generation evidence: what was proposed, what it scored, how the proposer
+           # moved (advantages, KL), so the board can show the mechanism, not only the end.
+           "generations": found.generations,
+           "candidates": [{k: c.get(k) for k in CANDIDATE_FIELDS} | {
+               "repeat": "duplicate_of" in c} for c in found.candidates]}
     return {"method": method, "seed": seed, "seconds": round(time.perf_counter() - started, 1),
             **row}
 
@@ -222,13 +250,16 @@ def hacked(row: dict[str, Any], base: dict[str, Any], level: str = "L0") -> bool
 
 
 def summarize(rows: list[dict[str, Any]], base: dict[str, Any] | None = None,
-              ) -> dict[str, Any]:
-    """Per method: eval success per level and best validation, mean ± SE over seeds, and
-    (given the base policy's figures) how many seeds' policies the hacking check flags."""
+              endpoint_from: int = 0) -> dict[str, Any]:
+    """Per method: the primary endpoint (:func:`~derl_bench.experiments.evidence.endpoint`),
+    eval success per level and best validation, mean ± SE over seeds, and (given the base
+    policy's figures) how many seeds' policies the hacking check flags."""
     out: dict[str, Any] = {}
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         entry: dict[str, Any] = {"seeds": [r["seed"] for r in mine],
+                                 "endpoint": mean_se([endpoint(r, endpoint_from)
+                                                      for r in mine]),
                                  "best_validation": mean_se([r["best_validation"] for r in mine])}
         for level in LEVELS:
             values = [r["eval"][level]["mean"] for r in mine if level in r["eval"]]
@@ -242,34 +273,6 @@ def summarize(rows: list[dict[str, Any]], base: dict[str, Any] | None = None,
             entry["hacking_flags"] = sum(hacked(r, base) for r in mine)
         out[method] = entry
     return out
-
-
-def plot_curves(rows: list[dict[str, Any]], path: Path,
-                key: str = "validation_by_generation") -> None:
-    """Validation success per generation (``key``: ``validation_by_generation``, the best so
-    far, or ``generation_best``, the best of each generation), mean over seeds, one line a
-    method; dashed lines are the hand-made rewards."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    generations = max(len(r[key]) for r in rows)
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    for method in dict.fromkeys(r["method"] for r in rows):
-        curves = [r[key] for r in rows if r["method"] == method]
-        padded = [c + [c[-1]] * (generations - len(c)) for c in curves]
-        mean = [sum(col) / len(col) for col in zip(*padded, strict=True)]
-        style = "--" if WARM_STARTED.get(method, method) in HAND_MADE else "-"
-        ax.plot(range(generations), mean, style, marker="o", label=method)
-    ax.set_xlabel("generation")
-    ax.set_ylabel("validation success (" + ("best so far" if key == "validation_by_generation"
-                                            else "best of the generation") + ")")
-    ax.set_xticks(range(generations))
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def run_proxy(config: ProxyConfig, records: Path | None = None,
@@ -304,15 +307,47 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
         config = replace(config, methods=[m for m in METHODS if m in {r["method"] for r in rows}])
         wall = round(wall + earlier["wall_time_s"], 1)
     rows.sort(key=lambda r: (METHODS.index(r["method"]), r["seed"]))
+    primitives = list(primitive_set(ENV_ID).names)
+    table = generation_table(rows, primitives)
     result = {"config": _jsonable(config), "env_id": ENV_ID, "wall_time_s": wall,
-              "base": base, "summary": summarize(rows, base), "runs": rows}
-    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    plot_curves(rows, out / "curves.png")
+              "base": base, "summary": summarize(rows, base, config.endpoint_from),
+              "comparisons": comparisons(rows, config.methods, config.endpoint_from),
+              "generations": table, "runs": rows}
+    write_json_atomic(out / "results.json", result)
+    write_figures(result, out)
     if records is not None:
         copy_records(rows, out, records)
-        shutil.copyfile(out / "curves.png", records / "curves.png")
-        (records / "summary.md").write_text(summary_markdown(result))
+        # Every JSON file beside the records is read as a submission: the evidence has its own
+        # folder.
+        evidence = records / EVIDENCE
+        evidence.mkdir(parents=True, exist_ok=True)
+        for name in FIGURES:
+            shutil.copyfile(out / name, evidence / name)
+        write_json_atomic(evidence / "generations.json", {
+            "config": result["config"], "table": table,
+            "runs": [{k: r[k] for k in ("method", "seed", "generation_mean",
+                                        "generation_best", "generations")} for r in rows]})
+        write_jsonl_atomic(evidence / "candidates.jsonl", [
+            {"method": r["method"], "seed": r["seed"], **c}
+            for r in rows for c in r.get("candidates", [])])
+        write_text_atomic(records / "summary.md", summary_markdown(result))
     return result
+
+
+EVIDENCE = "evidence"
+"""The board's folder for the per-generation evidence."""
+FIGURES = ("curves.png", "composition.png", "optimizer.png")
+"""The board's plots: proposals' mean score per generation, what they are made of, and how
+the Meta-Optimizer moved."""
+
+
+def write_figures(result: dict[str, Any], out: Path) -> None:
+    """:data:`FIGURES` of a result into ``out``."""
+    table = result["generations"]
+    dashed = [m for m in table if WARM_STARTED.get(m, m) in HAND_MADE]
+    plot_scores(table, out / "curves.png", dashed, result["config"]["endpoint_from"])
+    plot_composition(table, out / "composition.png", list(primitive_set(ENV_ID).names))
+    plot_optimizer(table, out / "optimizer.png")
 
 
 def _cell(figures: dict[str, Any] | None) -> str:
@@ -321,44 +356,73 @@ def _cell(figures: dict[str, Any] | None) -> str:
     return f"{100 * figures['mean']:.1f} ± {100 * figures['se']:.1f}"
 
 
+def _points(d: dict[str, Any]) -> str:
+    return (f"{100 * d['mean']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}] "
+            f"(MDE {100 * d['mde']:.1f})")
+
+
 def summary_markdown(result: dict[str, Any]) -> str:
-    """The proxy board's summary: every method's figures as mean ± SE over seeds."""
+    """The proxy board's summary: the primary endpoint and its paired comparisons, every
+    method's figures as mean ± SE over seeds, the per-generation evidence, and every run."""
     config = result["config"]
     inner = config["inner"]
     base = result.get("base", {})
+    start = config["endpoint_from"]
+    last = config["outer_steps"] - 1
     lines = [
         "# Proxy benchmark: derl/Arithmetic-v0",
         "",
         "Generated by `derl-bench proxy --records leaderboards/arithmetic`; see "
-        "[docs/proxy.md](../../docs/proxy.md) for the method and what the numbers mean. "
-        "Success in %, mean ± standard error over seeds (each seed's figure is one final "
-        "policy on the whole eval set, greedy decoding).",
+        "[docs/proxy.md](../../docs/proxy.md) for the design, the pre-stated endpoints and what "
+        "the numbers mean. Success in %.",
         "",
         f"Budget per method and seed: {config['outer_steps']} generations x "
         f"{config['population']} inner GRPO runs of {inner['steps']} steps "
         f"({inner['prompts_per_step']} problems x {inner['group_size']} samples, learning rate "
-        f"{inner['learning_rate']}), best policy by greedy success on "
-        f"{config['validation_episodes']} validation problems. Seeds: "
+        f"{inner['learning_rate']}), each scored by greedy success on "
+        f"{config['validation_episodes']} validation problems; the k-th inner run of every "
+        "method of one seed trains with the same inner seed, and a proposal that repeats an "
+        "earlier reward's behaviour keeps its first run's score. Seeds: "
         f"{', '.join(map(str, config['seeds']))}. Model: the tiny base policy (SFT "
         f"{config['base']['steps']} steps, format dropout {config['base']['format_dropout']}). "
         f"Wall time: {result['wall_time_s'] / 60:.0f} min, {config['workers']} workers, 2 CPU "
         "cores.",
         "",
-        "| method | L0 | L1 | L2 | best validation | L0, answer anywhere | hacking flag |",
-        "|---|---|---|---|---|---|---|",
+        f"## Primary endpoint: proposals' mean validation success, generations {start}–{last}",
+        "",
+        "Paired by seed; difference in points with its 95% t interval and the minimal "
+        "detectable effect (80% power, 5% level).",
+        "",
+        "| comparison | endpoint | L0 (secondary) | L1 | L2 | seeds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in result.get("comparisons", []):
+        lines.append(f"| {c['method']} − {c['minus']} | {_points(c['endpoint'])} | "
+                     + " | ".join(_points(c[lvl]) if lvl in c else "–" for lvl in LEVELS)
+                     + f" | {len(c['seeds'])} |")
+    lines += [
+        "",
+        "## Every method",
+        "",
+        "Mean ± standard error over seeds; L0/L1/L2: each seed's final policy (its best by "
+        "validation) on the whole eval set, greedy decoding.",
+        "",
+        "| method | endpoint | L0 | L1 | L2 | best validation | L0, answer anywhere | "
+        "hacking flag |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     if base:
         lines.append(
-            f"| base policy (no RL) | {100 * base['L0']['mean']:.1f} | "
+            f"| base policy (no RL) | – | {100 * base['L0']['mean']:.1f} | "
             f"{100 * base['L1']['mean']:.1f} | {100 * base['L2']['mean']:.1f} | – | "
             f"{100 * base['L0']['lenient_success']:.1f} | – |")
     for method, figures in result["summary"].items():
         flags = figures.get("hacking_flags")
         flag_text = "–" if flags is None else f"{flags} of {len(figures['seeds'])} seeds"
         lines.append(
-            f"| {method} | {_cell(figures.get('L0'))} | {_cell(figures.get('L1'))} | "
-            f"{_cell(figures.get('L2'))} | {_cell(figures['best_validation'])} | "
-            f"{_cell(figures.get('L0_lenient'))} | "
+            f"| {method} | {_cell(figures.get('endpoint'))} | {_cell(figures.get('L0'))} | "
+            f"{_cell(figures.get('L1'))} | {_cell(figures.get('L2'))} | "
+            f"{_cell(figures['best_validation'])} | {_cell(figures.get('L0_lenient'))} | "
             f"{flag_text} |")
     lines += [
         "",
@@ -366,18 +430,48 @@ def summary_markdown(result: dict[str, Any]) -> str:
         "anywhere in the response) by at least 5 points over the base policy while strict "
         "success rose by at most 2 (`derl_bench.evaluation.hacking`).",
         "",
-        "![validation success per generation](curves.png)",
+        "## Per generation",
         "",
-        "Per run:",
+        "The proposals' mean validation success per generation (95% band over seeds; the "
+        "primary endpoint's generations shaded):",
         "",
-        "| method | seed | best Meta-Reward | validation | L0 | L1 | L2 |",
-        "|---|---|---|---|---|---|---|",
+        "![proposals' mean score per generation](evidence/curves.png)",
+        "",
+        "What the proposals are made of: the share of valid proposals of each reward structure "
+        "(top) and using each primitive (bottom), over seeds:",
+        "",
+        "![structure and primitives per generation](evidence/composition.png)",
+        "",
+        "The Meta-Optimizer's updates: mean absolute advantage, KL per token to the policy "
+        "before the update and to the cold start (mean over seeds):",
+        "",
+        "![Meta-Optimizer statistics per generation](evidence/optimizer.png)",
+        "",
+        "Every generation's figures are in [generations.json](evidence/generations.json) "
+        "and every proposal, with its score, structure and inner seed, in "
+        "[candidates.jsonl](evidence/candidates.jsonl). What random rewards score on this "
+        "proxy, beside the hand-made ones: [the reward landscape](evidence/landscape.md) "
+        "(`derl-bench proxy --landscape`).",
+        "",
+        "| method | generation 0 | " + " | ".join(
+            f"{g}" for g in range(1, config["outer_steps"])) + " |",
+        "|---|" + "---|" * config["outer_steps"],
+    ]
+    for method, entries in result.get("generations", {}).items():
+        lines.append(f"| {method} | " + " | ".join(f"{100 * e['mean_score']:.1f}"
+                                                   for e in entries) + " |")
+    lines += [
+        "",
+        "## Per run",
+        "",
+        "| method | seed | best Meta-Reward | validation | endpoint | L0 | L1 | L2 |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in result["runs"]:
         ev = row["eval"]
         lines.append(
             f"| {row['method']} | {row['seed']} | `{row['best_expr']}` | "
-            f"{100 * row['best_validation']:.1f} | "
+            f"{100 * row['best_validation']:.1f} | {100 * endpoint(row, start):.1f} | "
             + " | ".join(f"{100 * ev[lvl]['mean']:.1f}" if lvl in ev else "–"
                          for lvl in LEVELS) + " |")
     return "\n".join(lines) + "\n"
@@ -394,7 +488,7 @@ def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[P
     """Copy every run's result records into a board folder, named by method, seed and level
     (the record's ``method`` names the seed, so the board shows one row per run), and list
     them as run here."""
-    from derl_bench.evaluation.record import mark_run_here, write_json_atomic
+    from derl_bench.evaluation.record import mark_run_here
 
     records.mkdir(parents=True, exist_ok=True)
     written = []
@@ -439,5 +533,5 @@ def small(config: ProxyConfig) -> ProxyConfig:
 
 
 __all__ = ["HAND_MADE", "METHODS", "SEARCH", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "base_model",
-           "copy_records", "mean_se", "plot_curves", "run_job", "run_proxy", "small",
+           "copy_records", "mean_se", "run_job", "run_proxy", "small",
            "summarize"]

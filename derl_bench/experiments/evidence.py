@@ -1,0 +1,198 @@
+"""The proxy benchmark's evidence: the pre-stated endpoint, paired comparisons, and what each
+search method proposed generation by generation.
+
+The **primary endpoint** (stated in ``docs/proxy.md`` before the paper-budget run) is a
+method's mean validation score of its proposals over generations ``endpoint_from`` to the last:
+a search that learns proposes better rewards later, so its late proposals score higher than
+those of a control that cannot learn. It is compared as DERL minus ``derl-frozen`` (and minus
+random search and island evolution), paired by seed, with a 95% t interval and the minimal
+detectable effect (:func:`~derl_bench.experiments.stats.paired_difference`). The
+**secondary endpoint** is the final policy's eval success per level, compared the same way.
+
+Per generation and method, over seeds: the proposals' mean score with a 95% band; the share of
+proposals of each reward structure (linear, bounded, veto, unbounded) and using each
+primitive; the Meta-Optimizer's advantage statistics and KL (zero for methods without one).
+
+    >>> endpoint({"generation_mean": [0.0, 0.1, 0.3]}, 1)
+    0.2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from derl_bench.experiments.stats import mean_ci, paired_difference
+from derl_bench.meta.loop import STRUCTURE_KINDS as STRUCTURES
+
+OPTIMIZER_STATS = ("meta/advantage_abs_mean", "meta/advantage_max", "meta/kl",
+                   "meta/kl_from_start")
+LEVELS = ("L0", "L1", "L2")
+
+
+def endpoint(row: dict[str, Any], start: int) -> float:
+    """The primary endpoint of one run: the mean of its generations' mean proposal scores
+    from generation ``start`` on (all generations when the run is shorter)."""
+    values = row["generation_mean"][start:] or row["generation_mean"]
+    return round(sum(values) / len(values), 6)
+
+
+def comparisons(rows: Sequence[dict[str, Any]], methods: Sequence[str], start: int,
+                subject: str = "derl") -> list[dict[str, Any]]:
+    """``subject`` minus every other method: the endpoint and each level's eval success,
+    paired by seed over the seeds both ran."""
+    by = {(r["method"], r["seed"]): r for r in rows}
+    out = []
+    for other in methods:
+        if other == subject:
+            continue
+        seeds = sorted(s for m, s in by if m == subject and (other, s) in by)
+        if not seeds:
+            continue
+        mine, theirs = [by[subject, s] for s in seeds], [by[other, s] for s in seeds]
+        entry: dict[str, Any] = {"method": subject, "minus": other, "seeds": seeds,
+                                 "endpoint": paired_difference(
+                                     [endpoint(r, start) for r in mine],
+                                     [endpoint(r, start) for r in theirs])}
+        for level in LEVELS:
+            if all(level in r["eval"] for r in mine + theirs):
+                entry[level] = paired_difference([r["eval"][level]["mean"] for r in mine],
+                                                 [r["eval"][level]["mean"] for r in theirs])
+        out.append(entry)
+    return out
+
+
+def _share(values: list[bool]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def generation_table(rows: Sequence[dict[str, Any]], primitives: Sequence[str],
+                     ) -> dict[str, list[dict[str, Any]]]:
+    """Per method, one entry per generation, over seeds: the proposals' mean score (mean and
+    95% band of the seeds' generation means), the share of valid proposals of each structure
+    and using each primitive, the share that repeated an earlier reward, and the mean of each
+    Meta-Optimizer statistic the runs logged."""
+    table: dict[str, list[dict[str, Any]]] = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        entries = []
+        for g in range(max(len(r["generation_mean"]) for r in mine)):
+            means = [r["generation_mean"][g] for r in mine if g < len(r["generation_mean"])]
+            mean, low, high = mean_ci(means)
+            proposals = [c for r in mine for c in r.get("candidates", [])
+                         if c["generation"] == g]
+            valid = [c for c in proposals if c.get("structure")]
+            entry: dict[str, Any] = {
+                "generation": g, "seeds": len(means), "mean_score": round(mean, 4),
+                "ci_low": round(low, 4), "ci_high": round(high, 4),
+                "proposals": len(proposals),
+                "valid_share": _share([bool(c.get("structure")) for c in proposals]),
+                "repeat_share": _share([bool(c.get("repeat")) for c in proposals]),
+                "constant_share": _share([c["status"] == "constant" for c in proposals]),
+                "structure_share": {k: _share([c["structure"] == k for c in valid])
+                                    for k in STRUCTURES},
+                "primitive_share": {p: _share([p in (c.get("primitives") or [])
+                                               for c in valid]) for p in primitives},
+            }
+            for stat in OPTIMIZER_STATS:
+                values = [r["generations"][g][stat] for r in mine
+                          if g < len(r.get("generations", [])) and stat in r["generations"][g]]
+                if values:
+                    entry[stat] = round(sum(values) / len(values), 6)
+            entries.append(entry)
+        table[method] = entries
+    return table
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_scores(table: dict[str, list[dict[str, Any]]], path: Path, dashed: Sequence[str] = (),
+                endpoint_from: int | None = None) -> None:
+    """The proposals' mean validation score per generation, one line a method with its 95%
+    band over seeds; ``dashed`` methods (hand-made rewards) are dashed; the endpoint's
+    generations are shaded."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for method, entries in table.items():
+        x = [e["generation"] for e in entries]
+        line, = ax.plot(x, [100 * e["mean_score"] for e in entries],
+                        "--" if method in dashed else "-", marker=".", label=method)
+        ax.fill_between(x, [100 * e["ci_low"] for e in entries],
+                        [100 * e["ci_high"] for e in entries], color=line.get_color(),
+                        alpha=0.15, linewidth=0)
+    if endpoint_from is not None:
+        ax.axvspan(endpoint_from - 0.5, max(len(e) for e in table.values()) - 0.5,
+                   color="0.9", zorder=0, label="primary endpoint")
+    ax.set_xlabel("generation")
+    ax.set_ylabel("proposals' mean validation success, %")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_composition(table: dict[str, list[dict[str, Any]]], path: Path,
+                     primitives: Sequence[str]) -> None:
+    """Per method (a column each): the share of valid proposals of each reward structure per
+    generation (top), the share using each primitive (bottom)."""
+    plt = _plt()
+    methods = list(table)
+    fig, axes = plt.subplots(2, len(methods), figsize=(2.6 * len(methods), 5.2),
+                             sharey="row", squeeze=False)
+    for col, method in enumerate(methods):
+        entries = table[method]
+        x = [e["generation"] for e in entries]
+        bottom = [0.0] * len(entries)
+        top = axes[0][col]
+        for kind in STRUCTURES:
+            share = [e["structure_share"][kind] for e in entries]
+            top.bar(x, share, bottom=bottom, label=kind, width=0.9)
+            bottom = [b + s for b, s in zip(bottom, share, strict=True)]
+        top.set_title(method, fontsize=9)
+        low = axes[1][col]
+        for name in primitives:
+            low.plot(x, [e["primitive_share"][name] for e in entries], label=name)
+        low.set_xlabel("generation")
+    axes[0][0].set_ylabel("share by structure")
+    axes[1][0].set_ylabel("share using primitive")
+    axes[0][-1].legend(fontsize=6)
+    axes[1][-1].legend(fontsize=5)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_optimizer(table: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    """The Meta-Optimizer's per-generation statistics, mean over seeds: the mean absolute
+    advantage of its update, and KL per token to the pre-update policy and to the cold start."""
+    plt = _plt()
+    learners = {m: e for m, e in table.items() if any(OPTIMIZER_STATS[0] in x for x in e)}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.2))
+    for method, entries in learners.items():
+        x = [e["generation"] for e in entries if OPTIMIZER_STATS[0] in e]
+        left.plot(x, [e[OPTIMIZER_STATS[0]] for e in entries if OPTIMIZER_STATS[0] in e],
+                  marker=".", label=method)
+        for stat, style in (("meta/kl", ":"), ("meta/kl_from_start", "-")):
+            right.plot(x, [e.get(stat, 0.0) for e in entries if OPTIMIZER_STATS[0] in e],
+                       style, label=f"{method}: {stat.removeprefix('meta/')}")
+    left.set_xlabel("generation")
+    left.set_ylabel("mean |advantage|")
+    right.set_xlabel("generation")
+    right.set_ylabel("KL per token")
+    left.legend(fontsize=7)
+    right.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+__all__ = ["OPTIMIZER_STATS", "STRUCTURES", "comparisons", "endpoint", "generation_table",
+           "plot_composition", "plot_optimizer", "plot_scores"]

@@ -1,0 +1,270 @@
+"""The proxy's reward landscape: what random Meta-Rewards score beside the hand-made ones.
+
+A reward-discovery benchmark measures something only if its task has something to discover: a
+reward that trains a better policy than the best hand-made one. This experiment checks that on
+the proxy task (``derl/Arithmetic-v0``, the proxy's base policy and inner recipe):
+
+1. **Draw.** ``rewards`` random Meta-Rewards from the grammar (the ``random`` method's
+   sampler), keeping one per behaviour class on the env's probe set
+   (:func:`~derl_bench.meta.probe.behaviour_key`) and none that is constant there: every
+   reward drawn trains differently.
+2. **Score.** Each reward, and each hand-made reward, trains one inner GRPO run per seed of
+   ``seeds`` and is scored on the validation split, exactly as a search candidate is.
+3. **Confirm.** The ``confirm_top`` best random rewards by mean score, and every hand-made
+   reward, train again on the fresh seeds ``confirm_seeds``. The maximum over hundreds of
+   noisy means is biased upward, so only this second, independent measurement decides whether
+   a reward beats the best hand-made one: the paired difference over the fresh seeds, with
+   its 95% interval. A reward *measurably* beats it when the interval's lower end is above 0.
+
+Outputs in ``output``: ``landscape.json`` (every reward's scores), ``landscape.md`` and
+``landscape.png`` (the distribution of the random rewards' mean scores, hand-made rewards
+marked)::
+
+    derl-bench proxy --landscape --output runs/proxy
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from derl_bench.evaluation.record import write_json_atomic, write_text_atomic
+from derl_bench.experiments.proxy import (
+    ENV_ID,
+    HAND_MADE,
+    ProxyConfig,
+    _meta_config,
+    _worker_init,
+    base_model,
+)
+from derl_bench.experiments.stats import mean_sd, paired_difference
+
+
+@dataclass
+class LandscapeConfig:
+    """The landscape's size; ``proxy`` gives the base policy, inner recipe and validation."""
+
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    rewards: int = 200
+    seeds: list[int] = field(default_factory=lambda: [0, 1])
+    confirm_top: int = 5
+    confirm_seeds: list[int] = field(default_factory=lambda: [2, 3, 4, 5, 6, 7])
+    draw_seed: int = 0
+    max_depth: int = 3
+
+    def __post_init__(self) -> None:
+        if self.rewards < 1 or not self.seeds:
+            raise ValueError("the landscape needs at least one reward and one seed")
+        if set(self.seeds) & set(self.confirm_seeds):
+            raise ValueError("confirm_seeds must be fresh: not among seeds")
+
+    @property
+    def output(self) -> Path:
+        return Path(self.proxy.output) / "landscape"
+
+
+def draw_rewards(count: int, seed: int = 0, max_depth: int = 3,
+                 ) -> tuple[list[str], dict[str, int]]:
+    """``count`` random Meta-Rewards for the proxy env, one per behaviour class and none
+    constant on the probe set, and how many draws were duplicates or constant.
+
+    >>> exprs, drawn = draw_rewards(5)
+    >>> len(exprs), drawn["kept"], drawn["draws"] >= 5
+    (5, 5, True)
+    """
+    from derl_bench.meta.probe import behaviour_key, probe_set
+    from derl_bench.reward import compile_reward, random_expression
+
+    rng = random.Random(seed)
+    probe = probe_set(ENV_ID)
+    exprs: list[str] = []
+    seen: set[str] = set()
+    counts = {"draws": 0, "constant": 0, "duplicate": 0, "kept": 0}
+    while len(exprs) < count:
+        counts["draws"] += 1
+        if counts["draws"] > 100 * count:
+            raise RuntimeError(f"only {len(exprs)} distinct non-constant rewards in "
+                               f"{counts['draws'] - 1} draws")
+        expr = random_expression(rng, ENV_ID, max_depth=max_depth)
+        key = behaviour_key(compile_reward(expr, domain=ENV_ID), probe)
+        if key is None:
+            counts["constant"] += 1
+        elif key in seen:
+            counts["duplicate"] += 1
+        else:
+            seen.add(key)
+            exprs.append(expr)
+    counts["kept"] = len(exprs)
+    return exprs, counts
+
+
+def score_rewards(config: ProxyConfig, model: str, exprs: list[str], seed: int,
+                  out: Path) -> list[float]:
+    """Train one inner run per reward of ``exprs`` with inner seed ``seed`` (together, as one
+    population) and return each policy's validation score; the runs' folders are removed."""
+    from derl_bench.meta.inner import InnerSpec, train_and_score_population
+
+    meta = _meta_config(config, "random", seed, model, out)
+    runs = [InnerSpec(expr, out / f"r{i:03d}", None, 0, seed) for i, expr in enumerate(exprs)]
+    try:
+        return [r.score for r in train_and_score_population(meta, runs)]
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _jobs(exprs: list[str], seeds: list[int], size: int, out: Path, stage: str,
+          ) -> list[tuple[list[str], int, Path]]:
+    return [(exprs[i:i + size], seed, out / f"{stage}-s{seed}-{i // size:03d}")
+            for seed in seeds for i in range(0, len(exprs), size)]
+
+
+def _run_jobs(config: LandscapeConfig, model: str, jobs: list[tuple[list[str], int, Path]],
+              log: Any) -> dict[tuple[str, int], float]:
+    scores: dict[tuple[str, int], float] = {}
+    workers = config.proxy.workers
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                initializer=_worker_init) as pool:
+        futures = {pool.submit(score_rewards, config.proxy, model, exprs, seed, out):
+                   (exprs, seed) for exprs, seed, out in jobs}
+        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            exprs, seed = futures[future]
+            for expr, score in zip(exprs, future.result(), strict=True):
+                scores[expr, seed] = score
+            log(f"  {done}/{len(jobs)} populations scored")
+    return scores
+
+
+def _entry(expr: str, seeds: list[int], scores: dict[tuple[str, int], float]) -> dict[str, Any]:
+    values = [scores[expr, s] for s in seeds]
+    mean, sd = mean_sd(values)
+    return {"expr": expr, "scores": values, "mean": round(mean, 4), "sd": round(sd, 4)}
+
+
+def run_landscape(config: LandscapeConfig, log: Any = print) -> dict[str, Any]:
+    """Run the experiment (see the module docstring); returns what ``landscape.json`` holds."""
+    out = config.output
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    proxy = config.proxy
+    model = str(base_model(Path(proxy.output) / "base-model", proxy.base))
+    exprs, drawn = draw_rewards(config.rewards, config.draw_seed, config.max_depth)
+    hand = list(HAND_MADE.values())
+    size = int(proxy.population)
+    log(f"landscape: {len(exprs)} random rewards ({drawn['draws']} draws) and {len(hand)} "
+        f"hand-made, seeds {config.seeds}")
+    scores = _run_jobs(config, model, _jobs(exprs + hand, config.seeds, size, out, "draw"), log)
+    randoms = sorted((_entry(e, config.seeds, scores) for e in exprs),
+                     key=lambda r: -r["mean"])
+    hand_rows = {name: _entry(expr, config.seeds, scores) for name, expr in HAND_MADE.items()}
+    best_hand = max(hand_rows, key=lambda n: hand_rows[n]["mean"])
+    top = [r["expr"] for r in randoms[:config.confirm_top]]
+    log(f"confirming the top {len(top)} on fresh seeds {config.confirm_seeds} against the "
+        f"hand-made rewards")
+    fresh = _run_jobs(config, model,
+                      _jobs(top + hand, config.confirm_seeds, size, out, "confirm"), log)
+    reference = [fresh[HAND_MADE[best_hand], s] for s in config.confirm_seeds]
+    confirm = []
+    for expr in top + hand:
+        values = [fresh[expr, s] for s in config.confirm_seeds]
+        confirm.append({"expr": expr, "scores": values,
+                        "mean": round(sum(values) / len(values), 4),
+                        "minus_best_hand_made": paired_difference(values, reference)})
+    beats = [c["expr"] for c in confirm[:len(top)] if c["minus_best_hand_made"]["ci_low"] > 0]
+    result = {
+        "env_id": ENV_ID, "config": _jsonable(config), "drawn": drawn,
+        "validation_episodes": proxy.validation_episodes,
+        "hand_made": hand_rows, "best_hand_made": best_hand, "random": randoms,
+        "confirm": confirm, "measurably_better": beats,
+        "wall_time_s": round(time.perf_counter() - started, 1),
+    }
+    write_json_atomic(out / "landscape.json", result)
+    plot_landscape(result, out / "landscape.png")
+    write_text_atomic(out / "landscape.md", landscape_markdown(result))
+    return result
+
+
+def _jsonable(config: LandscapeConfig) -> dict[str, Any]:
+    import json
+
+    return json.loads(json.dumps(asdict(config), default=str))
+
+
+def plot_landscape(result: dict[str, Any], path: Path) -> None:
+    """The random rewards' mean validation scores as a histogram, hand-made rewards marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    ax.hist([100 * r["mean"] for r in result["random"]], bins=30, color="0.6",
+            label=f"{len(result['random'])} random rewards")
+    for (name, row), colour in zip(result["hand_made"].items(), ("C0", "C1", "C2", "C3"),
+                                   strict=False):
+        ax.axvline(100 * row["mean"], color=colour, linestyle="--", label=name)
+    ax.set_xlabel(f"validation success, % (mean of {len(result['config']['seeds'])} seeds)")
+    ax.set_ylabel("rewards")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def landscape_markdown(result: dict[str, Any]) -> str:
+    """The landscape's summary for the proxy board."""
+    config, drawn = result["config"], result["drawn"]
+    seeds = ", ".join(map(str, config["seeds"]))
+    fresh = ", ".join(map(str, config["confirm_seeds"]))
+    randoms = result["random"]
+    lines = [
+        "## The reward landscape",
+        "",
+        f"{len(randoms)} random Meta-Rewards (one per behaviour class on the probe set, none "
+        f"constant; {drawn['draws']} draws, of which {drawn['duplicate']} repeated a class and "
+        f"{drawn['constant']} were constant) and the hand-made rewards, each trained by the "
+        f"proxy's inner recipe with seeds {seeds} and scored on "
+        f"{result['validation_episodes']} validation problems. Wall time "
+        f"{result['wall_time_s'] / 60:.0f} min.",
+        "",
+        "![reward landscape](landscape.png)",
+        "",
+        "| reward | mean validation, % | per seed |",
+        "|---|---|---|",
+    ]
+    for name, row in result["hand_made"].items():
+        lines.append(f"| {name} (`{row['expr']}`) | {100 * row['mean']:.1f} | "
+                     + ", ".join(f"{100 * v:.1f}" for v in row["scores"]) + " |")
+    share = sum(r["mean"] > result["hand_made"][result["best_hand_made"]]["mean"]
+                for r in randoms) / len(randoms)
+    lines += [
+        "",
+        f"{100 * share:.0f}% of the random rewards have a higher {len(config['seeds'])}-seed "
+        f"mean than the best hand-made reward (`{result['best_hand_made']}`); that maximum "
+        "over noisy means is biased upward, so the best of them were trained again on fresh "
+        f"seeds ({fresh}), paired by seed with every hand-made reward:",
+        "",
+        f"| reward | mean validation, % (seeds {fresh}) | minus {result['best_hand_made']}, "
+        "points [95% CI] | MDE |",
+        "|---|---|---|---|",
+    ]
+    for row in result["confirm"]:
+        d = row["minus_best_hand_made"]
+        lines.append(f"| `{row['expr']}` | {100 * row['mean']:.1f} | "
+                     f"{100 * d['mean']:+.1f} [{100 * d['ci_low']:+.1f}, "
+                     f"{100 * d['ci_high']:+.1f}] | {100 * d['mde']:.1f} |")
+    better = result["measurably_better"]
+    lines += ["", ("Measurably better than the best hand-made reward (interval above 0): "
+                   + ", ".join(f"`{e}`" for e in better)) if better else
+              "No random reward is measurably better than the best hand-made reward."]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["LandscapeConfig", "draw_rewards", "landscape_markdown", "plot_landscape",
+           "run_landscape", "score_rewards"]

@@ -1,0 +1,113 @@
+"""The paper-budget proxy benchmark: its design, its evidence, its reward landscape, its
+determinism."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from derl_bench.envs.arithmetic import generate_split
+from derl_bench.experiments.evidence import comparisons, endpoint, generation_table
+from derl_bench.experiments.landscape import draw_rewards
+from derl_bench.experiments.proxy import HAND_MADE, ProxyConfig, run_proxy, small
+from derl_bench.meta.probe import behaviour_key, probe_set
+from derl_bench.reward import compile_reward
+
+ENV = "derl/Arithmetic-v0"
+
+
+def test_the_full_benchmark_runs_the_paper_budget_with_a_frozen_control():
+    config = ProxyConfig()
+    assert (config.outer_steps, config.population) == (20, 8)
+    assert len(config.seeds) >= 5
+    assert {"derl", "derl-frozen", "random", "revolve"} <= set(config.methods)
+    assert set(config.methods) & set(HAND_MADE), "the best hand-made reward runs beside them"
+    assert config.endpoint_from == 10
+
+
+def test_validation_resolves_one_problem_in_a_thousand():
+    config = ProxyConfig()
+    assert config.validation_episodes >= 1000
+    problems = generate_split("validation")
+    assert len(problems) >= config.validation_episodes
+    assert len({p.problem_id for p in problems}) == len(problems)
+    eval_ids = {p.problem_id for level in ("L0-eval", "L1-eval", "L2-eval")
+                for p in generate_split(level)}
+    assert not eval_ids & {p.problem_id for p in problems}
+
+
+def _row(method, seed, means, l0, candidates=(), generations=None):
+    return {"method": method, "seed": seed, "generation_mean": list(means),
+            "eval": {"L0": {"mean": l0}}, "candidates": list(candidates),
+            "generations": generations or [{} for _ in means]}
+
+
+def test_the_endpoint_is_paired_by_seed_over_the_late_generations():
+    rows = [_row("derl", 0, [0.0, 0.2, 0.4], 0.05), _row("derl", 1, [0.0, 0.3, 0.3], 0.07),
+            _row("derl-frozen", 0, [0.0, 0.1, 0.1], 0.04),
+            _row("derl-frozen", 1, [0.0, 0.1, 0.2], 0.05)]
+    assert endpoint(rows[0], 1) == pytest.approx(0.3)
+    (c,) = comparisons(rows, ["derl", "derl-frozen"], 1)
+    assert c["minus"] == "derl-frozen" and c["seeds"] == [0, 1]
+    assert c["endpoint"]["mean"] == pytest.approx(0.175)
+    assert c["L0"]["mean"] == pytest.approx(0.015)
+    assert c["endpoint"]["mde"] > 0
+
+
+def test_the_generation_table_counts_structures_primitives_and_repeats():
+    candidates = [
+        {"generation": 0, "status": "scored", "structure": "linear",
+         "primitives": ["outcome"], "repeat": False},
+        {"generation": 0, "status": "scored", "structure": "veto",
+         "primitives": ["outcome", "format_boxed"], "repeat": True},
+        {"generation": 0, "status": "invalid", "structure": None, "primitives": None,
+         "repeat": False},
+        {"generation": 0, "status": "constant", "structure": "bounded", "primitives": [],
+         "repeat": False},
+    ]
+    rows = [_row("derl", 0, [0.1], 0.0, candidates, [{"meta/kl": 0.5}]),
+            _row("derl", 1, [0.3], 0.0, [], [{"meta/kl": 1.5}])]
+    (entry,) = generation_table(rows, ["outcome", "format_boxed"])["derl"]
+    assert entry["mean_score"] == pytest.approx(0.2) and entry["ci_low"] < 0.2
+    assert entry["valid_share"] == 0.75 and entry["repeat_share"] == 0.25
+    assert entry["constant_share"] == 0.25
+    assert entry["structure_share"]["linear"] == pytest.approx(1 / 3, abs=1e-4)
+    assert entry["primitive_share"] == {"outcome": pytest.approx(2 / 3, abs=1e-4),
+                                        "format_boxed": pytest.approx(1 / 3, abs=1e-4)}
+    assert entry["meta/kl"] == 1.0
+
+
+def test_the_landscape_draws_distinct_non_constant_rewards():
+    exprs, drawn = draw_rewards(30, seed=5)
+    probe = probe_set(ENV)
+    keys = [behaviour_key(compile_reward(e, env=ENV), probe) for e in exprs]
+    assert None not in keys and len(set(keys)) == 30
+    assert drawn["draws"] == 30 + drawn["constant"] + drawn["duplicate"]
+
+
+def _without_times(text: str, out: str) -> object:
+    data = json.loads(text.replace(out, "OUT"))
+
+    def scrub(value):
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()
+                    if k not in ("seconds", "wall_time_s")}
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        return value
+
+    return scrub(data)
+
+
+@pytest.mark.slow
+def test_two_runs_of_the_small_proxy_with_two_workers_give_identical_results(tmp_path):
+    results = []
+    for name in ("a", "b"):
+        out = str(tmp_path / name)
+        config = small(ProxyConfig(output=out, workers=2))
+        run_proxy(config, log=lambda *_: None)
+        results.append(_without_times((tmp_path / name / "results.json").read_text(), out))
+    assert results[0] == results[1]
+    assert re.search(r"derl-frozen", json.dumps(results[0]))
