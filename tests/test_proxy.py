@@ -58,7 +58,7 @@ def test_the_endpoint_is_paired_by_seed_over_the_late_generations():
 
 def test_the_generation_table_counts_structures_primitives_and_repeats():
     candidates = [
-        {"generation": 0, "status": "scored", "structure": "linear",
+        {"generation": 0, "status": "scored", "structure": "linear", "score": 0.25,
          "primitives": ["outcome"], "repeat": False},
         {"generation": 0, "status": "scored", "structure": "veto",
          "primitives": ["outcome", "format_boxed"], "repeat": True},
@@ -74,6 +74,8 @@ def test_the_generation_table_counts_structures_primitives_and_repeats():
     assert entry["valid_share"] == 0.75 and entry["repeat_share"] == 0.25
     assert entry["constant_share"] == 0.25
     assert entry["structure_share"]["linear"] == pytest.approx(1 / 3, abs=1e-4)
+    assert entry["structure_score"]["unbounded"] is None
+    assert entry["structure_score"]["linear"] == 0.25
     assert entry["primitive_share"] == {"outcome": pytest.approx(2 / 3, abs=1e-4),
                                         "format_boxed": pytest.approx(1 / 3, abs=1e-4)}
     assert entry["meta/kl"] == 1.0
@@ -111,3 +113,24 @@ def test_two_runs_of_the_small_proxy_with_two_workers_give_identical_results(tmp
         results.append(_without_times((tmp_path / name / "results.json").read_text(), out))
     assert results[0] == results[1]
     assert re.search(r"derl-frozen", json.dumps(results[0]))
+
+
+def test_a_bad_optimizer_recipe_exits_2_before_anything_is_written(tmp_path, capsys):
+    from derl_bench.cli import main
+
+    out = tmp_path / "proxy"
+    assert main(["proxy", "--small", "--output", str(out), "--optimizer", "bogus=1"]) == 2
+    assert "bogus" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_optimizer_recipe_reaches_only_the_meta_optimizers_methods(tmp_path):
+    from derl_bench.experiments.proxy import _meta_config
+
+    config = ProxyConfig(output=str(tmp_path), optimizer_recipe={
+        "protocol": "derl-official", "inner": {"reward_semantics": "derl"}})
+    derl = _meta_config(config, "derl", 0, "tiny", tmp_path)
+    assert derl.protocol == "derl-official" and derl.optimizer_decoder == "whitelist"
+    assert derl.inner.reward_semantics == "derl" and derl.outer_steps == 20
+    randoms = _meta_config(config, "random", 0, "tiny", tmp_path)
+    assert randoms.protocol == "derl" and randoms.inner.reward_semantics != "derl-official"

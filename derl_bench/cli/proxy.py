@@ -10,10 +10,19 @@ from pathlib import Path
 
 def _run(args: argparse.Namespace) -> int:
     from derl_bench.experiments.proxy import METHODS, ProxyConfig, run_proxy, small
+    from derl_bench.grpo.config import ConfigError
 
     config = ProxyConfig(output=args.output, workers=args.workers)
     if args.small:
         config = small(config)
+    if args.optimizer:
+        from derl_bench.grpo.config import parse_overrides
+
+        for key, value in parse_overrides(args.optimizer).items():
+            if key.startswith("inner."):
+                config.optimizer_recipe.setdefault("inner", {})[key[len("inner."):]] = value
+            else:
+                config.optimizer_recipe[key] = value
     if args.landscape:
         from derl_bench.experiments.landscape import LandscapeConfig, run_landscape
         from derl_bench.experiments.proxy import EVIDENCE
@@ -37,7 +46,11 @@ def _run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
         config.methods = args.methods
-    result = run_proxy(config, records=Path(args.records) if args.records else None)
+    try:
+        result = run_proxy(config, records=Path(args.records) if args.records else None)
+    except ConfigError as err:
+        print(f"derl-bench proxy: {err}", file=sys.stderr)
+        return 2
     print(json.dumps(result["summary"], indent=2))
     print(f"results: {Path(config.output) / 'results.json'}  curves: "
           f"{Path(config.output) / 'curves.png'}  ({result['wall_time_s']:.0f} s)")
@@ -67,6 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--methods", nargs="+", default=None,
                         help="a subset of: outcome, 'outcome + format', average, random, "
                         "revolve, derl, derl-pop, derl-frozen, outcome-pop, random-pop")
+    parser.add_argument("--optimizer", nargs="+", default=None, metavar="KEY=VALUE",
+                        help="meta recipe fields for DERL's methods, e.g. protocol=derl-official "
+                        "inner.reward_semantics=derl")
     parser.add_argument("--landscape", action="store_true",
                         help="score 200 random rewards and the hand-made ones (2 seeds each) "
                         "instead, and confirm the best on fresh seeds: does the proxy have a "

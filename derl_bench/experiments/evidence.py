@@ -11,7 +11,8 @@ detectable effect (:func:`~derl_bench.experiments.stats.paired_difference`). The
 
 Per generation and method, over seeds: the proposals' mean score with a 95% band; the share of
 proposals of each reward structure (linear, bounded, veto, unbounded) and using each
-primitive; the Meta-Optimizer's advantage statistics and KL (zero for methods without one).
+primitive, and each structure's mean score; the Meta-Optimizer's advantage statistics and KL
+(absent for methods without one).
 
     >>> endpoint({"generation_mean": [0.0, 0.1, 0.3]}, 1)
     0.2
@@ -63,6 +64,10 @@ def comparisons(rows: Sequence[dict[str, Any]], methods: Sequence[str], start: i
     return out
 
 
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
 def _share(values: list[bool]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
@@ -91,6 +96,9 @@ def generation_table(rows: Sequence[dict[str, Any]], primitives: Sequence[str],
                 "repeat_share": _share([bool(c.get("repeat")) for c in proposals]),
                 "constant_share": _share([c["status"] == "constant" for c in proposals]),
                 "structure_share": {k: _share([c["structure"] == k for c in valid])
+                                    for k in STRUCTURES},
+                "structure_score": {k: _mean([c["score"] for c in valid if c["structure"] == k
+                                              and c.get("score") is not None])
                                     for k in STRUCTURES},
                 "primitive_share": {p: _share([p in (c.get("primitives") or [])
                                                for c in valid]) for p in primitives},

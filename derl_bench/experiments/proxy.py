@@ -101,6 +101,10 @@ class ProxyConfig:
     optimizer_sft_examples: int = 206
     optimizer_sft_steps: int = 150
     workers: int = 2
+    optimizer_recipe: dict[str, Any] = field(default_factory=dict)
+    """Further meta recipe fields for the Meta-Optimizer's methods (``derl``, ``derl-pop``,
+    ``derl-frozen``), over the benchmark's: e.g. ``{"protocol": "derl-official"}``, or
+    ``{"inner": {"reward_semantics": "derl"}}`` beside it to change only the semantics."""
     endpoint_from: int = 10
     """The primary endpoint averages the proposals' validation scores over generations
     ``endpoint_from`` to the last (see ``docs/proxy.md``)."""
@@ -147,10 +151,10 @@ def base_model(path: Path, spec: BaseModelSpec) -> Path:
 
 
 def _meta_config(config: ProxyConfig, method: str, seed: int, model: str, out: Path) -> Any:
-    from derl_bench.meta import MetaConfig
+    from derl_bench.meta.config import LEARNING_METHODS, meta_config_from_dict
 
     base = WARM_STARTED.get(method, method)
-    return MetaConfig(
+    values: dict[str, Any] = dict(
         name=f"{method}-s{seed}", method=base if base in SEARCH else "fixed",
         reward=HAND_MADE.get(base), warm_start=method in WARM_STARTED,
         inner={**config.inner, "model": model},
@@ -163,6 +167,11 @@ def _meta_config(config: ProxyConfig, method: str, seed: int, model: str, out: P
         eval_limit=config.eval_limit, output_dir=str(out), progress=False,
         # The benchmark spreads whole runs (method x seed) over its workers; each runs in-process.
         executor="local")
+    if base in LEARNING_METHODS:
+        recipe = dict(config.optimizer_recipe)
+        values["inner"] = {**values["inner"], **recipe.pop("inner", {})}
+        values.update(recipe)
+    return meta_config_from_dict(values)
 
 
 CANDIDATE_FIELDS = ("generation", "index", "expr", "status", "score", "structure", "primitives",
@@ -279,6 +288,8 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
               log: Any = print) -> dict[str, Any]:
     """Run the benchmark (see the module docstring); returns what ``results.json`` holds."""
     out = Path(config.output)
+    for method in config.methods:  # a bad recipe fails here, not in a worker an hour later
+        _meta_config(config, method, config.seeds[0], "tiny", out / "runs" / "check")
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     log(f"base policy: tiny model + SFT ({config.base.steps} steps) ...")
