@@ -295,7 +295,10 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
     log(f"base policy: tiny model + SFT ({config.base.steps} steps) ...")
     model = str(base_model(out / "base-model", config.base))
     base = base_figures(model, config)
-    jobs = [(method, seed) for seed in config.seeds for method in config.methods]
+    # Hand-made rewards train every one of their slots, so their runs are the longest: start
+    # them first, so that no worker is left alone with one at the end.
+    jobs = sorted(((method, seed) for seed in config.seeds for method in config.methods),
+                  key=lambda job: WARM_STARTED.get(job[0], job[0]) not in HAND_MADE)
     rows: list[dict[str, Any]] = []
     log(f"{len(jobs)} runs ({len(config.methods)} methods x {len(config.seeds)} seeds), "
         f"{config.workers} at a time; search budget {config.budget} inner runs")
