@@ -28,10 +28,10 @@ from derl_bench.reward.errors import (
     UnknownDomainError,
     UnknownPrimitiveError,
 )
-from derl_bench.reward.functions import POINTWISE, TRAJECTORY, language_summary
+from derl_bench.reward.functions import MAX_POWER, POINTWISE, TRAJECTORY, language_summary
 from derl_bench.reward.generate import random_expression
 from derl_bench.reward.meta_reward import DEFAULT_LIMIT, MetaReward, compile_reward, pad_episodes
-from derl_bench.reward.nodes import AGGREGATIONS, FUNCTIONS, MAX_DEPTH, MAX_LENGTH, MAX_POWER
+from derl_bench.reward.nodes import AGGREGATIONS, FUNCTIONS, MAX_DEPTH, MAX_LENGTH
 from derl_bench.reward.primitives import (
     ALIASES,
     DOMAINS,

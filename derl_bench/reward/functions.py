@@ -20,8 +20,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Interval = tuple[float, float]
+from derl_bench.family import Interval
 
+MAX_POWER = 8
+"""Largest accepted exponent of ``**`` (an integer literal 0..MAX_POWER)."""
 MAX_ARGS = 16
 """Most arguments of the pointwise ``min``/``max``."""
 
@@ -174,8 +176,6 @@ def language_summary() -> str:
     >>> "min" in language_summary().split("trajectory terms")[1]
     True
     """
-    from derl_bench.reward.nodes import MAX_POWER
-
     functions = ", ".join(f.signature for f in POINTWISE.values())
     terms = ", ".join(f"{t}(x)" for t in TRAJECTORY)
     return (

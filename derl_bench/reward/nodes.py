@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from derl_bench.reward.functions import MAX_POWER as MAX_POWER  # beside MAX_LENGTH, MAX_DEPTH
 from derl_bench.reward.functions import POINTWISE, TRAJECTORY
 
 MAX_LENGTH = 4096
 """Longest accepted expression, in characters."""
 MAX_DEPTH = 32
 """Deepest accepted nesting of parentheses and calls."""
-MAX_POWER = 8
-"""Largest accepted exponent of ``**`` (an integer literal 0..MAX_POWER)."""
 # Views of the function table (:mod:`derl_bench.reward.functions`) that the parser and the
 # constrained decoder check names and argument counts against.
 FUNCTIONS: dict[str, tuple[int, int]] = {name: f.arity for name, f in POINTWISE.items()}
