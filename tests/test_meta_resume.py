@@ -131,7 +131,7 @@ def test_a_killed_run_resumes_to_the_same_candidates_and_scores(uninterrupted, t
 def test_resume_refuses_a_changed_recipe_and_a_missing_run(uninterrupted, tmp_path, capsys):
     changed = _write_recipe(tmp_path / "changed.yaml", population=4)
     assert main(["meta", str(changed), "--output", str(uninterrupted), "--resume"]) == 2
-    assert "population (was 3, now 4)" in capsys.readouterr().err
+    assert "population: 3 -> 4" in capsys.readouterr().err
     assert main(["meta", str(changed), "--output", str(tmp_path / "nothing"), "--resume"]) == 2
     assert "no reward-discovery run" in capsys.readouterr().err
 

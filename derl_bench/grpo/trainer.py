@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,17 +72,31 @@ RESUMABLE_CHANGES = frozenset({"steps", "output_dir", "save_every", "keep_checkp
 """Fields a resumed run may change: none of them alters what the run learns."""
 
 
+def check_unchanged(saved: dict[str, Any], current: dict[str, Any],
+                    may_change: Iterable[str] = ()) -> None:
+    """Refuse to resume a run whose settings changed, outside ``may_change``: raise
+    :class:`ResumeError` naming every changed field.
+
+    >>> check_unchanged({"lr": 1, "device": "cpu"}, {"lr": 1, "device": "cuda"}, ["device"])
+    >>> check_unchanged({"lr": 1}, {"lr": 2})
+    Traceback (most recent call last):
+    ...
+    derl_bench.grpo.trainer.ResumeError: the run was started with different settings: lr: 1 -> 2
+    """
+    free = set(may_change)
+    changed = sorted(k for k in current.keys() | saved.keys()
+                     if k not in free and saved.get(k) != current.get(k))
+    if changed:
+        raise ResumeError("the run was started with different settings: " + ", ".join(
+            f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in changed))
+
+
 def record_config(config: TrainConfig, resume: bool) -> None:
     """Write ``config.yaml`` into the run directory; on resume, refuse a changed run."""
     path = config.run_dir / CONFIG_FILE
     current = config.to_dict()
     if resume and path.exists():
-        saved = yaml.safe_load(path.read_text()) or {}
-        changed = sorted(k for k in current.keys() | saved.keys()
-                         if k not in RESUMABLE_CHANGES and saved.get(k) != current.get(k))
-        if changed:
-            raise ResumeError("the run was started with different settings: " + ", ".join(
-                f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in changed))
+        check_unchanged(yaml.safe_load(path.read_text()) or {}, current, RESUMABLE_CHANGES)
     config.run_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(yaml.safe_dump(current, sort_keys=False))

@@ -55,7 +55,7 @@ import yaml
 
 from derl_bench.family import family_spec
 from derl_bench.grpo.advantage import group_advantages
-from derl_bench.grpo.trainer import ResumeError, make_env
+from derl_bench.grpo.trainer import ResumeError, check_unchanged, make_env
 from derl_bench.meta.config import LEARNING_METHODS, PLACEMENT_FIELDS, MetaConfig
 from derl_bench.meta.inner import check_validation_split, inner_config
 from derl_bench.meta.probe import ProbeSet, behaviour_key, probe_set
@@ -407,12 +407,7 @@ def _start(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
     if resume:
         if not saved.exists():
             raise ResumeError(f"--resume: no reward-discovery run at {out}")
-        before = yaml.safe_load(saved.read_text()) or {}
-        changed = sorted(k for k in set(before) | set(current) if k not in PLACEMENT_FIELDS
-                         and before.get(k) != current.get(k))
-        if changed:
-            raise ResumeError("the run was started with different settings: " + ", ".join(
-                f"{k} (was {before.get(k)!r}, now {current.get(k)!r})" for k in changed))
+        check_unchanged(yaml.safe_load(saved.read_text()) or {}, current, PLACEMENT_FIELDS)
         if (out / STATE_FILE).exists():
             import torch
 
