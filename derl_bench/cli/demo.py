@@ -39,10 +39,10 @@ def run_demo(output: Path, workers: int = 2, small: bool = False,
              log: Any = print) -> dict[str, Any]:
     """Run the demo into ``output``; returns what it wrote to ``output/demo.json``.
     ``small`` shrinks every budget to the proxy benchmark's CI size (numbers meaningless)."""
-    from derl_bench.evaluation.record import write_json_atomic
     from derl_bench.experiments.evidence import endpoint
     from derl_bench.experiments.proxy import ProxyConfig, run_proxy
     from derl_bench.experiments.proxy import small as shrink
+    from derl_bench.files import write_json_atomic
 
     config = ProxyConfig(output=str(output), workers=workers, **DEMO)
     if small:

@@ -65,7 +65,8 @@ def _meta_reward(expression: str | None, env_id: str) -> dict[str, str] | None:
 def run(args: argparse.Namespace) -> int:
     """Run the evaluation; exit status 0 on success, 2 on bad input."""
     from derl_bench.evaluation import PolicyError, ProtocolError, adapter_for, evaluate
-    from derl_bench.evaluation.record import file_sha256, write_json_atomic, write_jsonl_atomic
+    from derl_bench.evaluation.record import file_sha256
+    from derl_bench.files import write_json_atomic, write_jsonl_atomic
     from derl_bench.progress import progress_bar
 
     if args.num_envs < 1 or (args.limit is not None and args.limit < 1):

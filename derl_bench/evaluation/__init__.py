@@ -29,9 +29,10 @@ from derl_bench.evaluation.policies import (
     load_policy,
 )
 from derl_bench.evaluation.protocol import EvalSet, LevelSpec, ProtocolError, sample_entries
-from derl_bench.evaluation.record import build_record, summarize, write_json_atomic
+from derl_bench.evaluation.record import build_record, summarize
 from derl_bench.evaluation.runner import EpisodeResult, run_episodes
 from derl_bench.evaluation.schema import REPORTED_NOTE, RESULT_SCHEMA, SCHEMA_VERSION, schema_errors
+from derl_bench.files import write_json_atomic
 
 
 def evaluate(

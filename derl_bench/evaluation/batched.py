@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.evaluation.families import adapter_for
-from derl_bench.evaluation.record import build_record, meta_reward_block, write_json_atomic
+from derl_bench.evaluation.record import build_record, meta_reward_block
 from derl_bench.evaluation.runner import EpisodeResult
+from derl_bench.files import write_json_atomic
 
 BATCH = 256
 

@@ -22,6 +22,7 @@ from derl_bench.evaluation.families import adapter_for
 from derl_bench.evaluation.protocol import EvalSet, draw_rule
 from derl_bench.evaluation.runner import EpisodeResult
 from derl_bench.evaluation.schema import SCHEMA_VERSION, binomial_se
+from derl_bench.files import write_text_atomic
 
 SEED_RULE = "episode i of the eval set uses seed base + i"
 _PACKAGES = ("gymnasium", "alfworld", "textworld", "scienceworld", "math-verify", "torch",
@@ -178,31 +179,6 @@ def run_setup(eval_set: Mapping[str, Any], episodes: int, step_cap: int,
             "unknown": {} if checkpoint else {"checkpoint": CHECKPOINT_NOT_STATED}}
 
 
-def write_json_atomic(path: str | Path, payload: Any) -> None:
-    """Write JSON through a temporary file and a rename, so no reader sees half a file."""
-    write_text_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` through a temporary file and a rename (see :func:`write_json_atomic`)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_jsonl_atomic(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Write one JSON object per line, atomically (see :func:`write_json_atomic`)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-
-
 RUN_HERE_FILE = "run-here.txt"
 """In a leaderboards folder: the digests of the ``run`` records the project made itself; any
 other ``run`` record on a board was submitted."""
@@ -243,9 +219,7 @@ def mark_run_here(boards: str | Path, files: Sequence[str | Path]) -> Path:
     lines = ["# Result records the project ran itself (derl-bench leaderboard run-here)."]
     lines += [f"{digest}  {name}" for name, digest in sorted(listed.items())]
     target = boards / RUN_HERE_FILE
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
+    write_text_atomic(target, "\n".join(lines) + "\n")
     return target
 
 

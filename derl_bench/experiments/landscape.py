@@ -34,7 +34,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from derl_bench.evaluation.record import write_json_atomic, write_text_atomic
 from derl_bench.experiments.proxy import (
     ENV_ID,
     HAND_MADE,
@@ -44,6 +43,7 @@ from derl_bench.experiments.proxy import (
     base_model,
 )
 from derl_bench.experiments.stats import mean_sd, paired_difference
+from derl_bench.files import write_json_atomic, write_text_atomic
 
 
 @dataclass

@@ -53,8 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from derl_bench.evaluation.record import write_text_atomic
 from derl_bench.experiments.stats import mean_ci, mean_sd, paired_difference
+from derl_bench.files import write_text_atomic
 from derl_bench.meta.config import MetaConfig
 from derl_bench.meta.probe import ProbeSet, probe_set
 from derl_bench.reward import MetaReward, MetaRewardError, compile_reward, primitive_set

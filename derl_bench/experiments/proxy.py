@@ -41,7 +41,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from derl_bench.evaluation.record import write_json_atomic, write_jsonl_atomic, write_text_atomic
 from derl_bench.experiments.evidence import (
     comparisons,
     endpoint,
@@ -50,6 +49,7 @@ from derl_bench.experiments.evidence import (
     plot_optimizer,
     plot_scores,
 )
+from derl_bench.files import write_json_atomic, write_jsonl_atomic, write_text_atomic
 from derl_bench.reward import primitive_set
 
 HAND_MADE: dict[str, str] = {

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from derl_bench.files import write_jsonl_atomic
+
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "learning_curve.png"
 
@@ -40,9 +42,7 @@ class RunLogger:
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=start_step)
 
     def _rewrite(self) -> None:
-        tmp = self.run_dir / (METRICS_FILE + ".tmp")
-        tmp.write_text("".join(json.dumps(m) + "\n" for m in self.history))
-        tmp.replace(self.run_dir / METRICS_FILE)
+        write_jsonl_atomic(self.run_dir / METRICS_FILE, self.history)
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Record one training step."""

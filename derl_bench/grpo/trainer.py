@@ -27,6 +27,7 @@ import torch
 import yaml
 
 from derl_bench.family import FamilySpec, family_spec
+from derl_bench.files import write_text_atomic
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.checkpoint import (
     latest_checkpoint,
@@ -97,10 +98,7 @@ def record_config(config: TrainConfig, resume: bool) -> None:
     current = config.to_dict()
     if resume and path.exists():
         check_unchanged(yaml.safe_load(path.read_text()) or {}, current, RESUMABLE_CHANGES)
-    config.run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(current, sort_keys=False))
-    tmp.replace(path)
+    write_text_atomic(path, yaml.safe_dump(current, sort_keys=False))
 
 
 def initial_model_path(config: TrainConfig) -> str:

@@ -54,6 +54,7 @@ import numpy as np
 import yaml
 
 from derl_bench.family import family_spec
+from derl_bench.files import write_json_atomic, write_jsonl_atomic
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.trainer import ResumeError, check_unchanged, make_env
 from derl_bench.meta.config import LEARNING_METHODS, PLACEMENT_FIELDS, MetaConfig
@@ -123,12 +124,6 @@ def make_proposer(config: MetaConfig, domain: str, warm_start: bool = True) -> A
                              seed=config.seed, corpus=config.optimizer_cold_start,
                              cache=config.optimizer_cache)
     return optimizer
-
-
-def _write_json(path: Path, value: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
 
 
 def _plot(path: Path, generations: list[dict[str, Any]], title: str) -> None:
@@ -423,10 +418,8 @@ def _start(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
     if state is None:
         log.unlink(missing_ok=True)
     else:
-        kept = [r for r in _read_log(log) if r["generation"] <= state["generation"]]
-        tmp = log.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in kept))
-        os.replace(tmp, log)
+        write_jsonl_atomic(log, [r for r in _read_log(log)
+                                 if r["generation"] <= state["generation"]])
     return state
 
 
@@ -514,7 +507,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
         _write_summary(config, result, domain)
         _plot(out / "curve.png", result.generations, f"{config.name} ({config.method})")
         rows = structure_table(result.candidates)
-        _write_json(out / "structure.json", rows)
+        write_json_atomic(out / "structure.json", rows)
         _plot_structure(out / "structure.png", rows)
     if config.method in LEARNING_METHODS:
         proposer.save(out / "meta-optimizer")
@@ -555,7 +548,7 @@ def _warm_start_model(config: MetaConfig, result: MetaResult, generation: int) -
 
 
 def _write_summary(config: MetaConfig, result: MetaResult, domain: str) -> None:
-    _write_json(config.run_dir / "summary.json", {
+    write_json_atomic(config.run_dir / "summary.json", {
         "name": config.name, "method": config.method, "env_id": domain,
         "domain": family_spec(domain).domain,
         "best_expr": result.best_expr,
