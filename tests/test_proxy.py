@@ -134,3 +134,17 @@ def test_the_optimizer_recipe_reaches_only_the_meta_optimizers_methods(tmp_path)
     assert derl.inner.reward_semantics == "derl" and derl.outer_steps == 20
     randoms = _meta_config(config, "random", 0, "tiny", tmp_path)
     assert randoms.protocol == "derl" and randoms.inner.reward_semantics != "derl-official"
+
+
+def test_the_small_landscape_writes_its_table_plot_and_verdict(tmp_path):
+    from derl_bench.cli import main
+
+    out, board = tmp_path / "proxy", tmp_path / "board"
+    assert main(["proxy", "--landscape", "--small", "--output", str(out),
+                 "--records", str(board)]) == 0
+    found = json.loads((board / "evidence" / "landscape.json").read_text())
+    assert len(found["random"]) == 4 and set(found["hand_made"]) == set(HAND_MADE)
+    assert found["best_hand_made"] in HAND_MADE.values()
+    assert all(len(c["scores"]) == 1 for c in found["confirm"])
+    assert (board / "evidence" / "landscape.png").stat().st_size > 0
+    assert "measurably better" in (board / "evidence" / "landscape.md").read_text()

@@ -163,31 +163,46 @@ def run_landscape(config: LandscapeConfig, log: Any = print) -> dict[str, Any]:
     randoms = sorted((_entry(e, config.seeds, scores) for e in exprs),
                      key=lambda r: -r["mean"])
     hand_rows = {name: _entry(expr, config.seeds, scores) for name, expr in HAND_MADE.items()}
-    best_hand = max(hand_rows, key=lambda n: hand_rows[n]["mean"])
     top = [r["expr"] for r in randoms[:config.confirm_top]]
-    log(f"confirming the top {len(top)} on fresh seeds {config.confirm_seeds} against the "
+    log(f"confirming the top {len(top)} on fresh seeds {config.confirm_seeds} beside the "
         f"hand-made rewards")
     fresh = _run_jobs(config, model,
                       _jobs(top + hand, config.confirm_seeds, size, out, "confirm"), log)
-    reference = [fresh[HAND_MADE[best_hand], s] for s in config.confirm_seeds]
-    confirm = []
-    for expr in top + hand:
-        values = [fresh[expr, s] for s in config.confirm_seeds]
-        confirm.append({"expr": expr, "scores": values,
-                        "mean": round(sum(values) / len(values), 4),
-                        "minus_best_hand_made": paired_difference(values, reference)})
-    beats = [c["expr"] for c in confirm[:len(top)] if c["minus_best_hand_made"]["ci_low"] > 0]
+    confirm = [{"expr": expr, "hand_made": expr in hand,
+                "scores": [fresh[expr, s] for s in config.confirm_seeds]} for expr in top + hand]
     result = {
         "env_id": ENV_ID, "config": _jsonable(config), "drawn": drawn,
         "validation_episodes": proxy.validation_episodes,
-        "hand_made": hand_rows, "best_hand_made": best_hand, "random": randoms,
-        "confirm": confirm, "measurably_better": beats,
+        "hand_made": hand_rows, "random": randoms, "confirm": confirm,
         "wall_time_s": round(time.perf_counter() - started, 1),
     }
+    result.update(judge(confirm))
     write_json_atomic(out / "landscape.json", result)
     plot_landscape(result, out / "landscape.png")
     write_text_atomic(out / "landscape.md", landscape_markdown(result))
     return result
+
+
+def judge(confirm: list[dict[str, Any]]) -> dict[str, Any]:
+    """From the confirmation runs (fresh seeds): every reward's mean and its paired difference
+    with each hand-made reward; the best hand-made reward (highest fresh mean); and the random
+    rewards *measurably better than every hand-made reward* (each interval above 0).
+
+    >>> found = judge([{"expr": "a", "hand_made": False, "scores": [0.3, 0.4, 0.5]},
+    ...                {"expr": "h", "hand_made": True, "scores": [0.1, 0.1, 0.2]}])
+    >>> found["best_hand_made"], found["measurably_better"]
+    ('h', ['a'])
+    """
+    hand = {c["expr"]: c["scores"] for c in confirm if c["hand_made"]}
+    rows = []
+    for c in confirm:
+        rows.append({**c, "mean": round(sum(c["scores"]) / len(c["scores"]), 4),
+                     "minus": {h: paired_difference(c["scores"], scores)
+                               for h, scores in hand.items() if h != c["expr"]}})
+    best = max(hand, key=lambda h: sum(hand[h]) / len(hand[h]))
+    beats = [r["expr"] for r in rows if not r["hand_made"]
+             and all(d["ci_low"] > 0 for d in r["minus"].values())]
+    return {"confirm": rows, "best_hand_made": best, "measurably_better": beats}
 
 
 def _jsonable(config: LandscapeConfig) -> dict[str, Any]:
@@ -206,9 +221,10 @@ def plot_landscape(result: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.4))
     ax.hist([100 * r["mean"] for r in result["random"]], bins=30, color="0.6",
             label=f"{len(result['random'])} random rewards")
-    for (name, row), colour in zip(result["hand_made"].items(), ("C0", "C1", "C2", "C3"),
-                                   strict=False):
-        ax.axvline(100 * row["mean"], color=colour, linestyle="--", label=name)
+    # Hand-made rewards often tie: each line its own colour and dash, so none hides another.
+    for (name, row), colour, dash in zip(result["hand_made"].items(), ("C0", "C1", "C2", "C3"),
+                                         ("--", ":", "-.", (0, (5, 1))), strict=False):
+        ax.axvline(100 * row["mean"], color=colour, linestyle=dash, linewidth=2, label=name)
     ax.set_xlabel(f"validation success, % (mean of {len(result['config']['seeds'])} seeds)")
     ax.set_ylabel("rewards")
     ax.legend(fontsize=7)
@@ -241,30 +257,40 @@ def landscape_markdown(result: dict[str, Any]) -> str:
     for name, row in result["hand_made"].items():
         lines.append(f"| {name} (`{row['expr']}`) | {100 * row['mean']:.1f} | "
                      + ", ".join(f"{100 * v:.1f}" for v in row["scores"]) + " |")
-    share = sum(r["mean"] > result["hand_made"][result["best_hand_made"]]["mean"]
-                for r in randoms) / len(randoms)
+    best_stage1 = max(r["mean"] for r in result["hand_made"].values())
+    share = sum(r["mean"] > best_stage1 for r in randoms) / len(randoms)
+    hand = [c["expr"] for c in result["confirm"] if c["hand_made"]]
     lines += [
         "",
         f"{100 * share:.0f}% of the random rewards have a higher {len(config['seeds'])}-seed "
-        f"mean than the best hand-made reward (`{result['best_hand_made']}`); that maximum "
-        "over noisy means is biased upward, so the best of them were trained again on fresh "
-        f"seeds ({fresh}), paired by seed with every hand-made reward:",
+        "mean than the best hand-made reward. That maximum over noisy means is biased upward, "
+        f"so the {config['confirm_top']} best were trained again on fresh seeds ({fresh}) "
+        "beside every hand-made reward; the difference with each hand-made reward is paired "
+        "by seed (points, 95% t interval):",
         "",
-        f"| reward | mean validation, % (seeds {fresh}) | minus {result['best_hand_made']}, "
-        "points [95% CI] | MDE |",
-        "|---|---|---|---|",
+        f"| reward | mean validation, % (seeds {fresh}) | "
+        + " | ".join(f"minus `{h}`" for h in hand) + " |",
+        "|---|---|" + "---|" * len(hand),
     ]
     for row in result["confirm"]:
-        d = row["minus_best_hand_made"]
-        lines.append(f"| `{row['expr']}` | {100 * row['mean']:.1f} | "
-                     f"{100 * d['mean']:+.1f} [{100 * d['ci_low']:+.1f}, "
-                     f"{100 * d['ci_high']:+.1f}] | {100 * d['mde']:.1f} |")
+        cells = []
+        for h in hand:
+            d = row["minus"].get(h)
+            cells.append("–" if d is None else
+                         f"{100 * d['mean']:+.1f} [{100 * d['ci_low']:+.1f}, "
+                         f"{100 * d['ci_high']:+.1f}]")
+        lines.append(f"| `{row['expr']}` | {100 * row['mean']:.1f} | " + " | ".join(cells)
+                     + " |")
     better = result["measurably_better"]
-    lines += ["", ("Measurably better than the best hand-made reward (interval above 0): "
-                   + ", ".join(f"`{e}`" for e in better)) if better else
-              "No random reward is measurably better than the best hand-made reward."]
+    lines += ["", f"The best hand-made reward on the fresh seeds: `{result['best_hand_made']}`. "
+              + (("Measurably better than every hand-made reward (every interval above 0): "
+                  + ", ".join(f"`{e}`" for e in better) + ".") if better else
+                 "No random reward is measurably better than every hand-made reward (an "
+                 "interval above 0 against each)."),
+              f"Each interval is a single 95% interval, not corrected for the "
+              f"{config['confirm_top']} rewards compared."]
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["LandscapeConfig", "draw_rewards", "landscape_markdown", "plot_landscape",
+__all__ = ["LandscapeConfig", "draw_rewards", "judge", "landscape_markdown", "plot_landscape",
            "run_landscape", "score_rewards"]
