@@ -16,7 +16,7 @@ import sys
 import time
 
 from derl_bench.envs.scienceworld import ScienceWorldEnv
-from derl_bench.envs.scienceworld_splits import simulator_variations
+from derl_bench.envs.scienceworld.splits import simulator_variations
 
 
 def replay(env: ScienceWorldEnv, task: str, variation: int) -> dict[str, object]:

@@ -57,16 +57,6 @@ def load_card(family: str) -> dict[str, Any]:
     return meta
 
 
-@functools.cache
-def id_families() -> dict[str, str]:
-    """Every env id a card defines -> that card's family.
-
-    >>> id_families()["derl/ALFWorld-v0"]
-    'alfworld'
-    """
-    return {env_id: fam for fam in card_families() for env_id in load_card(fam).get("ids", {})}
-
-
 def sha256_lines(lines: list[str]) -> str:
     """The checksum of a manifest: sha256 over its entries joined by newlines."""
     return hashlib.sha256(("\n".join(lines) + "\n").encode("utf-8")).hexdigest()

@@ -126,7 +126,7 @@ def toy_cards(tmp_path, monkeypatch):
     fake.mkdir()
     (fake / "toy.md").write_text(TOY_CARD)
     (fake / "alfworld.md").write_text((REPO / "envs" / "alfworld.md").read_text())
-    caches = [cards.load_card, cards.id_families, family.family_specs, family._id_index,
+    caches = [cards.load_card, family.family_specs, family._id_index,
               family._benchmark_index]
     monkeypatch.setattr(cards, "cards_dir", lambda: fake)
     for cache in caches:

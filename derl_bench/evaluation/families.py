@@ -268,7 +268,7 @@ class ALFWorldAdapter(FamilyAdapter):
         return {"game": entry}
 
     def task_type(self, entry: str, info: Mapping[str, Any]) -> str:
-        from derl_bench.envs.alfworld_games import task_type
+        from derl_bench.envs.alfworld.games import task_type
 
         return task_type(entry)
 
@@ -284,7 +284,7 @@ class ALFWorldAdapter(FamilyAdapter):
 
     def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
         from derl_bench.data.download import tree_sha256
-        from derl_bench.envs.alfworld_games import game_path, games_root
+        from derl_bench.envs.alfworld.games import game_path, games_root
 
         root = games_root()
         files = [game_path(entry) for entry in eval_set.entries]

@@ -21,7 +21,6 @@ import gymnasium as gym
 from derl_bench.policies import Generation, LLMPolicy
 from derl_bench.policies.session import (
     AgentSession,
-    admissible_actions,
     observation_text,
     task_description,
 )
@@ -116,7 +115,6 @@ def _summary(info: Mapping[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
-    "admissible_actions",  # re-exported from derl_bench.policies.session for older importers
     "grade_single_step",
     "rollout_multi_turn",
     "rollout_single_step",
