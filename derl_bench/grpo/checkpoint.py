@@ -8,7 +8,6 @@ temporary name and renamed, so a crash never leaves a half checkpoint that looks
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 from pathlib import Path
@@ -38,10 +37,12 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(run_dir: str | Path, step: int, model: Any, tokenizer: Any,
-                    optimizer: torch.optim.Optimizer | dict[str, Any], keep: int = 2) -> Path:
+                    optimizer: torch.optim.Optimizer | dict[str, Any] | None,
+                    keep: int = 2) -> Path:
     """Save the state after ``step`` training steps; keep the newest ``keep`` checkpoints.
 
-    ``optimizer`` is the optimiser or its ``state_dict()`` (a population member's share)."""
+    ``optimizer`` is the optimiser, its ``state_dict()`` (a population member's share), or
+    ``None`` for a checkpoint that will not resume (``TrainConfig.save_optimizer_state``)."""
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
@@ -50,7 +51,8 @@ def save_checkpoint(run_dir: str | Path, step: int, model: Any, tokenizer: Any,
     with quiet_transformers():
         model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
-    state = optimizer if isinstance(optimizer, dict) else optimizer.state_dict()
+    state = optimizer if optimizer is None or isinstance(optimizer, dict) else (
+        optimizer.state_dict())
     torch.save({"step": step, "optimizer": state, "rng": rng_state()},
                staging / STATE_FILE)
     shutil.rmtree(final, ignore_errors=True)
@@ -73,21 +75,6 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The newest complete checkpoint, or None."""
     found = list_checkpoints(run_dir)
     return found[-1] if found else None
-
-
-def drop_optimizer_state(checkpoint: str | Path) -> None:
-    """Keep a finished run's step and RNG states but not its optimiser's.
-
-    A checkpoint read only for its weights (a meta loop's inner run, scored, compared and warm
-    started from, never resumed) then costs the weights alone: AdamW's two moments are twice
-    the weights, 2 GB for a 0.5B model in bfloat16. Such a checkpoint can no longer resume."""
-    path = Path(checkpoint) / STATE_FILE
-    if not path.is_file():  # a checkpoint another trainer wrote (TRL's) keeps its own files
-        return
-    state = torch.load(path, weights_only=False, mmap=True)
-    tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
-    torch.save({"step": state["step"], "optimizer": None, "rng": state["rng"]}, tmp)
-    os.replace(tmp, path)
 
 
 def load_trainer_state(checkpoint: str | Path) -> dict[str, Any]:

@@ -454,7 +454,8 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
                 loggers[m].log(step, metrics)
                 if save:
                     save_checkpoint(config.run_dir, done, population.member(m), tokenizer,
-                                    member_optimizer_state(optimizer, m),
+                                    member_optimizer_state(optimizer, m)
+                                    if config.save_optimizer_state else None,
                                     keep=config.keep_checkpoints)
                     loggers[m].plot()
     finally:

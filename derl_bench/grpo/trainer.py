@@ -69,7 +69,7 @@ class ResumeError(RuntimeError):
 
 RESUMABLE_CHANGES = frozenset({"steps", "output_dir", "save_every", "keep_checkpoints",
                                "tensorboard", "progress", "device", "backend",
-                               "micro_batch_size", "num_threads"})
+                               "micro_batch_size", "num_threads", "save_optimizer_state"})
 """Fields a resumed run may change: none of them alters what the run learns."""
 
 
@@ -239,9 +239,9 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     if checkpoint is not None:
         state = load_trainer_state(checkpoint)
         if state["optimizer"] is None:
-            raise ConfigError(f"{checkpoint} holds no optimiser state (a finished inner run of "
-                              f"a meta loop) and cannot resume; start a new run from its "
-                              f"weights with model={checkpoint}")
+            raise ConfigError(f"{checkpoint} holds no optimiser state (save_optimizer_state: "
+                              f"false, as a meta loop's inner runs) and cannot resume; start "
+                              f"a new run from its weights with model={checkpoint}")
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         start_step = int(state["step"])
@@ -319,7 +319,8 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
                                   success=f"{metrics['success/mean']:.2f}")
             done = step + 1
             if done == config.steps or (config.save_every and done % config.save_every == 0):
-                save_checkpoint(run_dir, done, model, tokenizer, optimizer,
+                save_checkpoint(run_dir, done, model, tokenizer,
+                                optimizer if config.save_optimizer_state else None,
                                 keep=config.keep_checkpoints)
                 logger.plot()
     finally:

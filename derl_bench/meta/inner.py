@@ -20,7 +20,7 @@ import gymnasium as gym
 
 from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.family import FamilySpec, family_spec
-from derl_bench.grpo.checkpoint import drop_optimizer_state, quiet_transformers
+from derl_bench.grpo.checkpoint import quiet_transformers
 from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
 from derl_bench.grpo.dispatch import run_training
 from derl_bench.grpo.population import PopulationRun, train_population
@@ -56,8 +56,11 @@ def inner_config(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | 
     Every candidate of a search trains with the same seed (the inner recipe's, which defaults
     to the run's), so two candidates differ only in their reward; ``seed`` overrides it (the
     ``fixed`` method's repeated runs of one reward)."""
+    # An inner run is scored, compared and warm-started from, never resumed: its checkpoints
+    # need no optimiser state.
     changes: dict = {"meta_reward": expr, "name": run_dir.name, "output_dir": str(run_dir),
-                     "progress": False, "data_offset": data_offset}
+                     "progress": False, "data_offset": data_offset,
+                     "save_optimizer_state": False}
     if start_model is not None:
         changes["model"] = start_model
     if seed is not None:
@@ -191,7 +194,6 @@ def train_and_score(meta: MetaConfig, expr: str, run_dir: Path, start_model: str
         shutil.rmtree(run_dir)
     config = inner_config(meta, expr, run_dir, start_model, data_offset, seed)
     history, checkpoint = run_training(config)
-    drop_optimizer_state(checkpoint)  # inner runs always start afresh
     score, metrics = validation_score(checkpoint, meta, config)
     last_reward = float(history[-1]["reward/mean"]) if history else float("nan")
     return InnerResult(score, last_reward, checkpoint, metrics)
@@ -247,8 +249,6 @@ def train_and_score_population(meta: MetaConfig, runs: Sequence[InnerSpec],
     configs = [inner_config(meta, s.expr, s.run_dir, s.start_model, s.data_offset, s.seed)
                for s in runs]
     run = train_population(configs)
-    for checkpoint in run.checkpoints:
-        drop_optimizer_state(checkpoint)  # inner runs always start afresh
     figures = population_validation(run, meta, configs[0])
     return [InnerResult(score, float(history[-1]["reward/mean"]) if history else float("nan"),
                         checkpoint, metrics)
