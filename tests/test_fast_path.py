@@ -210,3 +210,31 @@ def test_constrained_decoding_runs_through_generate_as_on_the_lean_path(monkeypa
     assert all(set(r) <= set(allowed) and r for r in rows)
     assert rows == hf.generate(prompts * 3, sampled, logits_hook=only_allowed,
                                generator=torch.Generator().manual_seed(3))
+
+
+def test_generate_shows_the_hook_each_rows_completion_so_far(monkeypatch):
+    # The hook decides from what each row has written: token k of a completion must be
+    # cycle[k % 3] until the end token is allowed after 5 tokens. Both paths must agree.
+    model, tok = _model(seed=4)
+    eos = tok.eos_token_id
+    cycle = [5, 6, 7]
+
+    def by_position(logits, completions, active):
+        out = torch.full_like(logits, float("-inf"))
+        for row in active.tolist():
+            out[row, cycle[len(completions[row]) % 3]] = logits[row, cycle[0]]
+            if len(completions[row]) >= 5:
+                out[row, eos] = logits[row, eos]
+        return out
+
+    prompts = [[8, 9, 10], [11, 12]]
+    sampled = SamplingConfig(max_new_tokens=10, temperature=1.0)
+    lean = TransformersBackend(model, tok).generate(
+        prompts * 2, sampled, logits_hook=by_position, generator=torch.Generator().manual_seed(5))
+    monkeypatch.setenv("DERL_BENCH_LEAN", "0")
+    rows = TransformersBackend(model, tok).generate(
+        prompts * 2, sampled, logits_hook=by_position, generator=torch.Generator().manual_seed(5))
+    for row in rows + lean:
+        body = [t for t in row if t != eos]
+        assert body == [cycle[k % 3] for k in range(len(body))], row
+    assert [len(r) for r in rows] and all(len(r) >= 5 for r in rows)

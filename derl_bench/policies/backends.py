@@ -52,13 +52,27 @@ class _HookProcessor:
 
     def __init__(self, hook: Any, prompt_width: int, eos_ids: set[int],
                  pad_id: int | None) -> None:
-        self.hook, self.width, self.eos_ids, self.pad_id = hook, prompt_width, eos_ids, pad_id
+        self.hook, self.seen, self.eos_ids, self.pad_id = hook, prompt_width, eos_ids, pad_id
+        # Each row's completion so far, extended by the new columns only (one per call), so a
+        # call costs the batch, not the length so far; ``cut``: the row met its end token or a
+        # pad and takes nothing more.
+        self.completions: list[list[int]] = []
+        self.cut: list[bool] = []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
-        completions = [_cut_at_eos(row, self.eos_ids, self.pad_id)
-                       for row in input_ids[:, self.width:].tolist()]
+        if not self.completions:
+            self.completions = [[] for _ in range(input_ids.shape[0])]
+            self.cut = [False] * input_ids.shape[0]
+        for i, new in enumerate(input_ids[:, self.seen:].tolist()):
+            if not self.cut[i]:
+                tokens = _cut_at_eos(new, self.eos_ids, self.pad_id)
+                self.completions[i].extend(tokens)
+                self.cut[i] = len(tokens) < len(new) or bool(
+                    tokens and tokens[-1] in self.eos_ids)
+        self.seen = input_ids.shape[1]
+        completions = self.completions
         open_rows = [i for i, c in enumerate(completions) if not c or c[-1] not in self.eos_ids]
         active = torch.tensor(open_rows, dtype=torch.long, device=scores.device)
         masked = self.hook(scores, completions, active)
