@@ -84,3 +84,14 @@ def test_the_meta_command_exits_2_with_the_reason(env_id, split, data_root, tmp_
     err = capsys.readouterr().err
     assert f"validation_split {split!r} of {env_id} shares" in err and "optimistic" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_reasoning_gym_meta_runs_are_checked_per_task(tmp_path):
+    env_id = "derl/ReasoningGym-v0"
+    for task in ("chain_sum", "basic_arithmetic"):
+        check_validation_split(meta(env_id, None, tmp_path, env_kwargs={"task": task}))
+        levels = eval_splits(env_id, task=task)
+        assert list(levels) == ["L0", "L1", "L2"] and levels["L1"]["task"] == task
+    with pytest.raises(EvalSplitOverlapError, match="with the L0 eval set"):
+        check_validation_split(meta(env_id, "eval", tmp_path,
+                                    env_kwargs={"task": "basic_arithmetic"}))

@@ -15,6 +15,7 @@ different splits of one env are comparable, so two splits overlap exactly when t
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from derl_bench.cards import load_card, read_manifest
@@ -37,11 +38,25 @@ def _math_dataset(spec: FamilySpec, env_id: str) -> tuple[str, dict[str, Any]]:
     return dataset, load_card("math")["datasets"][dataset]
 
 
-def eval_splits(env_id: str) -> dict[str, dict[str, str]]:
+def _env_class(spec: FamilySpec, env_id: str) -> Any:
+    try:
+        entry = spec.env(env_id)
+    except UnknownFamilyError:
+        entry = next(iter(spec.ids.values()))
+    module, _, name = entry.entry_point.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def eval_splits(env_id: str, **env_kwargs: Any) -> dict[str, dict[str, str]]:
     """Each level's eval set as env kwargs (``split``, and ``level`` for agents), from the card:
     the math datasets' ``eval_split`` (or ``levels``), Arithmetic's ``levels``, and
-    ``split="eval"`` at every level of the agent cards."""
+    ``split="eval"`` at every level of the agent cards. An env class that defines
+    ``eval_sets(**kwargs)`` says it itself, given the env's kwargs (``env_kwargs`` over the
+    card's): reasoning-gym's eval sets depend on the task."""
     spec = family_spec(env_id)
+    env_cls = _env_class(spec, env_id)
+    if hasattr(env_cls, "eval_sets"):
+        return env_cls.eval_sets(**{**_card_kwargs(spec, env_id), **env_kwargs})
     if spec.multi_turn:
         return {str(level): {"level": str(level), "split": AGENT_EVAL_SPLIT}
                 for level in load_card(spec.name)["levels"]}
@@ -53,10 +68,19 @@ def eval_splits(env_id: str) -> dict[str, dict[str, str]]:
     return {str(level): {"split": str(split)} for level, split in levels.items()}
 
 
-def split_items(env_id: str, split: str, level: str | None = None) -> list[str]:
+def split_items(env_id: str, split: str, level: str | None = None, **env_kwargs: Any,
+                ) -> list[str]:
     """The item ids of ``split`` (at ``level``, for the agents: default the card's), in the
-    order the env plays them by index. Raises ``ValueError`` for a split the env lacks."""
+    order the env plays them by index; an env class that defines ``item_ids(**kwargs)`` lists
+    them itself from the env's kwargs (``env_kwargs`` over the card's). Raises ``ValueError``
+    for a split the env lacks."""
     spec = family_spec(env_id)
+    env_cls = _env_class(spec, env_id)
+    if hasattr(env_cls, "item_ids"):
+        kwargs = {**_card_kwargs(spec, env_id), **env_kwargs, "split": split}
+        if level is not None:
+            kwargs["level"] = level
+        return list(env_cls.item_ids(**kwargs))
     if spec.multi_turn:
         level = level or str(_card_kwargs(spec, env_id).get("level", "L0"))
         manifests = load_card(spec.name).get("manifests") or {}

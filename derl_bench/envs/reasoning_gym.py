@@ -209,6 +209,20 @@ class ReasoningGymEnv(ProblemEnv):
         self.action_space = text_space(1 << 20)
         self._score = 0.0
 
+    @classmethod
+    def item_ids(cls, task: str = "chain_sum", level: str = "L0", split: str = "train",
+                 config: Mapping[str, Any] | None = None, **_: Any) -> list[str]:
+        """The problem ids of a slice, in play order (:mod:`derl_bench.envs.items`)."""
+        return [p.problem_id for p in generate(task, level, split, config)]
+
+    @classmethod
+    def eval_sets(cls, task: str = "chain_sum", config: Mapping[str, Any] | None = None,
+                  **_: Any) -> dict[str, dict[str, Any]]:
+        """Each level's eval set of ``task`` as env kwargs (:mod:`derl_bench.envs.items`)."""
+        extra = {"config": dict(config)} if config else {}
+        return {level: {"split": "eval", "level": level, "task": task, **extra}
+                for level in LEVELS}
+
     def _info(self) -> dict[str, Any]:
         return {**super()._info(), "task": self.task, "level": self.level,
                 "problem_type": self.problem.kind}

@@ -92,14 +92,15 @@ def check_validation_split(meta: MetaConfig) -> None:
     """
     env_id = meta.inner.env_id
     kwargs = validation_config(meta, meta.inner).env_make_kwargs()
-    split, level = str(kwargs["split"]), kwargs.get("level")
+    split, level = str(kwargs.pop("split")), kwargs.pop("level", None)
     try:
-        chosen = set(split_items(env_id, split, level))
+        chosen = set(split_items(env_id, split, level, **kwargs))
     except (ValueError, KeyError) as err:
         raise ConfigError(f"validation_split {split!r} of {env_id}: {err}") from None
-    for eval_level, eval_kwargs in eval_splits(env_id).items():
-        shared = chosen.intersection(
-            split_items(env_id, eval_kwargs["split"], eval_kwargs.get("level")))
+    for eval_level, eval_kwargs in eval_splits(env_id, **kwargs).items():
+        rest = dict(eval_kwargs)
+        shared = chosen.intersection(split_items(
+            env_id, rest.pop("split"), rest.pop("level", None), **{**kwargs, **rest}))
         if shared:
             where = ", ".join(f"{k}={v}" for k, v in eval_kwargs.items())
             raise EvalSplitOverlapError(
