@@ -13,6 +13,14 @@ validation score of those proposals, over seeds. Usage::
     python scripts/structure_by_semantics.py official=runs/official-semantics \\
         derl=runs/derl-semantics
 
+With ``--corpus OUT K``, it trains instead a fixed set of rewards under both semantics: the
+first ``K`` formulas of each structure class among the DERL paper's cold-start formulas that
+compile under both, with the proxy's inner recipe and base policy (from ``OUT``, a proxy output
+folder), inner seeds 0 and 1, each scored on the 1,000 validation problems; it prints each
+class's mean score under each semantics and the difference, paired by formula and seed::
+
+    python scripts/structure_by_semantics.py --corpus runs/proxy 8
+
 docs/meta-loop.md reports the result.
 """
 
@@ -75,7 +83,70 @@ def markdown(labelled: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def corpus_comparison(out: Path, per_class: int, seeds: tuple[int, ...] = (0, 1),
+                      ) -> dict[str, Any]:
+    """Train the first ``per_class`` corpus formulas of each structure class under both
+    semantics (see the module docstring) and compare their scores per class."""
+    from dataclasses import replace
+
+    from derl_bench.data.corpus import cold_start_formulas
+    from derl_bench.experiments.landscape import LandscapeConfig, score_jobs
+    from derl_bench.experiments.proxy import ENV_ID, ProxyConfig
+    from derl_bench.experiments.stats import paired_difference
+    from derl_bench.reward import MetaRewardError, compile_reward
+
+    chosen: dict[str, list[str]] = {kind: [] for kind in STRUCTURES}
+    for formula in cold_start_formulas():
+        try:
+            kind = compile_reward(formula, domain=ENV_ID).structure.kind
+            compile_reward(formula, domain=ENV_ID, semantics="derl-official")
+        except MetaRewardError:
+            continue
+        if len(chosen[kind]) < per_class and formula not in chosen[kind]:
+            chosen[kind].append(formula)
+    formulas = [f for kind in STRUCTURES for f in chosen[kind]]
+    scores = {}
+    for semantics in ("derl", "derl-official"):
+        base = ProxyConfig(output=str(out))
+        config = replace(base, inner={**base.inner, "reward_semantics": semantics})
+        jobs = [(formulas[i:i + 8], seed, out / "semantics" / f"{semantics}-s{seed}-{i // 8}")
+                for seed in seeds for i in range(0, len(formulas), 8)]
+        found = score_jobs(LandscapeConfig(proxy=config), str(out / "base-model"), jobs, print)
+        scores[semantics] = {f"{expr}|{seed}": v for (expr, seed), v in found.items()}
+    table = {}
+    for kind in STRUCTURES:
+        keys = [f"{f}|{s}" for f in chosen[kind] for s in seeds]
+        if not keys:
+            continue
+        derl = [scores["derl"][k] for k in keys]
+        official = [scores["derl-official"][k] for k in keys]
+        table[kind] = {"formulas": chosen[kind], "derl": sum(derl) / len(derl),
+                       "official": sum(official) / len(official),
+                       "official_minus_derl": paired_difference(official, derl)}
+    return {"seeds": list(seeds), "per_class": per_class, "table": table, "scores": scores}
+
+
+def corpus_markdown(found: dict[str, Any]) -> str:
+    """The corpus comparison as a table."""
+    lines = ["| structure | formulas | mean score, derl semantics, % | official semantics, % | "
+             "official − derl, points [95% CI] |", "|---|---|---|---|---|"]
+    for kind, row in found["table"].items():
+        d = row["official_minus_derl"]
+        lines.append(f"| {kind} | {len(row['formulas'])} | {100 * row['derl']:.1f} | "
+                     f"{100 * row['official']:.1f} | {100 * d['mean']:+.1f} "
+                     f"[{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}] |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--corpus"] and len(argv) == 3:
+        from derl_bench.files import write_json_atomic
+
+        out = Path(argv[1])
+        found = corpus_comparison(out, int(argv[2]))
+        write_json_atomic(out / "semantics-corpus.json", found)
+        print(corpus_markdown(found))
+        return 0
     if not argv or any("=" not in a for a in argv):
         print(__doc__, file=sys.stderr)
         return 2

@@ -124,8 +124,10 @@ def _jobs(exprs: list[str], seeds: list[int], size: int, out: Path, stage: str,
             for seed in seeds for i in range(0, len(exprs), size)]
 
 
-def _run_jobs(config: LandscapeConfig, model: str, jobs: list[tuple[list[str], int, Path]],
-              log: Any) -> dict[tuple[str, int], float]:
+def score_jobs(config: LandscapeConfig, model: str, jobs: list[tuple[list[str], int, Path]],
+               log: Any) -> dict[tuple[str, int], float]:
+    """Score every ``(rewards, inner seed, folder)`` job (:func:`score_rewards`), as many at
+    once as the proxy has workers; returns each ``(reward, seed)``'s validation score."""
     scores: dict[tuple[str, int], float] = {}
     workers = config.proxy.workers
     context = multiprocessing.get_context("spawn")
@@ -159,14 +161,14 @@ def run_landscape(config: LandscapeConfig, log: Any = print) -> dict[str, Any]:
     size = int(proxy.population)
     log(f"landscape: {len(exprs)} random rewards ({drawn['draws']} draws) and {len(hand)} "
         f"hand-made, seeds {config.seeds}")
-    scores = _run_jobs(config, model, _jobs(exprs + hand, config.seeds, size, out, "draw"), log)
+    scores = score_jobs(config, model, _jobs(exprs + hand, config.seeds, size, out, "draw"), log)
     randoms = sorted((_entry(e, config.seeds, scores) for e in exprs),
                      key=lambda r: -r["mean"])
     hand_rows = {name: _entry(expr, config.seeds, scores) for name, expr in HAND_MADE.items()}
     top = [r["expr"] for r in randoms[:config.confirm_top]]
     log(f"confirming the top {len(top)} on fresh seeds {config.confirm_seeds} beside the "
         f"hand-made rewards")
-    fresh = _run_jobs(config, model,
+    fresh = score_jobs(config, model,
                       _jobs(top + hand, config.confirm_seeds, size, out, "confirm"), log)
     confirm = [{"expr": expr, "hand_made": expr in hand,
                 "scores": [fresh[expr, s] for s in config.confirm_seeds]} for expr in top + hand]
@@ -293,4 +295,4 @@ def landscape_markdown(result: dict[str, Any]) -> str:
 
 
 __all__ = ["LandscapeConfig", "draw_rewards", "judge", "landscape_markdown", "plot_landscape",
-           "run_landscape", "score_rewards"]
+           "run_landscape", "score_jobs", "score_rewards"]
