@@ -194,7 +194,10 @@ def plot_optimizer(table: dict[str, list[dict[str, Any]]], path: Path) -> None:
     left.set_xlabel("generation")
     left.set_ylabel("mean |advantage|")
     right.set_xlabel("generation")
-    right.set_ylabel("KL per token")
+    # A converged Meta-Optimizer sits hundreds of nats from its cold start on its own tokens,
+    # while an update moves it by thousandths: only a log scale shows both.
+    right.set_yscale("symlog", linthresh=1e-3)
+    right.set_ylabel("KL per token (symmetric log scale)")
     left.legend(fontsize=7)
     right.legend(fontsize=6)
     fig.tight_layout()
