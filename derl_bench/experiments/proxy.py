@@ -12,20 +12,27 @@ Methods (each run for every seed):
   (each generation continues from the best policy so far), since part of what DERL-pop gains
   over a cold-started method is that warm start alone.
 
-Every inner run has the same recipe (``inner``) and starts from the same base policy: the tiny
-model fine-tuned on the env's reference solutions (:func:`base_model`), so it starts with low
-but non-zero competence and often misses the answer format. Every method gets the same budget,
-``outer_steps * population`` inner runs, and keeps its best policy by validation: a search
-method over the rewards it proposes, a hand-made reward over as many runs of itself with
-different seeds (so selection on noisy validation scores helps every method alike). Each
-method's final policy is evaluated on L0/L1/L2 (the card's eval splits, greedy decoding);
-results are mean ± SE over seeds.
+The full benchmark (the defaults, :data:`PAPER_BUDGET`) runs DERL, ``derl-frozen``, random
+search, island evolution and the best hand-made reward at the official DERL code's budget, 20
+generations x 8, for seeds 0-4. Every inner run has the same recipe (``inner``) and starts from
+the same base policy: the tiny model fine-tuned on the env's reference solutions
+(:func:`base_model`), so it starts with low but non-zero competence and often misses the answer
+format. Inner run k of a seed trains with the same inner seed in every method (common random
+numbers, :func:`~derl_bench.meta.search.slot_seed`): a hand-made reward spends its runs on
+itself, a search method on the rewards it proposes, and a proposal that repeats an earlier
+reward's behaviour keeps that run's score. Each method keeps its best policy by validation
+(1,000 problems) and evaluates it on L0/L1/L2 (the card's eval splits, greedy decoding).
 
-    derl-bench proxy --output runs/proxy                  # the full benchmark
+The primary endpoint, stated in ``docs/proxy.md`` before the paper-budget run, is the
+proposals' mean validation score over generations ``endpoint_from`` onwards, DERL minus each
+other method paired by seed (:mod:`derl_bench.experiments.evidence`)::
+
+    derl-bench proxy --output runs/proxy --records leaderboards/arithmetic  # the full benchmark
     derl-bench proxy --small --output runs/proxy-small    # the CI-sized version
 
-Outputs: ``results.json`` (every figure), ``curves.png`` (validation success per generation),
-per-run folders, and result records (``--records DIR``, e.g. ``leaderboards/arithmetic``).
+Outputs: ``results.json`` (every figure, every run's generations and proposals), the plots of
+:data:`FIGURES`, per-run folders, and with ``--records DIR`` the result records plus the
+per-generation evidence in ``DIR/evidence/``.
 """
 
 from __future__ import annotations
