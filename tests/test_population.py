@@ -279,8 +279,11 @@ def test_which_recipes_train_as_populations(tmp_path):
 
 
 def _generation(tmp_path: Path, batch_inner: str) -> list[dict]:
+    # The tiny model's initial weights follow the inner seed: one seed for every candidate
+    # (inner_seeds: run) gives them one start model, so they can train as one population.
     config = MetaConfig(name="g", method="random", outer_steps=1, population=3,
                         validation_episodes=6, validation_temperature=1.0, seed=4,
+                        inner_seeds="run",
                         inner={"env_id": ENV, "model": "tiny", "steps": 2, "group_size": 4,
                                "prompts_per_step": 2, "max_new_tokens": 8,
                                "learning_rate": 1e-2, "tensorboard": False},
@@ -292,6 +295,9 @@ def _generation(tmp_path: Path, batch_inner: str) -> list[dict]:
 def test_a_generation_scores_the_same_batched_or_not(tmp_path):
     together, apart = _generation(tmp_path, "true"), _generation(tmp_path, "false")
     assert not list((tmp_path / "true").rglob("*.error.log")), "the population must not fail"
+    workers = {c["worker"] for c in together}
+    assert len(workers) == 1 and all(c["seconds"] == together[0]["seconds"] for c in together), \
+        "the three candidates trained as one population"
     for a, b in zip(together, apart, strict=True):
         assert a["expr"] == b["expr"] and a["status"] == b["status"] == "scored"
         assert a["score"] == b["score"] and a["validation"] == b["validation"]

@@ -175,7 +175,9 @@ class MetaConfig:
     every candidate with the inner recipe's seed, so candidates differ only in their reward.
     Under either, a proposal that repeats one already trained (same behaviour, same start) is
     not trained again and keeps its first run's score; only ``fixed``, whose point is fresh
-    seeds for one reward, trains every slot."""
+    seeds for one reward, trains every slot. With ``model: tiny`` the seed also builds the
+    initial weights, so under ``slot`` every candidate starts from its own initialisation and
+    none train as one population (``batch_inner``); give a model path, or ``run``, to batch."""
 
     islands: int = 2
     """``revolve``: number of islands; each keeps ``population`` members."""
