@@ -53,9 +53,9 @@ def inner_config(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | 
                  data_offset: int = 0, seed: int | None = None) -> TrainConfig:
     """The inner run's TrainConfig: the meta recipe's ``inner`` with this candidate's reward.
 
-    Every candidate of a search trains with the same seed (the inner recipe's, which defaults
-    to the run's), so two candidates differ only in their reward; ``seed`` overrides it (the
-    ``fixed`` method's repeated runs of one reward)."""
+    ``seed`` is the candidate's inner seed (its slot's, or the one ``fixed`` names: see
+    :attr:`MetaConfig.inner_seeds`); ``None`` keeps the inner recipe's, which defaults to the
+    run's."""
     # An inner run is scored, compared and warm-started from, never resumed: its checkpoints
     # need no optimiser state.
     changes: dict = {"meta_reward": expr, "name": run_dir.name, "output_dir": str(run_dir),
