@@ -53,7 +53,7 @@ def main() -> None:
             configure_threads(policy.model)
         def make() -> gym.Env:
             return ThinkActionWrapper(gym.make("derl/ALFWorld-v0", level="L0", split="train",
-                                               max_steps=args.max_steps))
+                                               max_episode_steps=args.max_steps))
 
         if args.env_actors:
             from derl_bench.rollout.remote import RemoteEnv

@@ -35,7 +35,7 @@ def main() -> int:
     parser.add_argument("--jvm-memory", default="512m")
     args = parser.parse_args()
 
-    env = gym.make("derl/ScienceWorld-v0", max_steps=10_000, jvm_memory=args.jvm_memory)
+    env = gym.make("derl/ScienceWorld-v0", max_episode_steps=10_000, jvm_memory=args.jvm_memory)
     bare = env.unwrapped
     steps, episode, samples = 0, 0, []
     start = time.perf_counter()

@@ -28,7 +28,7 @@ ROUNDS = 3
 @pytest.fixture(scope="module")
 def envs():
     scienceworld = pytest.importorskip("scienceworld")
-    ours = gym.make("derl/ScienceWorld-v0", max_steps=10_000)
+    ours = gym.make("derl/ScienceWorld-v0", max_episode_steps=10_000)
     raw = scienceworld.ScienceWorldEnv("", envStepLimit=10_000)
     gold = {}
     for task, variation in EPISODES:

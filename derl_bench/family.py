@@ -148,8 +148,8 @@ def family_spec(name: str | FamilySpec) -> FamilySpec:
     leaderboard name of one (``"gsm8k"``).
 
     An env id may carry a ``derl_bench:`` prefix, and may be an id registered with Gymnasium
-    as a variant of a card's id (through :func:`derl_bench.registration.make_env`) or of a
-    card's entry point.
+    as a variant of a card's id (reusing its entry point and ``env_class``) or of a card's
+    bare env class.
 
     >>> family_spec("derl/MATH-v0").name
     'math'
@@ -176,12 +176,12 @@ def _registered_variant(env_id: str) -> FamilySpec | None:
     import gymnasium as gym
 
     registered = gym.registry.get(env_id)
-    entry = getattr(registered, "entry_point", None)
-    # registration wraps make_env(card_id) in a partial; a user's variant may reuse either
-    if isinstance(entry, functools.partial) and entry.args and entry.args[0] in _id_index():
-        return _id_index()[entry.args[0]]
-    if isinstance(entry, str):
-        for spec in family_specs().values():
-            if any(e.entry_point == entry for e in spec.ids.values()):
-                return spec
+    if registered is None:
+        return None
+    # a card id registers its bare class as the ``env_class`` argument of a shared entry
+    # point; a user's variant may reuse that registration or name the bare class directly
+    entry = registered.kwargs.get("env_class", registered.entry_point)
+    for spec in family_specs().values():
+        if any(e.entry_point == entry for e in spec.ids.values()):
+            return spec
     return None

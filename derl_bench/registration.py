@@ -1,26 +1,40 @@
 """Register every env id named in the env cards under Gymnasium's ``derl/`` namespace.
 
-A card's ``ids`` entry names the bare env class (``entry_point``), the family's default
-observers (``observers``, a callable returning a list) and default keyword arguments.
-``gymnasium.make(id, **kwargs)`` builds the bare env with the card's kwargs updated by the
-caller's, then wraps it in :class:`~derl_bench.observers.ObserveWrapper`. Pass
-``observers=[...]`` to replace the defaults, or ``extra_observers=[...]`` to add to them.
+Each id is an ordinary Gymnasium registration: a string entry point, the card's keyword
+arguments, ``max_episode_steps`` from the card's ``max_steps`` (multi-turn families), and the
+family's observers as a :class:`~gymnasium.envs.registration.WrapperSpec` in
+``additional_wrappers``. ``gymnasium.make`` applies those after its ``TimeLimit``, so an env is
+``CardObservers(TimeLimit(bare env))``: the observers see the cap (``step_fraction``), and every
+rollout, evaluation and training run is cut by the one ``TimeLimit``. Gymnasium's own argument
+sets the cap::
 
-A multi-turn env's step cap is ``max_steps`` (the card's, or the caller's): Gymnasium's
-``TimeLimit`` between the bare env and the observers, the one place episodes are cut, so the
-observers see the cap (``step_fraction``) and every rollout, evaluation and training run is
-cut by the same wrapper::
+    >>> import gymnasium as gym
+    >>> import derl_bench
+    >>> gym.spec("derl/ALFWorld-v0").max_episode_steps
+    30
+    >>> gym.spec("derl/ALFWorld-v0").entry_point
+    'derl_bench.registration:make_bare'
 
-    env = gymnasium.make("derl/ALFWorld-v0", max_steps=5)   # ObserveWrapper(TimeLimit(ALFWorldEnv, 5))
+    env = gym.make("derl/ALFWorld-v0", max_episode_steps=5)   # CardObservers(TimeLimit(ALFWorldEnv, 5))
+
+Pass ``observers=[...]`` to replace the family's default observers, or
+``extra_observers=[...]`` to add to them. Gymnasium hands ``make``'s keyword arguments to the
+entry point alone, never to the additional wrappers, so :func:`make_bare` takes these two and
+:class:`CardObservers` reads them back from the env's spec, which records every argument of
+``make``; that is the one place derl-bench steps outside Gymnasium's registration.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
+from collections.abc import Iterable
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import WrapperSpec
+from gymnasium.utils import RecordConstructorArgs
+
+from derl_bench.observers.base import Observer, ObserveWrapper
 
 
 def _resolve(path: str) -> Any:
@@ -28,32 +42,37 @@ def _resolve(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def make_env(
-    env_id: str,
-    observers: list[Any] | None = None,
-    extra_observers: list[Any] | None = None,
+def make_bare(
+    env_class: str,
+    observers: Iterable[Observer] | None = None,
+    extra_observers: Iterable[Observer] | None = None,
     **kwargs: Any,
 ) -> gym.Env:
-    """Build ``env_id`` from its card: the bare env wrapped with its observers."""
-    from derl_bench.family import UnknownFamilyError, family_spec
-    from derl_bench.observers.base import ObserveWrapper
+    """Gymnasium's entry point of every card id: the bare env class ``env_class`` (a dotted
+    ``module:Class`` path) built with the remaining keyword arguments. ``observers`` and
+    ``extra_observers`` are for :class:`CardObservers`, which finds them in the env's spec."""
+    if "max_steps" in kwargs:
+        raise TypeError(
+            f"max_steps={kwargs['max_steps']!r} is not an env argument: the step cap is "
+            f"gymnasium.make's max_episode_steps={kwargs['max_steps']!r}")
+    return _resolve(env_class)(**kwargs)
 
-    try:
-        entry = family_spec(env_id).env(env_id)
-    except UnknownFamilyError:
-        raise gym.error.UnregisteredEnv(f"{env_id!r} is not a derl-bench env") from None
-    spec = family_spec(env_id)
-    env_cls = _resolve(entry.entry_point)
-    values = {**entry.kwargs, **kwargs}
-    cap = int(values.pop("max_steps", spec.max_steps))
-    bare = env_cls(**values)
-    if observers is None:
-        observers = _resolve(entry.observers)(bare)
-    if not spec.multi_turn:
-        return ObserveWrapper(bare, [*observers, *(extra_observers or [])])
-    if cap < 1:
-        raise ValueError(f"max_steps must be at least 1, got {cap}")
-    return ObserveWrapper(gym.wrappers.TimeLimit(bare, cap), [*observers, *(extra_observers or [])])
+
+class CardObservers(ObserveWrapper, RecordConstructorArgs):
+    """The family's observers, applied by ``gymnasium.make`` after its ``TimeLimit``.
+
+    ``observers`` is the card's dotted path to a callable that takes the bare env and returns
+    the default observers. ``make(id, observers=[...])`` replaces them and
+    ``make(id, extra_observers=[...])`` adds to them.
+    """
+
+    def __init__(self, env: gym.Env, observers: str) -> None:
+        RecordConstructorArgs.__init__(self, observers=observers)
+        made = env.unwrapped.spec.kwargs if env.unwrapped.spec is not None else {}
+        chosen = made.get("observers")
+        if chosen is None:
+            chosen = _resolve(observers)(env.unwrapped)
+        ObserveWrapper.__init__(self, env, [*chosen, *(made.get("extra_observers") or ())])
 
 
 def register_envs() -> None:
@@ -61,7 +80,17 @@ def register_envs() -> None:
     from derl_bench.family import family_specs
 
     for spec in family_specs().values():
-        for env_id in spec.env_ids:
-            if env_id not in gym.registry:
-                gym.register(id=env_id, entry_point=functools.partial(make_env, env_id),
-                             disable_env_checker=False)
+        for env_id, entry in spec.ids.items():
+            if env_id in gym.registry:
+                continue
+            gym.register(
+                id=env_id,
+                entry_point="derl_bench.registration:make_bare",
+                max_episode_steps=spec.max_steps if spec.multi_turn else None,
+                kwargs={"env_class": entry.entry_point, **entry.kwargs},
+                additional_wrappers=(WrapperSpec(
+                    name="CardObservers",
+                    entry_point="derl_bench.registration:CardObservers",
+                    kwargs={"observers": entry.observers}),),
+                disable_env_checker=False,
+            )

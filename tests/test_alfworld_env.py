@@ -111,7 +111,7 @@ def test_reset_info_and_walkthrough_win(eval_env):
 
 
 def test_truncation_at_the_step_cap_is_never_a_win(data_root):
-    env = gym.make("derl/ALFWorld-v0", level="L0", split="eval", max_steps=3)
+    env = gym.make("derl/ALFWorld-v0", level="L0", split="eval", max_episode_steps=3)
     try:
         env.reset(seed=1)
         outcomes = [env.step("look") for _ in range(3)]
@@ -124,23 +124,35 @@ def test_truncation_at_the_step_cap_is_never_a_win(data_root):
 
 
 @pytest.mark.parametrize("env_id", ["derl/ALFWorld-v0", "derl/ScienceWorld-v0"])
-def test_the_step_cap_is_one_timelimit_set_from_the_card(data_root, env_id):
+@pytest.mark.parametrize("cap", [None, 5])
+def test_the_step_cap_is_one_timelimit_inside_the_observers(data_root, env_id, cap):
     from derl_bench.cards import load_card
     from derl_bench.family import family_spec
+    from derl_bench.observers import ObserveWrapper
 
-    env = gym.make(env_id)
+    spec = family_spec(env_id)
+    assert gym.spec(env_id).max_episode_steps == spec.max_steps == load_card(spec.name)["max_steps"]
+    env = gym.make(env_id) if cap is None else gym.make(env_id, max_episode_steps=cap)
     try:
-        limits = []
+        layers = []
         inner = env
         while isinstance(inner, gym.Wrapper):
-            if isinstance(inner, gym.wrappers.TimeLimit):
-                limits.append(inner._max_episode_steps)
+            layers.append(inner)
             inner = inner.env
-        spec = family_spec(env_id)
-        assert limits == [spec.max_steps] == [load_card(spec.name)["max_steps"]]
+        limits = [w._max_episode_steps for w in layers if isinstance(w, gym.wrappers.TimeLimit)]
+        assert limits == [cap or spec.max_steps]
+        observing = [i for i, w in enumerate(layers) if isinstance(w, ObserveWrapper)]
+        timing = next(i for i, w in enumerate(layers) if isinstance(w, gym.wrappers.TimeLimit))
+        assert observing == [0] and timing > 0  # the observers wrap the one cap and see it
+        assert env.max_steps == limits[0]
         assert not hasattr(env.unwrapped, "max_steps")  # the bare env counts no cap of its own
     finally:
         env.close()
+
+
+def test_max_steps_is_not_an_env_argument():
+    with pytest.raises(TypeError, match="max_episode_steps=5"):
+        gym.make("derl/ALFWorld-v0", max_steps=5)
 
 
 def test_reset_seed_picks_the_same_game(eval_env):
@@ -150,7 +162,7 @@ def test_reset_seed_picks_the_same_game(eval_env):
 
 
 def _random_admissible_run(seed: int, episodes: int = 3) -> list[tuple]:
-    env = gym.make("derl/ALFWorld-v0", level="L1", split="eval", max_steps=12)
+    env = gym.make("derl/ALFWorld-v0", level="L1", split="eval", max_episode_steps=12)
     rng = random.Random(seed)
     trajectory = []
     try:
@@ -312,7 +324,7 @@ def test_text_and_commands_match_alfworlds_own_env(data_root):
 
 
 def test_expert_plan_wins_from_where_the_agent_is(data_root):
-    env = gym.make("derl/ALFWorld-v0", level="L1", split="eval", expert=True, max_steps=60)
+    env = gym.make("derl/ALFWorld-v0", level="L1", split="eval", expert=True, max_episode_steps=60)
     rng = random.Random(3)
     try:
         for seed in (0, 1):

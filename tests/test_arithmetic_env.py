@@ -108,3 +108,24 @@ def test_problem_helpers_reject_bad_input():
     assert bucket("add:1,2", 10) == bucket("add:1,2", 10)
     with pytest.raises(ValueError, match="no split"):
         gym.make("derl/Arithmetic-v0", split="nope")
+
+
+def test_make_replaces_or_extends_the_cards_observers():
+    from derl_bench.observers import Observer
+
+    class ShortAnswer(Observer):
+        names = ("short_answer",)
+
+        def observe(self, env, t):
+            return {"short_answer": float(len(t.action) < 20)}
+
+    default = gym.make("derl/Arithmetic-v0")
+    replaced = gym.make("derl/Arithmetic-v0", observers=[ShortAnswer()])
+    extended = gym.make("derl/Arithmetic-v0", extra_observers=[ShortAnswer()])
+    names = {}
+    for label, env in (("default", default), ("replaced", replaced), ("extended", extended)):
+        env.reset(seed=0)
+        names[label] = list(env.step("\\boxed{7}")[4]["primitives"])
+    assert names["replaced"] == ["short_answer"]
+    assert names["extended"] == [*names["default"], "short_answer"]
+    assert "outcome" in names["default"] and "short_answer" not in names["default"]

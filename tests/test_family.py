@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import pickle
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from derl_bench.cards import CardError, card_families, load_card
 from derl_bench.evaluation.families import adapter_for
 from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, family_specs
 from derl_bench.policies.prompts import ENV_INTRO
-from derl_bench.registration import make_env
 from derl_bench.reward.primitives import primitive_set
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,13 +68,17 @@ def test_every_family_has_its_later_stage_parts_under_its_name(name):
 
 
 def test_registered_variants_resolve_to_their_family():
+    card = gym.spec("derl/ALFWorld-v0")
     variants = {
-        "derl/ALFWorldShort-v0": functools.partial(make_env, "derl/ALFWorld-v0"),
-        "derl/ScienceWorldBare-v0": "derl_bench.envs.scienceworld:ScienceWorldEnv",
+        "derl/ALFWorldShort-v0": {"entry_point": card.entry_point, "kwargs": card.kwargs,
+                                  "max_episode_steps": 5,
+                                  "additional_wrappers": card.additional_wrappers},
+        "derl/ScienceWorldBare-v0": {
+            "entry_point": "derl_bench.envs.scienceworld:ScienceWorldEnv"},
     }
     try:
-        for env_id, entry_point in variants.items():
-            gym.register(id=env_id, entry_point=entry_point)
+        for env_id, registration in variants.items():
+            gym.register(id=env_id, **registration)
         assert family_spec("derl/ALFWorldShort-v0").name == "alfworld"
         assert family_spec("derl_bench:derl/ScienceWorldBare-v0").name == "scienceworld"
     finally:

@@ -11,6 +11,7 @@ import pytest
 
 from derl_bench.cards import card_families, load_card
 from derl_bench.cli import main
+from derl_bench.family import family_spec
 from derl_bench.grpo import load_config
 from derl_bench.meta import IslandEvolution, RandomSearch
 from derl_bench.observers.think_action import ThinkActionWrapper
@@ -43,9 +44,7 @@ def test_each_card_declares_the_primitives_its_observers_emit_with_ranges(family
     assert isinstance(declared, dict), "primitives: name -> [low, high]"
     assert all(len(r) == 2 and r[0] <= r[1] for r in declared.values())
     # agent families also read format_valid, which ThinkActionWrapper adds around the env
-    multi_turn = any(spec.get("kwargs", {}).get("max_steps", 1) > 1
-                     for spec in load_card(family)["ids"].values())
-    wrapper = list(ThinkActionWrapper.primitive_names) if multi_turn else []
+    wrapper = list(ThinkActionWrapper.primitive_names) if family_spec(family).multi_turn else []
     assert list(declared) == _default_observer_names(family) + wrapper
     assert set(load_card(family)["aliases"]) == {"g1", "g2", "g3", "g4"}
 

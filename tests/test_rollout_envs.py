@@ -39,7 +39,7 @@ def test_single_step_groups_share_the_problem_and_are_graded(data_root, tiny_pat
 def test_multi_turn_episodes_carry_history_primitives_and_masks(data_root, tiny_path):
     policy = LLMPolicy.from_pretrained(tiny_path, family="alfworld", history_window=1,
                                        sampling=SamplingConfig(max_new_tokens=8, seed=0))
-    envs = [ThinkActionWrapper(gym.make("derl/ALFWorld-v0", level="L0", max_steps=3))
+    envs = [ThinkActionWrapper(gym.make("derl/ALFWorld-v0", level="L0", max_episode_steps=3))
             for _ in range(2)]
     episodes = rollout_multi_turn(envs, policy, seeds=[5], group_size=2)
     assert [e.group for e in episodes] == [0, 0]
@@ -73,7 +73,7 @@ def test_envs_in_ray_actors_roll_out_exactly_as_local_envs(data_root, tiny_path)
     import ray
 
     def make():
-        return ThinkActionWrapper(gym.make("derl/ALFWorld-v0", level="L0", max_steps=3))
+        return ThinkActionWrapper(gym.make("derl/ALFWorld-v0", level="L0", max_episode_steps=3))
 
     def run(envs):
         policy = LLMPolicy.from_pretrained(tiny_path, family="alfworld",

@@ -69,7 +69,7 @@ def test_act_steps_the_env_and_records_primitives(data_root):
 
 
 def test_scienceworld_plays_through_the_same_tool(data_root):
-    with AgentToolEnv("derl/ScienceWorld-v0", {"level": "L0", "max_steps": 1},
+    with AgentToolEnv("derl/ScienceWorld-v0", {"level": "L0", "max_episode_steps": 1},
                       max_steps=5) as env:
         assert env.reset(reset_seed=3) and env.primitive_steps == []
         answer = env.act("look around")

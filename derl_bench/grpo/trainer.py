@@ -156,7 +156,8 @@ def make_env(config: TrainConfig) -> Any:
 
     kwargs = config.env_make_kwargs()
     if family_spec(config.env_id).multi_turn:
-        kwargs.setdefault("max_steps", config.max_episode_steps)
+        # an explicit cap among the env's kwargs wins over the config's
+        kwargs.setdefault("max_episode_steps", config.max_episode_steps)
         return ThinkActionWrapper(gym.make(config.env_id, **kwargs))
     return gym.make(config.env_id, **kwargs)
 

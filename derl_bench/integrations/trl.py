@@ -69,8 +69,8 @@ class AgentToolEnv:
 
         if not family_spec(env_id).multi_turn:
             raise ConfigError(f"{env_id!r} is not an agent env; AgentToolEnv needs one")
-        # As in the compact trainer, an explicit ``max_steps`` among the env's kwargs wins.
-        self._env = gym.make(env_id, **{"max_steps": max_steps, **(env_kwargs or {})})
+        # As in the compact trainer, an explicit ``max_episode_steps`` among the env's kwargs wins.
+        self._env = gym.make(env_id, **{"max_episode_steps": max_steps, **(env_kwargs or {})})
         self.commands: list[str] = []
         self.primitive_steps: list[dict[str, float]] = []
         self.done = False

@@ -8,7 +8,8 @@ admissible commands are the same text alfworld's ``AlfredTWEnv`` produces.
 - action: a text command, e.g. ``"go to countertop 1"`` (surrounding whitespace is ignored);
 - reward: 1.0 on the winning step, else 0.0 (shaping belongs to Meta-Rewards);
 - ``terminated``: the game is won. The bare env never truncates: the step cap is the
-  ``TimeLimit`` that ``gymnasium.make`` puts around it (``max_steps``, 30 by default, from the card).
+  ``TimeLimit`` that ``gymnasium.make`` puts around it (``max_episode_steps``, 30 by default,
+  from the card's ``max_steps``).
 
 ``info`` carries ``admissible_commands``, ``won``, ``task_type``, ``game_id``, ``level``,
 ``split``, ``walkthrough`` (reset only) and, with ``expert=True``, ``expert_plan`` (commands
