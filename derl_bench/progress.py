@@ -31,6 +31,8 @@ LOG_INTERVAL_S = 30.0
 class LogBar(tqdm):
     """A tqdm bar for logs: each refresh is a line of its own; nothing is redrawn in place."""
 
+    leave: bool | None  # tqdm's own attribute, set in its __init__
+
     @staticmethod
     def status_printer(file: IO[str]) -> Any:
         flush = getattr(file, "flush", lambda: None)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 
@@ -34,6 +34,9 @@ from derl_bench.evaluation.protocol import (
     card_manifest,
 )
 from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, family_specs
+
+if TYPE_CHECKING:
+    from derl_bench.envs.scienceworld import ScienceWorldEnv
 
 SCIENCEWORLD_SAMPLE = 100
 SAMPLE_SEED = 0
@@ -313,7 +316,8 @@ class ScienceWorldAdapter(FamilyAdapter):
     def available_actions(self, env: gym.Env) -> str:
         from derl_bench.evaluation.rlvmr import scienceworld_available_actions
 
-        return scienceworld_available_actions(env.possible_actions(), env.possible_objects())
+        sw = cast("ScienceWorldEnv", env)
+        return scienceworld_available_actions(sw.possible_actions(), sw.possible_objects())
 
     def reset_options(self, env: gym.Env, entry: str) -> dict[str, Any]:
         task, _, variation = entry.partition("\t")
@@ -330,10 +334,10 @@ class ScienceWorldAdapter(FamilyAdapter):
         return bool(info.get("published_success", False))
 
     def valid_actions(self, env: gym.Env, info: Mapping[str, Any]) -> list[str] | None:
-        return list(env.valid_actions())
+        return list(cast("ScienceWorldEnv", env).valid_actions())
 
     def oracle_plan(self, env: gym.Env, info: Mapping[str, Any]) -> list[str]:
-        return list(env.gold_path())
+        return list(cast("ScienceWorldEnv", env).gold_path())
 
     def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
         from derl_bench.data.download import sha256_file

@@ -38,7 +38,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class Policy:
     says which weights it acts with (``None``: the caller must say).
     """
 
-    needs: ClassVar[frozenset[str]] = frozenset()
+    needs: frozenset[str] = frozenset()
     method: str = "policy"
     model: str = "none"
     checkpoint: str | None = None

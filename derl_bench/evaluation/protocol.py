@@ -98,7 +98,9 @@ class LevelSpec:
 
     @property
     def size(self) -> int:
-        return min(self.sample_size, self.manifest.count) if self.sampled else self.manifest.count
+        if self.sample_size is not None and self.sample_size < self.manifest.count:
+            return self.sample_size
+        return self.manifest.count
 
     def describe(self, entries: Sequence[str] | None = None) -> dict[str, Any]:
         """The ``eval_set`` block of a result record.

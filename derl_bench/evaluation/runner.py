@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -97,7 +97,7 @@ class EpisodeSlot(gym.Wrapper):
             info[ORACLE_PLAN] = self.adapter.oracle_plan(self.env.unwrapped, info)
         return obs, self._extras(info)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._idle:
             return "", 0.0, True, False, {}
         # The step cap is the env's TimeLimit (the card's max_steps, or the eval set's).
@@ -182,12 +182,14 @@ def run_episodes(
                 running[s] = None
         if not any(e is not None for e in episodes):
             return
-        obs, batch_info = vec.reset(seed=seeds, options={"reset_mask": mask, "episodes": episodes})
+        # Gymnasium annotates seed as one int, but its vector envs take one per slot
+        obs, batch_info = vec.reset(seed=seeds,  # type: ignore[arg-type]
+                                    options={"reset_mask": mask, "episodes": episodes})
         for s in np.flatnonzero(mask):
             episode = running[s]
             if episode is None:
                 continue
-            observations[s], infos[s] = obs[s], slot_info(batch_info, s)
+            observations[s], infos[s] = obs[s], slot_info(batch_info, int(s))
             episode.task_type = str(infos[s].get(TASK_TYPE, ""))
             if keep_trajectories:
                 episode.observations.append(str(obs[s]))

@@ -55,6 +55,7 @@ import numpy as np
 
 from derl_bench.experiments.stats import mean_ci, mean_sd, paired_difference
 from derl_bench.files import write_text_atomic
+from derl_bench.grpo.config import TrainConfig
 from derl_bench.meta.config import MetaConfig
 from derl_bench.meta.probe import ProbeSet, probe_set
 from derl_bench.reward import MetaReward, MetaRewardError, compile_reward, primitive_set
@@ -123,7 +124,7 @@ class CheckConfig:
             self.outer = OuterSettings(**self.outer)
 
 
-SMALL = {"seeds": [0, 1], "generations": 3, "population": 4, "endpoint_from": 1,
+SMALL: dict[str, Any] = {"seeds": [0, 1], "generations": 3, "population": 4, "endpoint_from": 1,
          "probe_problems": 4}
 """``--small``: every proposer, rule and cold start at a size CI runs in about a minute."""
 
@@ -223,7 +224,7 @@ def _proposer(config: CheckConfig, name: str, cold_start: str | None, seed: int,
     worst = observed(-1.0, rule, config, np.random.default_rng(0))
     meta = MetaConfig(
         name="proposer-check", method=name, seed=seed, population=config.population,
-        inner={"env_id": config.env_id}, max_depth=config.max_depth,
+        inner=TrainConfig(env_id=config.env_id, seed=seed), max_depth=config.max_depth,
         optimizer_model=str(_cache(config) / "meta-optimizer-init"),
         optimizer_learning_rate=outer.learning_rate, optimizer_kl_coef=outer.kl_coef,
         optimizer_epochs=outer.epochs, optimizer_reference_reset=outer.reference_reset,
@@ -366,9 +367,9 @@ def run_check(config: CheckConfig, log: Any = print) -> dict[str, Any]:
     log(f"probe set: {len(probe)} primitive vectors ({probe.source}); "
         f"{len(rules)} rules x {len(_runs(config))} proposer runs x {len(config.seeds)} seeds, "
         f"{config.generations} generations x {config.population}")
-    for cold in config.cold_starts:  # fine-tune each shared cold start once, up front
+    for corpus in config.cold_starts:  # fine-tune each shared cold start once, up front
         if any(name in LEARNERS for name in config.proposers):
-            _proposer(config, "derl", cold, 0, rules[0], out)
+            _proposer(config, "derl", corpus, 0, rules[0], out)
     units = [(rule, name, cold, seed) for rule in rules for name, cold in _runs(config)
              for seed in config.seeds]
     done: dict[tuple[str, str, str | None, int], list[dict[str, Any]]] = {}

@@ -129,7 +129,7 @@ class ProxyConfig:
         return self.outer_steps * self.population
 
 
-SMALL = {"seeds": [0], "outer_steps": 1, "population": 2, "validation_episodes": 16,
+SMALL: dict[str, Any] = {"seeds": [0], "outer_steps": 1, "population": 2, "validation_episodes": 16,
          "endpoint_from": 0,
          "eval_limit": 16, "optimizer_sft_examples": 32, "optimizer_sft_steps": 10,
          "base": BaseModelSpec(steps=30),

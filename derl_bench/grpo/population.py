@@ -40,7 +40,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -63,6 +63,7 @@ from derl_bench.grpo.trainer import (
 )
 from derl_bench.grpo.update import UpdateSettings, make_optimizer, micro_batch_weights
 from derl_bench.policies import LLMPolicy, load_model_and_tokenizer
+from derl_bench.policies.backends import TransformersBackend
 from derl_bench.policies.fast import prefixed_hidden
 from derl_bench.policies.population import Population, StackedWeights, population_hidden
 from derl_bench.policies.threads import configure_threads
@@ -390,7 +391,7 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
     optimizer = make_optimizer(population, first.learning_rate, first.weight_decay)
     settings = update_settings(first)
     policy = LLMPolicy(model, tokenizer, spec)  # prompts and decoding; sampling is the population's
-    backend = policy.backend
+    backend = cast(TransformersBackend, policy.backend)  # populations need it
     device = population.weights.embed.device
     env = make_env(first)
     loggers = [RunLogger(c.run_dir, 0, c.tensorboard) for c in configs]

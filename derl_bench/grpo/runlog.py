@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ class RunLogger:
             self.writer.close()
 
 
-def plot_curve(history: list[Mapping[str, Any]], path: str | Path,
+def plot_curve(history: Sequence[Mapping[str, Any]], path: str | Path,
                keys: tuple[str, ...] = ("reward/mean", "success/mean"), title: str = "") -> Path:
     """Plot ``keys`` against the step with matplotlib (no display needed)."""
     import matplotlib

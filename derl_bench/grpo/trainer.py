@@ -265,7 +265,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     logger = RunLogger(run_dir, start_step, config.tensorboard)
     pad_id = tokenizer.pad_token_id
 
-    steps = range(start_step, config.steps)
+    steps: Any = range(start_step, config.steps)  # a tqdm bar over it when config.progress
     if config.progress:
         from derl_bench.progress import progress_bar
 

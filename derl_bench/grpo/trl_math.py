@@ -169,7 +169,7 @@ def finish_trl_run(trainer: Any, config: TrainConfig) -> list[dict[str, float]]:
     for entry in trainer.state.log_history:
         if "reward" not in entry:
             continue
-        row = {"step": int(entry["step"]) - 1}
+        row: dict[str, float] = {"step": int(entry["step"]) - 1}
         row.update({ours: float(entry[theirs]) for theirs, ours in TRL_METRICS.items()
                     if theirs in entry})
         history.append(row)

@@ -83,6 +83,7 @@ class AgentToolEnv:
         if game_index is not None:
             obs, _ = self._env.reset(options={"index": int(game_index)})
         else:
+            assert reset_seed is not None
             obs, _ = self._env.reset(seed=int(reset_seed))
         self.commands, self.primitive_steps, self.done = [], [], False
         return str(obs)
@@ -254,7 +255,8 @@ def agent_trainer(config: TrainConfig,
 
     start_path = initial_model_path(config)
     tokenizer = with_tool_template(AutoTokenizer.from_pretrained(start_path))
-    return GRPOTrainer(model=start_path, reward_funcs=reward_funcs or meta_reward_funcs(config),
+    funcs: list[Any] = reward_funcs or meta_reward_funcs(config)  # TRL's list type is invariant
+    return GRPOTrainer(model=start_path, reward_funcs=funcs,
                        args=agent_trl_args(config, config.run_dir / "trl"),
                        train_dataset=agent_dataset(config), processing_class=tokenizer,
                        environment_factory=environment_factory(config),

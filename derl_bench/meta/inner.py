@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 import gymnasium as gym
 
@@ -27,6 +28,7 @@ from derl_bench.grpo.population import PopulationRun, train_population
 from derl_bench.grpo.trainer import make_env, success_rate
 from derl_bench.meta.config import MetaConfig
 from derl_bench.policies import LLMPolicy, SamplingConfig
+from derl_bench.policies.backends import TransformersBackend
 from derl_bench.rollout import (
     Episode,
     grade_single_step,
@@ -222,7 +224,7 @@ def population_validation(run: PopulationRun, meta: MetaConfig, config: TrainCon
         raise ValueError("population validation covers single-step envs")
     population = run.population
     policy = LLMPolicy(population.template, run.tokenizer, spec)
-    backend = policy.backend
+    backend = cast(TransformersBackend, policy.backend)  # populations need it
     indices = list(range(meta.validation_episodes))
     env = _validation_env(meta, config)
     try:

@@ -240,13 +240,11 @@ class MetaOptimizer:
     # -- constrained decoding -------------------------------------------------------------
 
     def _closing(self, text: str) -> str | None:
-        cached = self._closing_cache.get(text, False)
-        if cached is False:
-            cached = closing_suffix(self.constraint.automaton, text)
+        if text not in self._closing_cache:
             if len(self._closing_cache) > 100_000:
                 self._closing_cache.clear()
-            self._closing_cache[text] = cached
-        return cached
+            self._closing_cache[text] = closing_suffix(self.constraint.automaton, text)
+        return self._closing_cache[text]
 
     def _allowed_tokens(self, text: str) -> list[int]:
         cached = self._allowed_cache.get(text)
@@ -390,7 +388,7 @@ class MetaOptimizer:
         cached = Path(cache) / f"cold-start-{key}.pt" if cache is not None else None
         with _cache_lock(cached):  # runs started side by side fine-tune once, not each
             loaded = cached is not None and cached.is_file()
-            if loaded:
+            if cached is not None and loaded:
                 state = torch.load(cached, weights_only=True)
                 self.model.load_state_dict(state["model"])
                 losses = list(state["losses"])

@@ -276,9 +276,11 @@ class RayExecutor:
                         started_of[job.index] = time.perf_counter()
                         if on_start is not None:
                             on_start(job)
-                task = self._train if len(unit) == 1 else self._train_batch
-                ref = task.options(**self.options).remote(
-                    config_ref, unit[0] if len(unit) == 1 else unit)
+                ref: Any  # one job's result, or a population's list of them
+                if len(unit) == 1:
+                    ref = self._train.options(**self.options).remote(config_ref, unit[0])
+                else:
+                    ref = self._train_batch.options(**self.options).remote(config_ref, unit)
                 in_flight[ref] = unit
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             unit = in_flight.pop(ready[0])

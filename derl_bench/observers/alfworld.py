@@ -27,23 +27,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import gymnasium as gym
-
-from derl_bench.envs.alfworld import NOTHING_HAPPENS
+from derl_bench.envs.alfworld import NOTHING_HAPPENS, ALFWorldEnv
 from derl_bench.observers.base import Observer, Transition
 from derl_bench.observers.common import EnvReward, NewLocation, RepeatedAction, StepFraction
 
 
-class Success(Observer):
+class Success(Observer["ALFWorldEnv"]):
     """``success``: 1.0 on the step that wins the game."""
 
     names = ("success",)
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: ALFWorldEnv, t: Transition) -> Mapping[str, float]:
         return {"success": float(bool(t.info.get("won")) and t.terminated)}
 
 
-class GoalProgress(Observer):
+class GoalProgress(Observer["ALFWorldEnv"]):
     """``goal_progress`` and ``goal_progress_delta`` from the env's goal evaluation."""
 
     names = ("goal_progress", "goal_progress_delta")
@@ -51,34 +49,34 @@ class GoalProgress(Observer):
     def __init__(self) -> None:
         self._previous = 0.0
 
-    def reset(self, env: gym.Env, observation: str, info: Mapping[str, Any]) -> None:
+    def reset(self, env: ALFWorldEnv, observation: str, info: Mapping[str, Any]) -> None:
         self._previous = float(env.goal_progress())
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: ALFWorldEnv, t: Transition) -> Mapping[str, float]:
         progress = float(env.goal_progress())
         delta, self._previous = progress - self._previous, progress
         return {"goal_progress": progress, "goal_progress_delta": delta}
 
 
-class ActionAdmissible(Observer):
+class ActionAdmissible(Observer["ALFWorldEnv"]):
     """``action_admissible``: the command was in the admissible list before the step."""
 
     names = ("action_admissible",)
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: ALFWorldEnv, t: Transition) -> Mapping[str, float]:
         return {"action_admissible": float(bool(env.last_action_admissible))}
 
 
-class ActionEffective(Observer):
+class ActionEffective(Observer["ALFWorldEnv"]):
     """``action_effective``: the game reacted with something other than "Nothing happens."."""
 
     names = ("action_effective",)
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: ALFWorldEnv, t: Transition) -> Mapping[str, float]:
         return {"action_effective": float(t.observation.strip() != NOTHING_HAPPENS)}
 
 
-def default_observers(env: gym.Env | None = None) -> list[Observer]:
+def default_observers(env: ALFWorldEnv | None = None) -> list[Observer]:
     """The observers ``gymnasium.make("derl/ALFWorld-v0")`` attaches."""
     return [
         Success(),

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, SupportsFloat, TypeVar
 
 import gymnasium as gym
 
@@ -48,20 +48,24 @@ class Transition:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-class Observer:
+EnvT = TypeVar("EnvT")
+
+
+class Observer(Generic[EnvT]):
     """Base class of primitive observers.
 
     Subclasses set ``names`` (the primitives they emit, in order) and implement
     :meth:`observe`. :meth:`reset` is called on every env reset, for observers that keep
-    per-episode state (visited locations, past actions).
+    per-episode state (visited locations, past actions). A family's observers name the bare
+    env they read, ``Observer[ALFWorldEnv]``; a plain ``Observer`` reads any env.
     """
 
     names: ClassVar[tuple[str, ...]] = ()
 
-    def reset(self, env: gym.Env, observation: str, info: Mapping[str, Any]) -> None:
+    def reset(self, env: EnvT, observation: str, info: Mapping[str, Any]) -> None:
         """Start a new episode. The default keeps no state."""
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: EnvT, t: Transition) -> Mapping[str, float]:
         """Return a value for every name in ``names``."""
         raise NotImplementedError
 
@@ -141,7 +145,7 @@ class ObserveWrapper(gym.Wrapper):
             observer.reset(self.env.unwrapped, obs, info)
         return obs, self._merge(info, dict.fromkeys(self.primitive_names, 0.0))
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._step += 1
         t = Transition(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 
@@ -47,7 +47,14 @@ class RepeatedAction(Observer):
         return {"repeated_action": float(repeated)}
 
 
-class NewLocation(Observer):
+class Located(Protocol):
+    """An env that says where its agent is (``None`` or empty: unknown)."""
+
+    @property
+    def agent_location(self) -> str | None: ...
+
+
+class NewLocation(Observer[Located]):
     """``new_location``: 1.0 when the step took the agent somewhere not visited before in the
     episode (the starting place counts as visited). Reads the env's ``agent_location``;
     an empty or ``None`` location is unknown and never new."""
@@ -57,10 +64,11 @@ class NewLocation(Observer):
     def __init__(self) -> None:
         self._visited: set[str] = set()
 
-    def reset(self, env: gym.Env, observation: str, info: Mapping[str, Any]) -> None:
-        self._visited = {env.agent_location} if env.agent_location else set()
+    def reset(self, env: Located, observation: str, info: Mapping[str, Any]) -> None:
+        location = env.agent_location
+        self._visited = {location} if location else set()
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: Located, t: Transition) -> Mapping[str, float]:
         location = env.agent_location
         new = bool(location) and location not in self._visited
         if location:

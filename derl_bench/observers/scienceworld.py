@@ -15,24 +15,25 @@ fetched only by the observers that need them (and cached by the env for the rest
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import gymnasium as gym
+from typing import TYPE_CHECKING, Any
 
 from derl_bench.observers.base import Observer, Transition
 from derl_bench.observers.common import EnvReward, NewLocation, RepeatedAction, StepFraction
 
+if TYPE_CHECKING:
+    from derl_bench.envs.scienceworld import ScienceWorldEnv
 
-class Success(Observer):
+
+class Success(Observer["ScienceWorldEnv"]):
     """``success``: 1.0 when the task is completed with the success score (100 by default)."""
 
     names = ("success",)
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: ScienceWorldEnv, t: Transition) -> Mapping[str, float]:
         return {"success": float(env.success)}
 
 
-class PublishedSuccess(Observer):
+class PublishedSuccess(Observer["ScienceWorldEnv"]):
     """``published_success``: 1.0 when RLVMR's rule counts the episode as won (it ended,
     including by the 100-tick limit, with a score above 0; see
     :attr:`~derl_bench.envs.scienceworld.ScienceWorldEnv.published_success`). A reward built on
@@ -40,20 +41,20 @@ class PublishedSuccess(Observer):
 
     names = ("published_success",)
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: ScienceWorldEnv, t: Transition) -> Mapping[str, float]:
         return {"published_success": float(env.published_success)}
 
 
-class Failed(Observer):
+class Failed(Observer["ScienceWorldEnv"]):
     """``failed``: 1.0 when the simulator declared the task failed (score below zero)."""
 
     names = ("failed",)
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: ScienceWorldEnv, t: Transition) -> Mapping[str, float]:
         return {"failed": float(env.failed)}
 
 
-class Score(Observer):
+class Score(Observer["ScienceWorldEnv"]):
     """``score``: the simulator's score in 0..1 (a failed task counts as 0);
     ``score_delta``: its change this step (so a failure shows as a drop to 0)."""
 
@@ -62,16 +63,16 @@ class Score(Observer):
     def __init__(self) -> None:
         self._last = 0.0
 
-    def reset(self, env: gym.Env, observation: str, info: Mapping[str, Any]) -> None:
+    def reset(self, env: ScienceWorldEnv, observation: str, info: Mapping[str, Any]) -> None:
         self._last = max(0.0, env.score / 100.0)
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: ScienceWorldEnv, t: Transition) -> Mapping[str, float]:
         score = min(1.0, max(0.0, env.score / 100.0))
         delta, self._last = score - self._last, score
         return {"score": score, "score_delta": delta}
 
 
-class GoalProgress(Observer):
+class GoalProgress(Observer["ScienceWorldEnv"]):
     """``goal_progress``: the fraction of the task's sequential subgoals done (from the
     simulator's goal progress report); ``goal_progress_delta``: its change this step.
 
@@ -84,20 +85,20 @@ class GoalProgress(Observer):
         self._last = 0.0
 
     @staticmethod
-    def _fraction(env: gym.Env) -> float:
+    def _fraction(env: ScienceWorldEnv) -> float:
         done, total = env.goal_progress()
         return done / total if total else 0.0
 
-    def reset(self, env: gym.Env, observation: str, info: Mapping[str, Any]) -> None:
+    def reset(self, env: ScienceWorldEnv, observation: str, info: Mapping[str, Any]) -> None:
         self._last = self._fraction(env)
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: ScienceWorldEnv, t: Transition) -> Mapping[str, float]:
         progress = self._fraction(env)
         delta, self._last = progress - self._last, progress
         return {"goal_progress": progress, "goal_progress_delta": delta}
 
 
-class ActionValid(Observer):
+class ActionValid(Observer["ScienceWorldEnv"]):
     """``action_valid``: 1.0 when the action was a valid ScienceWorld action.
 
     ``mode="parsed"`` (the default, free): the simulator's parser matched the input to an
@@ -119,14 +120,14 @@ class ActionValid(Observer):
     def _key(action: str) -> str:
         return " ".join(action.lower().split())
 
-    def _fetch(self, env: gym.Env) -> None:
+    def _fetch(self, env: ScienceWorldEnv) -> None:
         if self.mode == "listed":
             self._valid = frozenset(map(self._key, env.valid_actions()))
 
-    def reset(self, env: gym.Env, observation: str, info: Mapping[str, Any]) -> None:
+    def reset(self, env: ScienceWorldEnv, observation: str, info: Mapping[str, Any]) -> None:
         self._fetch(env)
 
-    def observe(self, env: gym.Env, t: Transition) -> Mapping[str, float]:
+    def observe(self, env: ScienceWorldEnv, t: Transition) -> Mapping[str, float]:
         if self.mode == "parsed":
             return {"action_valid": float(env.last_action_parsed)}
         valid = self._key(t.action) in self._valid
@@ -134,7 +135,7 @@ class ActionValid(Observer):
         return {"action_valid": float(valid)}
 
 
-def default_observers(env: gym.Env | None = None) -> list[Observer]:
+def default_observers(env: ScienceWorldEnv | None = None) -> list[Observer]:
     """The observers ``gymnasium.make("derl/ScienceWorld-v0")`` attaches."""
     return [
         Success(),

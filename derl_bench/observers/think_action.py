@@ -31,7 +31,7 @@ the plain command, ``info["primitives"]["format_valid"]`` says whether the forma
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
@@ -120,7 +120,7 @@ class ThinkActionWrapper(gym.Wrapper):
         obs, info = self.env.reset(seed=seed, options=options)
         return obs, _with_primitive(info, 0.0)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         response = as_text(action)
         command, valid = (parse_verl_agent(response, self.family) if self.parser == "verl-agent"
                           else parse_think_action(response))

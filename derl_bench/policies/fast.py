@@ -82,6 +82,11 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def _weight(w: Any) -> torch.Tensor:
+    """A layer's weight: a tensor, or a callable that computes it (a merged LoRA weight)."""
+    return w() if callable(w) else w
+
+
 class _Weights:
     """The decoder's parameters and shape, gathered once per model (the tensors stay live), and
     the four operations that touch them: embedding, linear maps, RMSNorm and the output
@@ -139,8 +144,7 @@ class _Weights:
         leads them."""
         out = []
         for (ln1, eps1, q, bq, k, bk, v, bv, o, bo, ln2, eps2, g, u, d) in self.layers:
-            wq, wk, wv, wo, wg, wu, wd = (w() if callable(w) else w
-                                          for w in (q, k, v, o, g, u, d))
+            wq, wk, wv, wo, wg, wu, wd = (_weight(w) for w in (q, k, v, o, g, u, d))
             biases = (bq, bk, bv)
             bqkv = (None if all(b is None for b in biases) else torch.cat([
                 b if b is not None else w.new_zeros(w.shape[:-1])

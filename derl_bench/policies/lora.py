@@ -85,7 +85,9 @@ class LoraSpec:
     def peft_config(self) -> Any:
         from peft import LoraConfig
 
-        return LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=float(self.dropout),
+        # peft annotates lora_alpha as int but scales by it as a float
+        return LoraConfig(r=self.r, lora_alpha=self.alpha,  # type: ignore[arg-type]
+                          lora_dropout=float(self.dropout),
                           target_modules=list(self.target_modules), bias="none",
                           task_type="CAUSAL_LM")
 
@@ -176,6 +178,8 @@ class FrozenBase(torch.nn.Module):
 
     It is the KL reference of a LoRA run; calling it never changes the wrapped model.
     """
+
+    peft_model: Any
 
     def __init__(self, peft_model: Any) -> None:
         super().__init__()

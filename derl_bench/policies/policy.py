@@ -124,4 +124,5 @@ def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
         "auto" if dtype == "auto" else torch.float32)
     with quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch_dtype)
-    return model.to(device), tokenizer
+    # transformers annotates PreTrainedModel.to through a decorator mypy cannot follow
+    return model.to(device), tokenizer  # type: ignore[arg-type]

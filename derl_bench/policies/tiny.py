@@ -118,7 +118,7 @@ def _corpus(n_lines: int, seed: int) -> list[str]:
 
 
 def train_byte_bpe(vocab_size: int, seed: int = 0,
-                   special_tokens: tuple[str, ...] = SPECIAL_TOKENS) -> object:
+                   special_tokens: tuple[str, ...] = SPECIAL_TOKENS) -> Any:
     """A ``tokenizers.Tokenizer``: byte-level BPE with Qwen2's normaliser and pre-tokeniser,
     trained on the generated corpus (``special_tokens`` take the first ids)."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -164,7 +164,7 @@ def build_tiny_tokenizer(vocab_size: int = 1024, seed: int = 0) -> object:
     return tokenizer
 
 
-def build_tiny_model(tokenizer: object, spec: TinyModelSpec | None = None) -> object:
+def build_tiny_model(tokenizer: Any, spec: TinyModelSpec | None = None) -> Any:
     """A Qwen2-shaped causal LM with random weights sized for ``tokenizer``."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM

@@ -89,11 +89,12 @@ class ExpressionPrefix:
     # -- public --------------------------------------------------------------------------
     def feed(self, text: str, state: State | None = None) -> State | None:
         """The state after ``text`` (from the start, or from ``state``); None if invalid."""
-        current: State | None = state or State()
+        current = state or State()
         for ch in text:
-            current = self.step(current, ch)
-            if current is None:
+            following = self.step(current, ch)
+            if following is None:
                 return None
+            current = following
         return current
 
     def accepts(self, prefix: str) -> bool:

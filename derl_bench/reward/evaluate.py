@@ -242,7 +242,7 @@ def prepare(
             raise TrajectoryError(
                 f"primitive {name!r} has shape {tuple(column.shape)}, others {shape}"
             )
-        shape = tuple(column.shape)  # type: ignore[assignment]
+        shape = tuple(column.shape)
         columns[name] = column
     lengths_np = _lengths_numpy(lengths, shape, sample)
     if shape is not None and shape[1] == 0:  # no steps at all: one empty padding step

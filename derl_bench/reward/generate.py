@@ -70,7 +70,8 @@ class _Generator:
                 )
             )
         if choice == "prod":
-            factors = [(False, Num(rng.choice(_CONSTANTS)))] if rng.random() < 0.5 else []
+            factors: list[tuple[bool, Node]] = (
+                [(False, Num(rng.choice(_CONSTANTS)))] if rng.random() < 0.5 else [])
             factors += [
                 (i > 0 and rng.random() < 0.15, self.node(depth - 1, inside))
                 for i in range(width - len(factors))

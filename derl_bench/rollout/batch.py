@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from derl_bench.rollout.types import Episode
@@ -48,7 +49,7 @@ class TrainBatch:
                                                    self.episode_index)))
 
 
-def collate(episodes: Sequence[Episode], advantages: Sequence[float], pad_id: int,
+def collate(episodes: Sequence[Episode], advantages: Sequence[float] | np.ndarray, pad_id: int,
             skip_zero_advantage: bool = False) -> TrainBatch:
     """Rows for every step of every episode (see the module docstring).
 

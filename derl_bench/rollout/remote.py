@@ -13,7 +13,7 @@ at once and waits for all of them. The trainer builds its envs this way with
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
@@ -27,7 +27,7 @@ class _EnvActor:
     def reset(self, seed: int | None, options: dict | None) -> tuple[Any, dict]:
         return self.env.reset(seed=seed, options=options)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         return self.env.step(action)
 
     def close(self) -> None:
@@ -50,7 +50,7 @@ class RemoteEnv(gym.Env):
         if not ray.is_initialized():
             ray.init(log_to_driver=False, configure_logging=False)
         self._ray = ray
-        self._actor = ray.remote(_EnvActor).options(num_cpus=num_cpus).remote(make)
+        self._actor: Any = ray.remote(_EnvActor).options(num_cpus=num_cpus).remote(make)
         self._pending: Any = None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None,
@@ -65,7 +65,7 @@ class RemoteEnv(gym.Env):
     def reset_wait(self) -> tuple[Any, dict]:
         return self._wait()
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         self.step_async(action)
         return self.step_wait()
 
@@ -73,7 +73,7 @@ class RemoteEnv(gym.Env):
         """Send ``action``; :meth:`step_wait` returns its result."""
         self._pending = self._actor.step.remote(action)
 
-    def step_wait(self) -> tuple[Any, float, bool, bool, dict]:
+    def step_wait(self) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         return self._wait()
 
     def _wait(self) -> Any:
@@ -90,25 +90,26 @@ class RemoteEnv(gym.Env):
 
 
 def step_all(envs: Sequence[gym.Env], actions: Sequence[Any],
-             ) -> list[tuple[Any, float, bool, bool, dict]]:
+             ) -> list[tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]]:
     """``env.step(action)`` for each pair; envs that step asynchronously (:class:`RemoteEnv`)
     all run at once."""
-    remote = [hasattr(env, "step_async") for env in envs]
-    for env, action, is_remote in zip(envs, actions, remote, strict=True):
-        if is_remote:
+    # duck-typed: any env with step_async/step_wait is stepped asynchronously
+    remote: list[Any] = [env if hasattr(env, "step_async") else None for env in envs]
+    for env, action in zip(remote, actions, strict=True):
+        if env is not None:
             env.step_async(action)
-    return [env.step_wait() if is_remote else env.step(action)
-            for env, action, is_remote in zip(envs, actions, remote, strict=True)]
+    return [r.step_wait() if r is not None else env.step(action)
+            for env, r, action in zip(envs, remote, actions, strict=True)]
 
 
 def reset_all(envs: Sequence[gym.Env], seeds: Sequence[int]) -> list[tuple[Any, dict]]:
     """``env.reset(seed=seed)`` for each pair, the remote ones all at once."""
-    remote = [hasattr(env, "reset_async") for env in envs]
-    for env, seed, is_remote in zip(envs, seeds, remote, strict=True):
-        if is_remote:
+    remote: list[Any] = [env if hasattr(env, "reset_async") else None for env in envs]
+    for env, seed in zip(remote, seeds, strict=True):
+        if env is not None:
             env.reset_async(seed=seed)
-    return [env.reset_wait() if is_remote else env.reset(seed=seed)
-            for env, seed, is_remote in zip(envs, seeds, remote, strict=True)]
+    return [r.reset_wait() if r is not None else env.reset(seed=seed)
+            for env, r, seed in zip(envs, remote, seeds, strict=True)]
 
 
 __all__ = ["RemoteEnv", "reset_all", "step_all"]

@@ -157,7 +157,9 @@ class Engine:
         lib.get_applicable_operators(operators)
         self.state._operators = {op.id: op for op in operators}
         by_command: dict[str, Any] = {}
-        cache = self.game.commands
+        game = self.game
+        assert game is not None
+        cache = game.commands
         for op in operators:
             name = op.name
             command = cache.get(name)
@@ -167,7 +169,8 @@ class Engine:
                     {ph.name: self.entity_infos[var.name] for ph, var in action.mapping.items()},
                     action.mapping,
                 )
-                action.command_template = derive_text(self.game.logic.grammar, action.command_template, context)
+                action.command_template = derive_text(game.logic.grammar,
+                                                      action.command_template, context)
                 command = cache[name] = action.format_command(self._names)
             by_command.setdefault(command, op)
         self._by_command = by_command
@@ -186,5 +189,6 @@ class Engine:
         }
 
     def _derive(self, rule: str, variables: dict[str, Any], mapping: dict[Any, Any]) -> str:
+        assert self.game is not None
         return derive_text(self.game.logic.grammar, rule, self._context(variables, mapping))
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from derl_bench.envs.alfworld.game import GameData, parse_atom
@@ -15,16 +15,16 @@ def _make_lean_state_class() -> type:
     pddl_logic = import_engine()
     from textworld.logic import Action, Placeholder, Type, Variable
 
-    class LeanPddlState(pddl_logic.PddlState):
+    base: Any = pddl_logic.PddlState  # loaded from alfworld at run time
+
+    class LeanPddlState(base):
         """``PddlState`` built from a cached translation, keeping a set of fluent facts."""
 
         def __init__(self, downward_lib: Any, game: GameData) -> None:
-            from collections import Counter
-
-            self._facts = defaultdict(set)
-            self._vars_by_name = {}
-            self._vars_by_type = defaultdict(set)
-            self._var_counts = Counter()
+            self._facts: defaultdict[str, set[Any]] = defaultdict(set)
+            self._vars_by_name: dict[str, Any] = {}
+            self._vars_by_type: defaultdict[str, set[Any]] = defaultdict(set)
+            self._var_counts: Counter[str] = Counter()
             self._logic = game.logic
             self.downward_lib = downward_lib
             self.task = game.task
@@ -35,7 +35,7 @@ def _make_lean_state_class() -> type:
                 except ValueError:
                     pass
             self.name2type = {o.name: o.type_name for o in game.task.objects}
-            self._operators = {}
+            self._operators: dict[Any, Any] = {}
             self._action_cache: dict[str, Any] = {}
             facts = []
             for atom in game.task.init:

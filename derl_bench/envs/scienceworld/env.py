@@ -127,7 +127,7 @@ class ScienceWorldEnv(gym.Env[str, str]):
         self.protocol = protocol
         self.reset_observation = reset_observation
         self.object_order = object_order
-        self._jvm = {
+        self._jvm: dict[str, Any] = {
             "jvm_memory": jvm_memory,
             "port": int(port),
             "java_path": java_path,
