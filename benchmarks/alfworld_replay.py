@@ -90,7 +90,9 @@ def replay_all(train_sample: int, seed: int) -> dict:
     picked = {
         "valid_seen": games.discover_games("valid_seen"),
         "valid_unseen": games.discover_games("valid_unseen"),
-        f"train_sample_{train_sample}_seed_{seed}": sorted(random.Random(seed).sample(train, train_sample)),
+        f"train_sample_{train_sample}_seed_{seed}": sorted(
+            random.Random(seed).sample(train, train_sample)
+        ),
     }
     report = {}
     try:

@@ -11,9 +11,9 @@ compared, because both sides run on the same machine in the same run.
 
 A key fails when ``ratio > baseline * (1 + tolerance)``; the tolerance is
 ``baseline.json``'s ``tolerance`` (1.0: twice as slow relative to upstream as the baseline run;
-0.5 when the file sets none) unless a key sets its own in ``tolerances``. A baseline key missing from the run fails too (a benchmark that
-stopped reporting hides a regression); new keys are listed and pass. Exit status: 0 pass,
-1 regression or missing key, 2 bad input.
+0.5 when the file sets none) unless a key sets its own in ``tolerances``. A baseline key
+missing from the run fails too (a benchmark that stopped reporting hides a regression); new
+keys are listed and pass. Exit status: 0 pass, 1 regression or missing key, 2 bad input.
 """
 
 from __future__ import annotations

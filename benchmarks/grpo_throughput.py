@@ -43,7 +43,9 @@ class ToyEnv(gym.Env):
         return PROMPT, {}
 
     def step(self, action):
-        return "", 0.0, True, False, {"primitives": {"outcome": action.count("a") / max(1, len(action))}}
+        return "", 0.0, True, False, {
+            "primitives": {"outcome": action.count("a") / max(1, len(action))}
+        }
 
 
 def build_model(shape: str, path: Path) -> Path:

@@ -45,8 +45,8 @@ def item_successes(model: str, max_new_tokens: int) -> list[bool]:
     adapter = adapter_for(ENV_ID)
     eval_set = adapter.eval_set(LEVEL)
     with quiet_transformers():
-        policy = LLMPolicy.from_pretrained(model, adapter.spec,
-                                           sampling=SamplingConfig(max_new_tokens, 0.0, 1.0, seed=0))
+        policy = LLMPolicy.from_pretrained(
+            model, adapter.spec, sampling=SamplingConfig(max_new_tokens, 0.0, 1.0, seed=0))
     env = gym.make(ENV_ID, **eval_set.spec.env_kwargs)
     try:
         indices = [adapter.reset_options(env.unwrapped, e)["index"] for e in eval_set.entries]

@@ -60,7 +60,8 @@ def _interleaved(
     root = games.games_root(data_root)
     argv = sys.argv[:]
     theirs = make_alfred_tw_env(paths, expert=expert, asynchronous=asynchronous)
-    ours = gym.make("derl/ALFWorld-v0", level="L0", split="eval", expert=expert, max_episode_steps=1000)
+    ours = gym.make("derl/ALFWorld-v0", level="L0", split="eval", expert=expert,
+                    max_episode_steps=1000)
     totals = {"ours_reset": 0.0, "theirs_reset": 0.0, "ours_step": 0.0, "theirs_step": 0.0}
     resets = steps = 0
     try:

@@ -33,7 +33,8 @@ def _warm_up_math_verify() -> None:
 
 
 def _math_verify_all(problems) -> int:
-    return sum(bool(verify(parse(p.answer if "####" not in p.solution else p.solution.rsplit("####", 1)[1]),
+    return sum(bool(verify(parse(p.answer if "####" not in p.solution
+                                 else p.solution.rsplit("####", 1)[1]),
                            parse(p.solution))) for p in problems)
 
 

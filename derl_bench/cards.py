@@ -77,7 +77,8 @@ def read_manifest(family: str, name: str, *, verify: bool = True) -> list[str]:
     lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln]
     if verify:
         if len(lines) != int(spec["count"]):
-            raise CardError(f"manifest {family}/{name}: {len(lines)} entries, card says {spec['count']}")
+            raise CardError(f"manifest {family}/{name}: {len(lines)} entries, "
+                            f"card says {spec['count']}")
         digest = sha256_lines(lines)
         if digest != spec["sha256"]:
             raise CardError(f"manifest {family}/{name}: sha256 {digest} != card's {spec['sha256']}")

@@ -174,7 +174,8 @@ class MathVerifier:
         )
         if self._ask(b'["1", "1"]\n', self.STARTUP_GRACE) is None:
             self._stop()
-            raise RuntimeError("the math-verify worker did not start (python -m derl_bench.grading)")
+            raise RuntimeError(
+                "the math-verify worker did not start (python -m derl_bench.grading)")
 
     def _ask(self, request: bytes, wait: float) -> bool | None:
         """Send one request; the answer, or ``None`` when the worker died or ran out of time."""

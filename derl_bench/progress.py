@@ -10,7 +10,8 @@ one when it closes.
     >>> for _ in progress_bar(range(3), desc="steps", file=log):
     ...     pass
     >>> lines = log.getvalue().splitlines()
-    >>> lines[0].startswith("steps:   0%"), lines[-1].startswith("steps: 100%"), "\\r" in log.getvalue()
+    >>> (lines[0].startswith("steps:   0%"), lines[-1].startswith("steps: 100%"),
+    ...  "\\r" in log.getvalue())
     (True, True, False)
 """
 

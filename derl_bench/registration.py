@@ -15,7 +15,8 @@ sets the cap::
     >>> gym.spec("derl/ALFWorld-v0").entry_point
     'derl_bench.registration:make_bare'
 
-    env = gym.make("derl/ALFWorld-v0", max_episode_steps=5)   # CardObservers(TimeLimit(ALFWorldEnv, 5))
+    env = gym.make("derl/ALFWorld-v0", max_episode_steps=5)
+    # CardObservers(TimeLimit(ALFWorldEnv, 5))
 
 Pass ``observers=[...]`` to replace the family's default observers, or
 ``extra_observers=[...]`` to add to them. Gymnasium hands ``make``'s keyword arguments to the

@@ -56,7 +56,8 @@ def main(argv: list[str]) -> int:
                                      "proposals": [{"expr": c["expr"], "recorded": c["score"],
                                                     "fresh": f} for c, f in zip(cs, now,
                                                                                strict=True)]}
-        print(f"{method:<12} seed {seed}  recorded {100 * table[f'{method}/{seed}']['recorded']:.2f}"
+        print(f"{method:<12} seed {seed}  "
+              f"recorded {100 * table[f'{method}/{seed}']['recorded']:.2f}"
               f"  fresh {100 * table[f'{method}/{seed}']['fresh']:.2f}")
     seeds = sorted({s for _, s in proposals})
     first = methods[0]

@@ -44,7 +44,8 @@ def test_manifests_match_the_release_and_their_checksums(data_root):
 
 
 def test_level_splits_follow_the_protocol(data_root):
-    counts = {(lv, sp): len(games.level_games(lv, sp)) for lv in games.LEVELS for sp in games.SPLITS}
+    counts = {(lv, sp): len(games.level_games(lv, sp))
+              for lv in games.LEVELS for sp in games.SPLITS}
     assert counts == {("L0", "train"): 3553, ("L0", "validation"): 200, ("L0", "eval"): 140,
                       ("L1", "train"): 3553, ("L1", "validation"): 200, ("L1", "eval"): 134,
                       ("L2", "train"): 2207, ("L2", "validation"): 127, ("L2", "eval"): 38}
@@ -283,7 +284,8 @@ def test_nothing_is_written_to_home(data_root, tmp_path):
     environ.update(HOME=str(home), DERL_BENCH_DATA=str(data_root), PYTHONPATH=str(REPO))
     workdir = tmp_path / "cwd"
     workdir.mkdir()
-    subprocess.run([sys.executable, "-c", script], check=True, env=environ, cwd=workdir, timeout=300)
+    subprocess.run([sys.executable, "-c", script], check=True, env=environ, cwd=workdir,
+                   timeout=300)
     assert list(home.rglob("*")) == []
     assert list(workdir.rglob("*")) == []  # the planner leaves no plan files behind
 

@@ -95,7 +95,8 @@ def test_a_user_observer_can_be_added(data_root):
         def observe(self, env, t):
             return {"n_admissible": float(len(env.admissible_commands))}
 
-    env = gym.make("derl/ALFWorld-v0", level="L2", split="eval", extra_observers=[AdmissibleCount()])
+    env = gym.make("derl/ALFWorld-v0", level="L2", split="eval",
+                   extra_observers=[AdmissibleCount()])
     try:
         _, info = env.reset(seed=0)
         _, _, _, _, info = env.step("look")
@@ -107,7 +108,8 @@ def test_a_user_observer_can_be_added(data_root):
 
 def test_goal_parser_prenexes_quantifiers_and_separates_static_atoms():
     problem = """(define (problem p) (:goal (and
-        (exists (?ot - object ?a - agent) (and (objectType ?ot LampType) (isToggled ?ot) (holds ?a ?ot)))
+        (exists (?ot - object ?a - agent) (and (objectType ?ot LampType) (isToggled ?ot)
+            (holds ?a ?ot)))
         (exists (?o - object ?a - agent) (and (not (= ?o lamp1)) (holds ?a ?o))))))"""
     goal = parse_goal(problem, {"istoggled", "holds"})
     assert len(goal.variables) == 4  # the two ?a are different variables

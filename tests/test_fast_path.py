@@ -130,7 +130,8 @@ def test_fast_loss_and_gradients_equal_a_reference_computation():
         -1, batch.input_ids[:, 1:, None]).squeeze(-1)
     logp = torch.cat([torch.zeros_like(logp[:, :1]), logp], 1)
     mask = batch.loss_mask
-    reference = -(torch.exp(logp - logp.detach()) * batch.advantages[:, None] * mask).sum() / mask.sum()
+    reference = (-(torch.exp(logp - logp.detach()) * batch.advantages[:, None] * mask).sum()
+                 / mask.sum())
     reference.backward()
     expected = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()

@@ -20,7 +20,8 @@ def _with_rates(record: dict, strict: int, published: int) -> dict:
     res["successes"] = strict
     res["success_rate"] = {"mean": strict / n, "se": binomial_se(strict / n, n)}
     res["published"] = {"successes": published,
-                        "success_rate": {"mean": published / n, "se": binomial_se(published / n, n)}}
+                        "success_rate": {"mean": published / n,
+                                         "se": binomial_se(published / n, n)}}
     return record
 
 

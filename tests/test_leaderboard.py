@@ -142,8 +142,9 @@ def _consistent_n(n: int) -> Mutation:
 
 def _reported(**changes: Any) -> Mutation:
     def mutate(record: dict[str, Any]) -> dict[str, Any]:
-        record = json.loads((BOARDS / "gsm8k" / "reported-derl-paper-derl-trained-on-math-only-L0.json")
-                            .read_text())
+        record = json.loads(
+            (BOARDS / "gsm8k" / "reported-derl-paper-derl-trained-on-math-only-L0.json")
+            .read_text())
         for path, value in changes.items():
             _set(path.replace("__", "."), value)(record)
         return record

@@ -202,7 +202,8 @@ def test_leaderboard_page_in_headless_chromium(browser, tmp_path):
 
 VISIBLE_JS = """Array.from(document.querySelectorAll('section.view')).filter(
   s => !s.hidden).map(s => s.id)"""
-VIEW_ROWS_JS = """Array.from(document.querySelectorAll('section.view:not([hidden]) tbody tr')).filter(
+VIEW_ROWS_JS = """Array.from(document.querySelectorAll('section.view:not([hidden]) tbody tr'))
+  .filter(
   tr => !tr.hidden).map(tr => ({size: tr.dataset.size, family: tr.dataset.family,
   provenance: tr.dataset.provenance, cells: Array.from(tr.cells).map(td => td.textContent)}))"""
 VIEW_HEAD_JS = """({title: document.querySelector('section.view:not([hidden]) h2').textContent,

@@ -111,7 +111,8 @@ def test_info_carries_the_documented_fields(math500):
     assert set(info["primitives"]) == MATH_PRIMITIVES
     assert all(v == 0.0 for v in info["primitives"].values())
     _, _, _, _, info = math500.step("Step 1: think.\nStep 2: more.\n\\boxed{0}")
-    for key in ("reference_answer", "reference_solution", "extracted_answer", "problem_id", "split"):
+    for key in ("reference_answer", "reference_solution", "extracted_answer", "problem_id",
+                "split"):
         assert key in info
     assert info["split"] == "math500" and info["problem_id"].startswith("test/")
     assert info["extracted_answer"] == "0"

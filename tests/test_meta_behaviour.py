@@ -46,7 +46,8 @@ def test_affinely_related_rewards_train_once_and_constant_ones_never(tmp_path, m
                         validation_episodes=2, inner=INNER, output_dir=str(tmp_path),
                         progress=False, executor="local", seed=1, invalid_score=0.0)
     result = run_meta(config)
-    records = [json.loads(line) for line in (tmp_path / "candidates.jsonl").read_text().splitlines()]
+    records = [json.loads(line)
+               for line in (tmp_path / "candidates.jsonl").read_text().splitlines()]
     trained = [r for r in records if "run" in r and "duplicate_of" not in r]
     assert sorted(r["expr"] for r in trained) == ["format_boxed", "outcome"]
     copies = {r["expr"]: r["duplicate_of"] for r in records if "duplicate_of" in r}

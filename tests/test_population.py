@@ -175,12 +175,14 @@ def test_every_member_samples_what_its_model_samples_alone():
     for (model, _), rows, seed in zip(models, prompts, (7, 8, 9), strict=True):
         backend = TransformersBackend(model, tok, batch_size=4)
         backend.eos_ids = eos
-        alone.append(backend.generate(rows, sampling, generator=torch.Generator().manual_seed(seed)))
+        alone.append(backend.generate(rows, sampling,
+                                      generator=torch.Generator().manual_seed(seed)))
     together = population.sample(prompts, 16, 1.0, eos, tok.pad_token_id, top_p=0.9,
                                  generators=[torch.Generator().manual_seed(s) for s in (7, 8, 9)],
                                  batch_size=4)
     assert together == alone
-    assert len({len(row) for rows in alone for row in rows}) > 1, "rows should end at different steps"
+    assert len({len(row) for rows in alone for row in rows}) > 1, (
+        "rows should end at different steps")
     # Members decoded in groups of at most 4 rows (one member a group) draw the same.
     assert population.sample(prompts, 16, 1.0, eos, tok.pad_token_id, top_p=0.9,
                              generators=[torch.Generator().manual_seed(s) for s in (7, 8, 9)],

@@ -127,7 +127,8 @@ def test_train_rejects_a_recipe_whose_reward_reads_what_the_env_does_not_emit(tm
     assert not (tmp_path / "run").exists()  # rejected before anything was written
 
 
-@pytest.mark.parametrize("recipe", sorted(set(BASELINES.glob("*.yaml")) - set(BASELINES.glob("meta-*"))),
+@pytest.mark.parametrize("recipe",
+                         sorted(set(BASELINES.glob("*.yaml")) - set(BASELINES.glob("meta-*"))),
                          ids=lambda p: p.stem)
 def test_every_baseline_reward_compiles_against_its_env(recipe):
     config = load_config(recipe)

@@ -159,7 +159,8 @@ def test_the_reward_command_takes_the_semantics(tmp_path, capsys):
     from derl_bench.cli import main
 
     log = tmp_path / "episodes.jsonl"
-    steps = [dict(zip(MATH_G, map(float, bits), strict=True)) for bits in ((1, 1, 0, 1), (1, 1, 1, 1))]
+    steps = [dict(zip(MATH_G, map(float, bits), strict=True))
+             for bits in ((1, 1, 0, 1), (1, 1, 1, 1))]
     log.write_text("\n".join(json.dumps([step]) for step in steps) + "\n")
     expr = "g1 / (g3 - g4) + g2"
     assert main(["reward", "eval", expr, "--env", ENV, "--trajectories", str(log),

@@ -13,7 +13,8 @@ from derl_bench.observers.think_action import FALLBACK_CHARS, parse_think_action
     ("text", "expected"),
     [
         ("<think>x</think><action>go to desk 1</action>", ("go to desk 1", True)),
-        ("<think>x</think>\n<action>  Take Mug 1 from Desk 1 \n</action>", ("take mug 1 from desk 1", True)),
+        ("<think>x</think>\n<action>  Take Mug 1 from Desk 1 \n</action>",
+         ("take mug 1 from desk 1", True)),
         # action tags are matched after lower-casing, think tags on the original text
         ("<think>x</think><ACTION>look</ACTION>", ("look", True)),
         ("<THINK>x</THINK><action>look</action>", ("look", False)),

@@ -34,7 +34,8 @@ def _download(args: argparse.Namespace) -> int:
         return 2
     root, names = resolved
     for name in names:
-        print(f"{name}: downloading into {root / name}" + (f" from {args.mirror}" if args.mirror else ""))
+        print(f"{name}: downloading into {root / name}"
+              + (f" from {args.mirror}" if args.mirror else ""))
         try:
             results = download(name, root, mirror=args.mirror, force=args.force,
                                show_progress=not args.quiet)
@@ -85,7 +86,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              description="Fetch datasets (atomic, sha256-checked, resumable).")
     dl.add_argument("names", nargs="*", metavar="NAME", help=names_help)
     dl.add_argument("--mirror", metavar="URL", help="fetch the same layout from this base URL")
-    dl.add_argument("--root", type=lambda text: Path(text).expanduser().resolve(), help="data root (default: $DERL_BENCH_DATA)")
+    dl.add_argument("--root", type=lambda text: Path(text).expanduser().resolve(),
+                    help="data root (default: $DERL_BENCH_DATA)")
     dl.add_argument("--force", action="store_true", help="download again even if complete")
     dl.add_argument("--quiet", action="store_true", help="no progress bars")
     dl.set_defaults(func=_download)
@@ -93,7 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     vf = data_sub.add_parser("verify", help="print counts and checksums; fail on any mismatch",
                              description="Count and checksum every split; exit 1 on a mismatch.")
     vf.add_argument("names", nargs="*", metavar="NAME", help=names_help)
-    vf.add_argument("--root", type=lambda text: Path(text).expanduser().resolve(), help="data root (default: $DERL_BENCH_DATA)")
+    vf.add_argument("--root", type=lambda text: Path(text).expanduser().resolve(),
+                    help="data root (default: $DERL_BENCH_DATA)")
     vf.set_defaults(func=_verify)
 
     ls = data_sub.add_parser("list", help="list known datasets and their upstream URLs",

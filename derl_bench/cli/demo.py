@@ -134,7 +134,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "inner GRPO runs; print whether DERL's proposals improve across generations beyond "
         "the control's, evaluate each best policy on L0/L1/L2 and write records, curves and "
         "demo.json.")
-    parser.add_argument("--output", default="runs/demo", help="output directory (default runs/demo)")
+    parser.add_argument("--output", default="runs/demo",
+                        help="output directory (default runs/demo)")
     parser.add_argument("--workers", type=int, default=2,
                         help="methods run side by side, one process each (default 2)")
     parser.set_defaults(func=_run)

@@ -63,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("recipe", help="YAML meta recipe")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="recipe overrides, e.g. outer_steps=3 inner.steps=2")
-    parser.add_argument("--method", choices=("derl", "derl-pop", "derl-frozen", "random", "revolve"),
+    parser.add_argument("--method",
+                        choices=("derl", "derl-pop", "derl-frozen", "random", "revolve"),
                         help="override the recipe's method")
     parser.add_argument("--output", help="run directory (default runs/<name>)")
     parser.add_argument("--resume", action="store_true",

@@ -156,8 +156,8 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
             for dtype in dtypes:
                 tag = f"{'lora' if lora else 'full'}-{path}-{dtype}"
                 common = [f"model={model_path}", f"dtype={dtype}", f"device={device}",
-                          "steps=2", "progress=false",
-                          "tensorboard=false", f"lora={json.dumps(REHEARSAL_LORA) if lora else 'null'}"]
+                          "steps=2", "progress=false", "tensorboard=false",
+                          f"lora={json.dumps(REHEARSAL_LORA) if lora else 'null'}"]
                 # A random model never solves a problem; a length term makes the GSM8K
                 # rewards differ within a group so the update really changes the weights.
                 recipes = [("train-gsm8k", "gsm8k-outcome.yaml",
@@ -256,7 +256,8 @@ def _tail(log: Path, lines: int = 15) -> str:
 
 def format_table(results: list[CommandResult]) -> str:
     """The results as a markdown table."""
-    rows = ["| command | lora | path | dtype | ok | wall s | s/step | peak RSS MiB | KV cache MiB |",
+    rows = [("| command | lora | path | dtype | ok | wall s | s/step | peak RSS MiB "
+             "| KV cache MiB |"),
             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         kv = r.detail.get("kv_cache_mb")

@@ -53,7 +53,8 @@ def register(subparsers: Any) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("expr", metavar="EXPR", help="the Meta-Reward expression")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--env", metavar="ID", help="an env id: its declared primitives and aliases")
+    source.add_argument("--env", metavar="ID",
+                        help="an env id: its declared primitives and aliases")
     source.add_argument("--domain", choices=DOMAINS,
                         help="a domain: the merged primitives of its families")
     parser.add_argument(

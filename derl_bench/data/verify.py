@@ -51,7 +51,8 @@ def sha256_file(path: Path) -> str:
 
 
 def tree_checksum(folder: Path, files: list[Path]) -> str:
-    """sha256 over ``"<path relative to folder>\\t<sha256>\\n"`` for ``files`` in sorted path order."""
+    """sha256 over ``"<path relative to folder>\\t<sha256>\\n"`` for ``files`` in sorted path
+    order."""
     digest = hashlib.sha256()
     for path in sorted(files, key=lambda p: p.relative_to(folder).as_posix()):
         digest.update(f"{path.relative_to(folder).as_posix()}\t{sha256_file(path)}\n".encode())
@@ -95,7 +96,8 @@ def run_check(name: str, check: Check, root: Path) -> CheckResult:
         problem = f"{count} items, expected {check.count}"
     if not problem and check.sha256 and digest != check.sha256:
         problem = f"sha256 {digest}, expected {check.sha256}"
-    return CheckResult(name, check.name, check.path, count, check.count, digest, check.sha256, problem)
+    return CheckResult(name, check.name, check.path, count, check.count, digest, check.sha256,
+                       problem)
 
 
 def verify_dataset(

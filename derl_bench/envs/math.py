@@ -59,7 +59,8 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 def _gsm8k_problems(root: Path, upstream_split: str) -> list[Problem]:
     rows = _read_jsonl(root / f"{upstream_split}.jsonl")
     return [
-        Problem(f"{upstream_split}/{i}", row["question"], gsm8k_reference(row["answer"]), row["answer"])
+        Problem(f"{upstream_split}/{i}", row["question"], gsm8k_reference(row["answer"]),
+                row["answer"])
         for i, row in enumerate(rows)
     ]
 
@@ -74,7 +75,8 @@ def _math_problem(problem_id: str, row: dict[str, Any]) -> Problem:
 
 def _math_problems(root: Path, upstream_split: str) -> list[Problem]:
     if upstream_split == "math500":
-        return [_math_problem(row["unique_id"], row) for row in _read_jsonl(root / "math500_test.jsonl")]
+        return [_math_problem(row["unique_id"], row)
+                for row in _read_jsonl(root / "math500_test.jsonl")]
     folder = root / "MATH" / upstream_split
     files = sorted(folder.glob("*/*.json"), key=lambda p: (p.parent.name, int(p.stem)))
     problems = []
@@ -106,7 +108,8 @@ def load_problems(dataset: str, split: str, root: str | None = None) -> tuple[Pr
         keep = "validation_slice" in split_spec
         problems = [p for p in problems if (p.problem_id in held_out) == keep]
     if len(problems) != split_spec["count"]:
-        raise ValueError(f"{dataset}/{split}: {len(problems)} problems, card says {split_spec['count']}")
+        raise ValueError(f"{dataset}/{split}: {len(problems)} problems, "
+                         f"card says {split_spec['count']}")
     return tuple(problems)
 
 

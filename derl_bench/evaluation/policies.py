@@ -186,7 +186,8 @@ class CallablePolicy(Policy):
     def act(self, slot: int, observation: str, info: Mapping[str, Any]) -> str:
         action = self._function(observation, info)
         if not isinstance(action, str):
-            raise PolicyError(f"{self.method} returned {type(action).__name__}, not an action string")
+            raise PolicyError(
+                f"{self.method} returned {type(action).__name__}, not an action string")
         return action
 
 
@@ -194,9 +195,10 @@ class LLMEvalPolicy(Policy):
     """A causal LM through :class:`derl_bench.policies.LLMPolicy`, batched over slots.
 
     Math envs get the whole response; agent envs get the command parsed from the response's
-    ``<action>`` tag, with the prompt training rollouts use (task, recent history, and the admissible
-    actions the env reports: ALFWorld lists them, ScienceWorld shows its action templates).
-    Sampling is seeded from the episode seeds of the batch, so a rerun repeats itself.
+    ``<action>`` tag, with the prompt training rollouts use (task, recent history, and the
+    admissible actions the env reports: ALFWorld lists them, ScienceWorld shows its action
+    templates). Sampling is seeded from the episode seeds of the batch, so a rerun repeats
+    itself.
 
     ``protocol="rlvmr"`` (agent envs) switches to RLVMR's validation settings: its prompts
     (:class:`~derl_bench.policies.rlvmr_prompts.RLVMRPrompt`), temperature 0.4 and

@@ -81,7 +81,8 @@ def scienceworld_available_actions(possible_actions: Sequence[str],
                                    possible_objects: Sequence[str]) -> str:
     """The ``available_actions`` text RLVMR's ScienceWorld worker puts in every prompt."""
     return (f"Valid_actions: {list(possible_actions)}, OBJ needs to be replaced with one of the "
-            f"following objects: {list(possible_objects)}\n example: <action>focus on door</action>")
+            f"following objects: {list(possible_objects)}\n"
+            " example: <action>focus on door</action>")
 
 
 __all__ = [

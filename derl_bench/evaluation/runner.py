@@ -56,7 +56,8 @@ class EpisodeResult:
         return {
             "index": self.index, "entry": self.entry, "seed": self.seed,
             "task_type": self.task_type, "success": self.success, "score": self.score,
-            "published_success": self.published, "steps": self.steps, "total_reward": self.total_reward,
+            "published_success": self.published, "steps": self.steps,
+            "total_reward": self.total_reward,
             "observations": self.observations, "actions": self.actions, "rewards": self.rewards,
         }
 

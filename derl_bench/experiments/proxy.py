@@ -553,6 +553,6 @@ def small(config: ProxyConfig) -> ProxyConfig:
     return replace(config, **SMALL)
 
 
-__all__ = ["HAND_MADE", "METHODS", "SEARCH", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "base_model",
-           "copy_records", "mean_se", "run_job", "run_proxy", "small",
+__all__ = ["HAND_MADE", "METHODS", "SEARCH", "WARM_STARTED", "BaseModelSpec", "ProxyConfig",
+           "base_model", "copy_records", "mean_se", "run_job", "run_proxy", "small",
            "summarize"]

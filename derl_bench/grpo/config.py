@@ -132,7 +132,8 @@ class TrainConfig:
         if bad:
             raise ConfigError("out of range: " + ", ".join(
                 f"{n}={getattr(self, n)!r}" for n in bad))
-        for name, allowed in (("trainer", ("compact", "trl")), ("aggregation", ("token", "sequence")),
+        for name, allowed in (("trainer", ("compact", "trl")),
+                              ("aggregation", ("token", "sequence")),
                               ("backend", ("transformers", "vllm")),
                               ("reward_semantics", SEMANTICS)):
             if getattr(self, name) not in allowed:

@@ -205,8 +205,8 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
 
     ``env_factory`` and ``reward_fn`` replace the env built from ``config.env_id`` and the
     compiled Meta-Reward (a multi-turn ``env_factory``'s envs must end their episodes
-    themselves, e.g. inside a ``TimeLimit``); ``family`` (``"math"``, ``"alfworld"``, ``"scienceworld"``) picks the
-    prompt and rollout for an env that is not a derl id.
+    themselves, e.g. inside a ``TimeLimit``); ``family`` (``"math"``, ``"alfworld"``,
+    ``"scienceworld"``) picks the prompt and rollout for an env that is not a derl id.
     """
     run_dir = config.run_dir
     spec = family_spec(family or config.env_id)
@@ -248,7 +248,8 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
         start_step = int(state["step"])
     model.train()
 
-    backend = make_backend(config.backend, model, tokenizer, model_path=str(checkpoint or start_path))
+    backend = make_backend(config.backend, model, tokenizer,
+                           model_path=str(checkpoint or start_path))
     sampling = SamplingConfig(config.max_new_tokens, config.temperature, config.top_p)
     policy = LLMPolicy(model, tokenizer, spec, backend=backend,
                        sampling=sampling, history_window=config.history_window)

@@ -15,7 +15,8 @@ sequence weighs the same whatever micro-batch it lands in).
 
     >>> import torch
     >>> mask = torch.tensor([[1., 1., 0.], [1., 1., 1.]])
-    >>> round(micro_batch_weight(mask[:1], mask, "token"), 6), micro_batch_weight(mask[:1], mask, "sequence")
+    >>> (round(micro_batch_weight(mask[:1], mask, "token"), 6),
+    ...  micro_batch_weight(mask[:1], mask, "sequence"))
     (0.4, 0.5)
 """
 

@@ -280,6 +280,6 @@ def train_trl_agent(config: TrainConfig, resume: bool = False) -> list[dict[str,
 
 
 __all__ = ["EPISODE_OVER", "OBSERVATION_TOKENS", "AgentToolEnv", "act_call", "act_tool_schema",
-           "agent_dataset", "agent_trainer", "agent_trl_args", "environment_factory", "episode_prompt",
-           "init_tool_model", "meta_reward_funcs", "system_prompt", "tool_call_demos",
-           "tool_call_text", "train_trl_agent", "with_tool_template"]
+           "agent_dataset", "agent_trainer", "agent_trl_args", "environment_factory",
+           "episode_prompt", "init_tool_model", "meta_reward_funcs", "system_prompt",
+           "tool_call_demos", "tool_call_text", "train_trl_agent", "with_tool_template"]

@@ -215,7 +215,8 @@ def render_markdown(boards: Sequence[Board], citations: dict[str, str]) -> str:
         "numbers; their sources give no standard errors, so SE is shown as –.", "",
     ]
     for board in boards:
-        lines += [f"## {board.title} (`{board.env_id}`)", "", f"![{board.title}](plots/{board.benchmark}.png)", ""]
+        lines += [f"## {board.title} (`{board.env_id}`)", "",
+                  f"![{board.title}](plots/{board.benchmark}.png)", ""]
         if board.published_metric:
             lines += [PUBLISHED_NOTE, ""]
         columns = board.columns()
@@ -356,7 +357,10 @@ function show(id) {
   buttons.forEach(function (b) { b.setAttribute("aria-pressed", String(b.dataset.view === id)); });
 }
 buttons.forEach(function (b) {
-  b.addEventListener("click", function () { history.replaceState(null, "", "#" + b.dataset.view); show(b.dataset.view); });
+  b.addEventListener("click", function () {
+    history.replaceState(null, "", "#" + b.dataset.view);
+    show(b.dataset.view);
+  });
 });
 window.addEventListener("hashchange", function () { show(location.hash.slice(1)); });
 function applyFilters() {
@@ -368,7 +372,9 @@ function applyFilters() {
   views.forEach(function (v) {
     var rows = v.querySelectorAll("tbody tr"), shown = 0;
     rows.forEach(function (tr) {
-      var keep = ["size", "family", "provenance"].every(function (k) { return allowed[k][tr.dataset[k]]; });
+      var keep = ["size", "family", "provenance"].every(function (k) {
+        return allowed[k][tr.dataset[k]];
+      });
       tr.hidden = !keep;
       if (keep) { shown += 1; }
     });
@@ -376,7 +382,9 @@ function applyFilters() {
       (shown < rows.length ? " (the filters above hide the rest)" : "");
   });
 }
-document.querySelectorAll("#filters input").forEach(function (i) { i.addEventListener("change", applyFilters); });
+document.querySelectorAll("#filters input").forEach(function (i) {
+  i.addEventListener("change", applyFilters);
+});
 applyFilters();
 show(location.hash.slice(1));
 """

@@ -234,7 +234,8 @@ class MetaOptimizer:
             self._allowed_cache: dict[str, list[int]] = {}
             messages = build_prompt(domain)
         prompt_text = render(self.tokenizer, messages)
-        self.prompt_ids: list[int] = self.tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
+        self.prompt_ids: list[int] = self.tokenizer(
+            prompt_text, add_special_tokens=False)["input_ids"]
         self.updates = 0
 
     # -- constrained decoding -------------------------------------------------------------

@@ -7,10 +7,10 @@ reward's *values*, so they are asked on a probe set: the primitives of many resp
 For a single-step env whose problems carry a reference solution (the math family, the
 arithmetic proxy) the probe responses are the reference solutions of ``problems`` problems and
 fixed edits of them that every grader distinguishes: unboxed, a near or far wrong answer, the
-answer alone, no answer, padding, numbered steps; each is graded by the real env and its observers, so the
-vectors carry the env's own correlations (a correct answer is also parsed and formatted).
-Other envs get vectors drawn from each primitive's declared range (values at both ends and in
-between), which keeps the check well defined but ignores correlations.
+answer alone, no answer, padding, numbered steps; each is graded by the real env and its
+observers, so the vectors carry the env's own correlations (a correct answer is also parsed and
+formatted). Other envs get vectors drawn from each primitive's declared range (values at both
+ends and in between), which keeps the check well defined but ignores correlations.
 
     >>> probe = probe_set("derl/Arithmetic-v0", problems=4)
     >>> len(probe), sorted(set(probe.columns["outcome"].tolist()))

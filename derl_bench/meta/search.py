@@ -184,7 +184,8 @@ class IslandEvolution:
             island.sort(key=lambda m: -m.score)
             del island[self.island_size:]
         self.generation += 1
-        if self.migrate_every and self.generation % self.migrate_every == 0 and len(self.islands) > 1:
+        if (self.migrate_every and self.generation % self.migrate_every == 0
+                and len(self.islands) > 1):
             bests = [island[0] for island in self.islands if island]
             for i, best in enumerate(bests):
                 target = self.islands[(i + 1) % len(self.islands)]

@@ -16,7 +16,8 @@ missing tags (upstream would extract an empty action and call the format valid).
 :func:`parse_verl_agent` is the projection exactly as verl-agent writes it, per family, for
 the ``rlvmr`` protocol (ScienceWorld keeps case and falls back to the last 20 characters).
 
-    >>> parse_think_action("<think>the mug is in the sink</think><action>Go to Sinkbasin 1</action>")
+    >>> parse_think_action("<think>the mug is in the sink</think>"
+    ...                    "<action>Go to Sinkbasin 1</action>")
     ('go to sinkbasin 1', True)
     >>> parse_think_action("<action>look</action>")
     ('look', False)
@@ -87,8 +88,9 @@ class ThinkActionWrapper(gym.Wrapper):
 
     ``step(response)`` parses the response, steps the inner env with the extracted command and
     adds ``format_valid`` (1.0 or 0.0) to ``info["primitives"]`` (0.0 on reset) and the
-    response to ``info["raw_response"]``. Put it outside :class:`~derl_bench.observers.ObserveWrapper`
-    (as ``gymnasium.make`` returns it) so that the other observers see the plain command::
+    response to ``info["raw_response"]``. Put it outside
+    :class:`~derl_bench.observers.ObserveWrapper` (as ``gymnasium.make`` returns it) so that the
+    other observers see the plain command::
 
         >>> class Echo(gym.Env):
         ...     def reset(self, *, seed=None, options=None):

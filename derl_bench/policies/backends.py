@@ -34,7 +34,8 @@ class SamplingConfig:
 class GenerationBackend(Protocol):
     """Anything that samples completions for prompt token ids."""
 
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig) -> list[list[int]]:
+    def generate(self, prompts: Sequence[Sequence[int]],
+                 sampling: SamplingConfig) -> list[list[int]]:
         """One completion per prompt (repeat a prompt to get several)."""
         ...
 
@@ -222,7 +223,8 @@ class VLLMBackend:
         tokenizer = self.llm.get_tokenizer()
         self.eos_ids = {tokenizer.eos_token_id}
 
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig) -> list[list[int]]:
+    def generate(self, prompts: Sequence[Sequence[int]],
+                 sampling: SamplingConfig) -> list[list[int]]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 

@@ -265,5 +265,5 @@ def linear_weight(module: Any, adapters: bool) -> torch.Tensor:
 
 
 __all__ = ["LEAN_ENV", "LORA_TARGETS", "DecoderView", "FrozenBase", "LoraSpec", "adapter_spec",
-           "apply_lora", "decoder_view", "lean_allowed", "is_adapter_dir", "is_peft_model", "lean_parameters", "linear_weight",
-           "load_model_and_adapter", "merge_adapter"]
+           "apply_lora", "decoder_view", "lean_allowed", "is_adapter_dir", "is_peft_model",
+           "lean_parameters", "linear_weight", "load_model_and_adapter", "merge_adapter"]

@@ -53,7 +53,8 @@ class LLMPolicy:
         self.agent = AgentPrompt(self.family, history_window) if self.spec.multi_turn else None
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, family: str | FamilySpec, device: str = "cpu",
+    def from_pretrained(cls, name_or_path: str | Path, family: str | FamilySpec,
+                        device: str = "cpu",
                         dtype: str | None = None, backend: str = "transformers",
                         backend_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> LLMPolicy:
         """Load a model and tokenizer from a HF hub name or a local directory."""

@@ -25,7 +25,9 @@ from derl_bench.policies.prompts import AgentTurn, Messages
 
 SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
     '',
-    'You are an expert agent operating in the ScienceWorld environment, which is a text-based virtual environment centered around accomplishing tasks from the elementary science curriculum.',
+    ('You are an expert agent operating in the ScienceWorld environment, which is a text-based '
+     'virtual environment centered around accomplishing tasks from the elementary science '
+     'curriculum.'),
     'Your current task is: {task_description}',
     '',
     'Your current observation is: {current_observation}',
@@ -62,17 +64,22 @@ SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
     '{available_actions}',
     '',
     "Now it's your turn to take an action.",
-    'You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed within <think> </think> tags. ',
-    "Once you've finished your reasoning, you should choose an appropriate action for the current step and present it within <action> </action> tags.",
+    ('You should first reason step-by-step about the current situation. This reasoning process '
+     'MUST be enclosed within <think> </think> tags. '),
+    ("Once you've finished your reasoning, you should choose an appropriate action for the "
+     "current step and present it within <action> </action> tags."),
     '',
 ])
 
 SCIWORLD_TEMPLATE = "\n".join([
     '',
-    'You are an expert agent operating in the ScienceWorld environment, which is a text-based virtual environment centered around accomplishing tasks from the elementary science curriculum.',
+    ('You are an expert agent operating in the ScienceWorld environment, which is a text-based '
+     'virtual environment centered around accomplishing tasks from the elementary science '
+     'curriculum.'),
     'Your current task is: {task_description}',
     '',
-    'Prior to this step, you have already taken {step_count} step(s). Below are the most recent {history_length} observations and the corresponding actions you took: {action_history}',
+    ('Prior to this step, you have already taken {step_count} step(s). Below are the most recent '
+     '{history_length} observations and the corresponding actions you took: {action_history}'),
     'You are now at step {current_step} and your current observation is: {current_observation}',
     'Here are the actions you may take:',
     '[',
@@ -106,8 +113,10 @@ SCIWORLD_TEMPLATE = "\n".join([
     'Current available actions:',
     '{available_actions}',
     '',
-    "Now it's your turn to take an action. You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed within <think> </think> tags.",
-    "Once you've finished your reasoning, you should choose an appropriate action for the current step and present it within <action> </action> tags.",
+    ("Now it's your turn to take an action. You should first reason step-by-step about the "
+     "current situation. This reasoning process MUST be enclosed within <think> </think> tags."),
+    ("Once you've finished your reasoning, you should choose an appropriate action for the "
+     "current step and present it within <action> </action> tags."),
     '',
 ])
 
@@ -118,21 +127,27 @@ ALFWORLD_TEMPLATE_NO_HIS = "\n".join([
     'Your admissible actions of the current situation are: [{admissible_actions}].',
     '',
     "Now it's your turn to take an action.",
-    'You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed within <think> </think> tags. ',
-    "Once you've finished your reasoning, you should choose an admissible action for current step and present it within <action> </action> tags.",
+    ('You should first reason step-by-step about the current situation. This reasoning process '
+     'MUST be enclosed within <think> </think> tags. '),
+    ("Once you've finished your reasoning, you should choose an admissible action for current "
+     "step and present it within <action> </action> tags."),
     '',
 ])
 
 ALFWORLD_TEMPLATE = "\n".join([
     '',
-    'You are an expert agent operating in the ALFRED Embodied Environment. Your task is to: {task_description}',
-    'Prior to this step, you have already taken {step_count} step(s). Below are the most recent {history_length} observaitons and the corresponding actions you took: {action_history}',
+    ('You are an expert agent operating in the ALFRED Embodied Environment. Your task is to: '
+     '{task_description}'),
+    ('Prior to this step, you have already taken {step_count} step(s). Below are the most recent '
+     '{history_length} observaitons and the corresponding actions you took: {action_history}'),
     'You are now at step {current_step} and your current observation is: {current_observation}',
     'Your admissible actions of the current situation are: [{admissible_actions}].',
     '',
     "Now it's your turn to take an action.",
-    'You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed within <think> </think> tags. ',
-    "Once you've finished your reasoning, you should choose an admissible action for current step and present it within <action> </action> tags.",
+    ('You should first reason step-by-step about the current situation. This reasoning process '
+     'MUST be enclosed within <think> </think> tags. '),
+    ("Once you've finished your reasoning, you should choose an admissible action for current "
+     "step and present it within <action> </action> tags."),
     '',
 ])
 

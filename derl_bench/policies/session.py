@@ -11,8 +11,10 @@ episode, so a policy is prompted the same way wherever it runs::
     >>> session.act("look")
     >>> session.observe("You see a mug 1.", {"admissible_commands": ["take mug 1"]})
     >>> turn = session.turn()
-    >>> turn.step, turn.history, turn.admissible
-    (1, (('You are in the kitchen. Your task is to: put a mug in the fridge.', 'look'),), ('take mug 1',))
+    >>> turn.step, turn.admissible
+    (1, ('take mug 1',))
+    >>> turn.history
+    (('You are in the kitchen. Your task is to: put a mug in the fridge.', 'look'),)
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ QWEN_CHAT_TEMPLATE = (
     "{%- else %}{{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}"
     "{%- endif %}"
     "{{- \"\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query."
-    "\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}"
+    "\\n\\nYou are provided with function signatures within <tools></tools> XML tags:"
+    "\\n<tools>\" }}"
     "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
     "{{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and "
     "arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": "
@@ -321,5 +322,5 @@ def init_shape_model(path: str | Path, shape: str, seed: int = 0, dtype: str = "
 
 
 __all__ = ["QWEN_CHAT_TEMPLATE", "QWEN_SPECIAL_TOKENS", "QWEN_VOCAB_SIZE", "SHAPES",
-           "ModelShape", "build_qwen_tokenizer", "step_cost", "build_shape_model", "init_shape_model",
-           "qwen_config"]
+           "ModelShape", "build_qwen_tokenizer", "step_cost", "build_shape_model",
+           "init_shape_model", "qwen_config"]

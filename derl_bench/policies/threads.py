@@ -15,7 +15,8 @@ The choice, first match wins:
 
     >>> choose_threads(num_params=127_000, num_threads=None, environ={})
     1
-    >>> choose_threads(num_params=500_000_000, num_threads=None, environ={"DERL_BENCH_WORKERS": "64"})
+    >>> choose_threads(num_params=500_000_000, num_threads=None,
+    ...                environ={"DERL_BENCH_WORKERS": "64"})
     1
     >>> choose_threads(num_params=500_000_000, num_threads=3, environ={})
     3

@@ -66,7 +66,8 @@ _LAB = (
     "battery", "wire", "light bulb", "seed", "flower pot", "water", "ice", "orange", "substance",
 )
 _VERBS = ("go to", "take", "put", "open", "close", "heat", "cool", "clean", "use", "examine",
-          "move", "focus on", "look around", "pick up", "connect", "wait", "inventory", "teleport to")
+          "move", "focus on", "look around", "pick up", "connect", "wait", "inventory",
+          "teleport to")
 
 
 def _corpus(n_lines: int, seed: int) -> list[str]:

@@ -6,7 +6,8 @@ folding, operand order), the random generator and the Meta-Optimizer's prompt al
 
 Every pointwise operation is total: no input raises or produces NaN by itself::
 
-    >>> POINTWISE["sqrt"].scalar(-4.0), POINTWISE["log1p"].scalar(-1.0) == -POINTWISE["log1p"].scalar(1.0)
+    >>> (POINTWISE["sqrt"].scalar(-4.0),
+    ...  POINTWISE["log1p"].scalar(-1.0) == -POINTWISE["log1p"].scalar(1.0))
     (0.0, True)
     >>> [f.name for f in POINTWISE.values() if f.commutative]
     ['min', 'max']
@@ -77,12 +78,12 @@ def _reduce(combine: str) -> Callable[..., Any]:
 class Pointwise:
     """A pointwise function: applied step by step (or to episode values), element-wise.
 
-    ``arity`` is ``(fewest, most)`` arguments, ``params`` how the docs name them. ``scalar`` is its meaning on floats (constant
-    folding), ``array`` the same on the evaluator's array operations (``ops``, then the
-    arguments), ``interval`` its range given its arguments' ranges. ``commutative`` functions are
-    also associative and idempotent: the canonical form flattens nested calls, sorts the
-    arguments and drops repeats. ``generated_constants`` are the choices the random generator
-    draws for the trailing constant arguments (``clip``'s bounds).
+    ``arity`` is ``(fewest, most)`` arguments, ``params`` how the docs name them. ``scalar`` is
+    its meaning on floats (constant folding), ``array`` the same on the evaluator's array
+    operations (``ops``, then the arguments), ``interval`` its range given its arguments' ranges.
+    ``commutative`` functions are also associative and idempotent: the canonical form flattens
+    nested calls, sorts the arguments and drops repeats. ``generated_constants`` are the choices
+    the random generator draws for the trailing constant arguments (``clip``'s bounds).
     """
 
     name: str

@@ -140,7 +140,8 @@ def _base_model(config: SFTConfig, workdir: Path) -> str:
 
 
 DemoStream = Callable[[Any, Any, SFTConfig], Iterator[tuple[list[int], str]]]
-"""``(env, policy, config) -> (prompt_ids, completion_text)`` stream, like :func:`demonstrations`."""
+"""``(env, policy, config) -> (prompt_ids, completion_text)`` stream, like
+:func:`demonstrations`."""
 
 
 def run_sft(config: SFTConfig, progress: bool = False,

@@ -84,7 +84,9 @@ class ALFWorldEnv(gym.Env[str, str]):
         self._root = Path(data_root).expanduser().resolve() if data_root is not None else None
         self._alfworld_dir = dataset_dir(games_mod.FAMILY, self._root)
         ensure_alfworld_data(self._alfworld_dir)
-        self.game_ids: list[str] = list(games) if games is not None else games_mod.level_games(level, split)
+        self.game_ids: list[str] = (
+            list(games) if games is not None else games_mod.level_games(level, split)
+        )
         if not self.game_ids:
             raise ValueError("no games to play")
         self.observation_space = text_space(MAX_OBSERVATION_CHARS)

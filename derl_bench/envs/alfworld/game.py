@@ -60,7 +60,9 @@ def load_game(path: str) -> GameData:
     static = {
         (atom.predicate, *atom.args)
         for atom in task.init
-        if isinstance(atom, conditions.Atom) and atom.predicate != "=" and atom.predicate not in fluents
+        if isinstance(atom, conditions.Atom)
+        and atom.predicate != "="
+        and atom.predicate not in fluents
     }
     return GameData(
         path=path,
@@ -91,7 +93,8 @@ def _game_logic(domain: str, grammar: str) -> Any:
     match = _TASK_RULE.search(grammar)
     if match is None or len(_TASK_RULE.findall(grammar)) != 1:
         return import_engine().GameLogic(domain=domain, grammar=grammar)
-    shared = _shared_logic(domain, _TASK_RULE.sub(lambda m: m[1] + _TASK_PLACEHOLDER + m[3], grammar))
+    shared = _shared_logic(
+        domain, _TASK_RULE.sub(lambda m: m[1] + _TASK_PLACEHOLDER + m[3], grammar))
     logic = copy.copy(shared)
     logic.grammar = ContextSensitiveGrammar()
     logic.grammar._rules = defaultdict(list, shared.grammar._rules)

@@ -5,13 +5,16 @@ A game id names a game by its place in the release: ``<split>/<task folder>/<tri
 The task type is the folder name's first part. The manifests listed in ``envs/alfworld.md`` are
 the source of truth for the RLVMR/DERL levels:
 
-========  ==================================  ==============================  ==================================
-level     train                               validation                      eval
-========  ==================================  ==============================  ==================================
-L0        ``train``, all 6 task types (3553)  ``valid_train``, all 6 (200)    ``valid_seen``, all 6 types (140)
-L1        ``train``, all 6 task types (3553)  ``valid_train``, all 6 (200)    ``valid_unseen``, all 6 types (134)
-L2        ``train``, types 1-4 (2207)         ``valid_train``, types 1-4      ``valid_unseen``, types 5-6 (38)
-========  ==================================  ==============================  ==================================
+========  ==================================  ============================  =======================
+level     train                               validation                    eval
+========  ==================================  ============================  =======================
+L0        ``train``, all 6 task types (3553)  ``valid_train``, all 6 (200)  ``valid_seen``, all 6
+                                                                            types (140)
+L1        ``train``, all 6 task types (3553)  ``valid_train``, all 6 (200)  ``valid_unseen``, all 6
+                                                                            types (134)
+L2        ``train``, types 1-4 (2207)         ``valid_train``, types 1-4    ``valid_unseen``, types
+                                                                            5-6 (38)
+========  ==================================  ============================  =======================
 
 ``validation`` is for model selection during training (the meta loop scores its inner policies
 on it): games of the training task types that training never plays, and no eval game.
@@ -49,9 +52,11 @@ _TYPE_INDEX = {name: index for index, name in TASK_TYPES.items()}
 
 # How each level's manifests are built from the release (see the card and the protocol).
 LEVEL_SOURCES: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {
-    "L0": {"train": ("train", (1, 2, 3, 4, 5, 6)), "validation": ("valid_train", (1, 2, 3, 4, 5, 6)),
+    "L0": {"train": ("train", (1, 2, 3, 4, 5, 6)),
+           "validation": ("valid_train", (1, 2, 3, 4, 5, 6)),
            "eval": ("valid_seen", (1, 2, 3, 4, 5, 6))},
-    "L1": {"train": ("train", (1, 2, 3, 4, 5, 6)), "validation": ("valid_train", (1, 2, 3, 4, 5, 6)),
+    "L1": {"train": ("train", (1, 2, 3, 4, 5, 6)),
+           "validation": ("valid_train", (1, 2, 3, 4, 5, 6)),
            "eval": ("valid_unseen", (1, 2, 3, 4, 5, 6))},
     "L2": {"train": ("train", (1, 2, 3, 4)), "validation": ("valid_train", (1, 2, 3, 4)),
            "eval": ("valid_unseen", (5, 6))},
@@ -66,7 +71,8 @@ def task_type(game_id: str) -> str:
     """The task type of a game: its folder name up to the first ``-``."""
     parts = game_id.split("/")
     if len(parts) != 3:
-        raise UnknownGameError(f"not an ALFWorld game id (<split>/<task folder>/<trial>): {game_id!r}")
+        raise UnknownGameError(
+            f"not an ALFWorld game id (<split>/<task folder>/<trial>): {game_id!r}")
     return parts[1].split("-", 1)[0]
 
 
@@ -100,7 +106,8 @@ def discover_games(release_split: str, root: Path | None = None) -> list[str]:
         raise ValueError(f"release split must be one of {RELEASE_SPLITS}, got {release_split!r}")
     base = games_root(root) / release_split
     return sorted(
-        f"{release_split}/{p.parent.parent.name}/{p.parent.name}" for p in base.glob(f"*/*/{GAME_FILE}")
+        f"{release_split}/{p.parent.parent.name}/{p.parent.name}"
+        for p in base.glob(f"*/*/{GAME_FILE}")
     )
 
 

@@ -60,7 +60,8 @@ class Goal:
         for var, typ in self.variables.items():
             candidates = objects_by_type.get(typ, [])
             unary = [lit for lit in self.static_literals if lit.variables() == (var,)]
-            domains[var] = [c for c in candidates if all(_holds(lit, {var: c}, facts) for lit in unary)]
+            domains[var] = [c for c in candidates
+                            if all(_holds(lit, {var: c}, facts) for lit in unary)]
         order = sorted(domains, key=lambda v: len(domains[v]))
         checks: dict[str, list[Literal]] = defaultdict(list)
         for lit in self.static_literals:

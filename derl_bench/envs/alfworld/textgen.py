@@ -50,7 +50,8 @@ def _query(expression: str, context: dict[str, Any]) -> list[dict[str, Any]]:
     rule = _parsed_query(expression)
     for mapping in context["state"].all_assignments(rule, context["mapping"]):
         new = _copy_context(context)
-        new["variables"].update({ph.name: new["entity_infos"][var.name] for ph, var in mapping.items()})
+        new["variables"].update(
+            {ph.name: new["entity_infos"][var.name] for ph, var in mapping.items()})
         new["mapping"].update(mapping)
         contexts.append(new)
     return contexts
@@ -71,7 +72,9 @@ def _replace(grammar: Any, symbol: Any) -> list[Any]:
         raise CSGUnknownSymbolError(symbol)
     state, mapping = symbol.context["state"], symbol.context["mapping"]
     for rule in rules:
-        if not rule.condition or any(True for _ in state.all_assignments(_parsed_query(rule.condition), mapping)):
+        if not rule.condition or any(
+            True for _ in state.all_assignments(_parsed_query(rule.condition), mapping)
+        ):
             return [_with_context(s, _copy_context(symbol.context)) for s in rule.rhs]
     raise IndexError(f"no applicable rule for #{symbol}#")
 

@@ -249,7 +249,8 @@ class ScienceWorldEnv(gym.Env[str, str]):
         self.completed = completed
         self.moves = sim.moves()
         self.agent_location = location_in(look)
-        observation = f"{description}\n\n{look}" if self.reset_observation == "task_and_look" else look
+        observation = (f"{description}\n\n{look}" if self.reset_observation == "task_and_look"
+                       else look)
         self._last_observation = observation
         info = self._info()
         info["task_description"] = description

@@ -308,7 +308,8 @@ class SimulatorProcess:
             return fn(*args)
         except Py4JJavaError as exc:
             if self.alive():
-                raise SimulatorError(f"ScienceWorld failed in {what}: {exc.java_exception}") from exc
+                raise SimulatorError(
+                    f"ScienceWorld failed in {what}: {exc.java_exception}") from exc
             raise self._crashed(what) from exc
         except (Py4JError, OSError) as exc:
             raise self._crashed(what) from exc
