@@ -243,3 +243,19 @@ def test_majority_policy_answers_the_train_splits_most_common_answer(data_root):
 def test_degenerate_policies_refuse_envs_they_cannot_game(spec, env_id):
     with pytest.raises(PolicyError, match=spec):
         load_policy(spec, env_id)
+
+
+@pytest.mark.parametrize("env_id", ["derl/GSM8K-v0", "derl/Arithmetic-v0", "derl/ALFWorld-v0",
+                                    "derl/ScienceWorld-v0"])
+def test_success_is_the_cards_success_primitive(env_id):
+    from derl_bench.evaluation.families import adapter_for
+
+    adapter = adapter_for(env_id)
+    name = adapter.spec.success_primitive
+    for value in (0.0, 1.0):
+        # every other signal says the opposite: only the primitive decides
+        info = {"primitives": {name: value}, "won": not value, "success": not value,
+                "score": 0.0}
+        assert adapter.outcome(None, 1.0 - value, True, info)[0] is bool(value)
+    with pytest.raises(KeyError, match=name):
+        adapter.outcome(None, 1.0, True, {"won": True})

@@ -42,6 +42,15 @@ SCIENCEWORLD_SAMPLE = 100
 SAMPLE_SEED = 0
 
 
+def success_of(info: Mapping[str, Any], spec: FamilySpec) -> bool:
+    """Whether a step's primitives say the episode succeeded (the card's success primitive)."""
+    primitives = info.get("primitives")
+    if not isinstance(primitives, Mapping) or spec.success_primitive not in primitives:
+        raise KeyError(f"the step's info has no {spec.success_primitive!r} primitive: evaluate "
+                       f"an env made by gymnasium.make, which adds the {spec.name} observers")
+    return float(primitives[spec.success_primitive]) >= 1.0
+
+
 class FamilyAdapter:
     """How the evaluator drives one env id. Subclasses fill in the family's rules; what the
     card declares (step cap, card version, leaderboard name) comes from its :attr:`spec`."""
@@ -105,8 +114,11 @@ class FamilyAdapter:
 
     def outcome(self, env: gym.Env, reward: float, terminated: bool,
                 info: Mapping[str, Any]) -> tuple[bool, float | None]:
-        """``(success, score)`` of a finished episode (score ``None`` where the env has none)."""
-        raise NotImplementedError
+        """``(success, score)`` of a finished episode (score ``None`` where the env has none).
+
+        Success is the last step's value of the card's success primitive, the one training
+        counts too (:func:`derl_bench.grpo.trainer.success_rate`)."""
+        return success_of(info, self.spec), None
 
     def published(self, info: Mapping[str, Any]) -> bool | None:
         """The published metric of a finished episode, where it differs from ``success``."""
@@ -157,10 +169,6 @@ class MathAdapter(FamilyAdapter):
         # MATH ids name their subject (test/precalculus/807.json); GSM8K has none
         parts = entry.split("/")
         return parts[1] if self.dataset == "math" and len(parts) == 3 else self.dataset
-
-    def outcome(self, env: gym.Env, reward: float, terminated: bool,
-                info: Mapping[str, Any]) -> tuple[bool, float | None]:
-        return reward >= 1.0, None
 
     def oracle_plan(self, env: gym.Env, info: Mapping[str, Any]) -> list[str]:
         return [str(info["reference_solution"])]
@@ -275,10 +283,6 @@ class ALFWorldAdapter(FamilyAdapter):
 
         return task_type(entry)
 
-    def outcome(self, env: gym.Env, reward: float, terminated: bool,
-                info: Mapping[str, Any]) -> tuple[bool, float | None]:
-        return bool(info.get("won", False)), None
-
     def valid_actions(self, env: gym.Env, info: Mapping[str, Any]) -> list[str] | None:
         return list(info.get("admissible_commands") or [])
 
@@ -328,7 +332,7 @@ class ScienceWorldAdapter(FamilyAdapter):
 
     def outcome(self, env: gym.Env, reward: float, terminated: bool,
                 info: Mapping[str, Any]) -> tuple[bool, float | None]:
-        return bool(info.get("success", False)), float(info.get("score", 0.0))
+        return success_of(info, self.spec), float(info.get("score", 0.0))
 
     def published(self, info: Mapping[str, Any]) -> bool | None:
         return bool(info.get("published_success", False))
