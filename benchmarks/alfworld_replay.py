@@ -9,7 +9,7 @@ seeded sample of train games (200), checking each wins exactly on its last comma
 goal_progress 1.0 exactly at the win. Then plays a seeded uniformly random admissible agent on
 the full L0/L1/L2 eval splits with the protocol's 30-step cap and reports the success rates.
 Needs a data root (DERL_BENCH_DATA). CI runs a fixed sample of the same checks
-(tests/test_alfworld_replay.py).
+(tests/envs/test_alfworld_replay.py).
 """
 
 from __future__ import annotations

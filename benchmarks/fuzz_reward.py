@@ -4,7 +4,7 @@ Feeds N inputs (the adversarial corpus, then random expressions and their mutati
 ``compile_reward``, evaluates everything that compiles, and prints the counts. Exits 1 on any
 crash (an error that is not a typed ``MetaRewardError``), non-finite output or side effect.
 :func:`run_fuzz` also compares the interpreter's state (modules, environment, builtins, files)
-before and after. ``tests/test_reward_fuzz.py`` runs a smaller sample of the same checks.
+before and after. ``tests/reward/test_reward_fuzz.py`` runs a smaller sample of the same checks.
 """
 
 from __future__ import annotations

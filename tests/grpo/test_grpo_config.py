@@ -10,7 +10,7 @@ from derl_bench.family import family_spec
 from derl_bench.grpo import ConfigError, TrainConfig, load_config, parse_overrides
 from derl_bench.reward import compile_reward
 
-BASELINES = Path(__file__).resolve().parent.parent / "baselines"
+BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 RECIPES = sorted([*BASELINES.glob("*-outcome.yaml"), *BASELINES.glob("*-outcome-format.yaml"),
                   *BASELINES.glob("*-average.yaml")])
 

@@ -25,7 +25,7 @@ from derl_bench.reward import (
     random_expression,
 )
 
-BASELINES = Path(__file__).resolve().parent.parent / "baselines"
+BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 ALFWORLD = "derl/ALFWorld-v0"
 
 

@@ -21,7 +21,7 @@ from derl_bench.evaluation import (
 )
 from derl_bench.leaderboard import problems_in_text
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def answer_with_the_last_number(observation: str, info: dict[str, Any]) -> str:
@@ -119,11 +119,11 @@ def test_scienceworld_random_uses_valid_actions_and_reports_a_score(data_root):
 
 
 def test_user_callable_and_class_policies(data_root):
-    spec = "tests.test_evaluation:answer_with_the_last_number"
+    spec = "tests.evaluation.test_evaluation:answer_with_the_last_number"
     record, results = evaluate("derl/GSM8K-v0", "L0", spec, limit=3, keep_trajectories=True)
     assert record["method"] == spec and record["policy"] == spec
     assert all(r.actions[0].startswith("The answer is ") for r in results)
-    assert load_policy("tests.test_evaluation:AlwaysLook").act(0, "", {}) == "look"
+    assert load_policy("tests.evaluation.test_evaluation:AlwaysLook").act(0, "", {}) == "look"
 
 
 def test_policy_from_a_file(tmp_path):

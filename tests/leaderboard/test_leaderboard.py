@@ -19,7 +19,7 @@ from derl_bench.evaluation.schema import RESULT_SCHEMA, binomial_se
 from derl_bench.leaderboard import render_html, submission_files, validate_file
 from derl_bench.leaderboard.render import build_boards
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BOARDS = REPO / "leaderboards"
 BASE = BOARDS / "gsm8k" / "random-none-L0.json"
 

@@ -17,7 +17,7 @@ from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, famil
 from derl_bench.policies.prompts import ENV_INTRO
 from derl_bench.reward.primitives import primitive_set
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 REGISTERED = sorted(i for i in gym.registry if i.startswith("derl/"))
 
 

@@ -20,7 +20,7 @@ from derl_bench.cards import load_card, read_manifest, sha256_lines
 from derl_bench.envs.alfworld import NOTHING_HAPPENS, ALFWorldEnv, EngineError, games
 from derl_bench.envs.alfworld.game import load_game
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from derl_bench.meta.optimizer import MetaOptimizer
 from derl_bench.meta.search import FixedReward
 from derl_bench.meta.workers import ray_available
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 INNER = {"env_id": "derl/Arithmetic-v0", "model": "tiny", "steps": 2, "group_size": 2,
          "prompts_per_step": 2, "max_new_tokens": 8, "tensorboard": False}
 RECIPE = {"name": "resume", "method": "derl", "outer_steps": 3, "population": 3,

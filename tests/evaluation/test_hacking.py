@@ -11,7 +11,7 @@ import pytest
 from derl_bench.evaluation import hacking_flag, metric_rates
 from derl_bench.evaluation.schema import binomial_se
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _with_rates(record: dict, strict: int, published: int) -> dict:

@@ -30,7 +30,7 @@ from derl_bench.meta.workers import ExecutorError, InnerJob, inner_groups
 from derl_bench.policies import SamplingConfig, TransformersBackend
 from derl_bench.policies.fast import FastSampler
 from derl_bench.policies.population import Population
-from tests.test_fast_path import _model  # the tiny model, scaled to write varied tokens
+from tests.policies.test_fast_path import _model  # the tiny model, scaled to write varied tokens
 
 ENV = "derl/Arithmetic-v0"
 REWARDS = ["response_length", "-response_length", "1 / (1 + response_length)"]

@@ -26,7 +26,7 @@ from derl_bench.evaluation.record import read_run_here
 from derl_bench.leaderboard import submission_files, validate_file
 from derl_bench.leaderboard.render import METRIC_NAMES, build_boards, render_html, view_id
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -13,7 +13,7 @@ from derl_bench.cli import main
 from derl_bench.grpo import load_config, train
 from derl_bench.grpo.runlog import read_metrics
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 BASELINES = REPO / "baselines"
 # A reward that differs between samples even for a random model, so every step really updates.

@@ -12,7 +12,7 @@ import pytest
 
 from derl_bench.reward import POINTWISE, TRAJECTORY, compile_reward, language_summary
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "meta-reward.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "meta-reward.md"
 X_RANGE = (-3.0, 3.0)
 
 

@@ -12,7 +12,7 @@ from derl_bench.cli import main
 from derl_bench.grpo import load_config, train
 from derl_bench.grpo.runlog import read_metrics
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 BASELINES = REPO / "baselines"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
