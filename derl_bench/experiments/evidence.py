@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.experiments.stats import mean_ci, paired_difference
-from derl_bench.meta.loop import STRUCTURE_KINDS as STRUCTURES
+from derl_bench.meta.report import STRUCTURE_KINDS as STRUCTURES
 
 OPTIMIZER_STATS = ("meta/advantage_abs_mean", "meta/advantage_max", "meta/kl",
                    "meta/kl_from_start")

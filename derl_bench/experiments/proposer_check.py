@@ -49,7 +49,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -58,6 +58,7 @@ from derl_bench.files import write_text_atomic
 from derl_bench.grpo.config import TrainConfig
 from derl_bench.meta.config import MetaConfig
 from derl_bench.meta.probe import ProbeSet, probe_set
+from derl_bench.meta.search import Proposer
 from derl_bench.reward import MetaReward, MetaRewardError, compile_reward, primitive_set
 
 PROPOSERS = ("derl", "derl-frozen", "random", "revolve")
@@ -217,8 +218,9 @@ def observed(score: float, rule: Rule, config: CheckConfig, rng: np.random.Gener
 
 
 def _proposer(config: CheckConfig, name: str, cold_start: str | None, seed: int,
-              rule: Rule, workdir: Path) -> Any:
+              rule: Rule, workdir: Path) -> Proposer:
     from derl_bench.meta.loop import make_proposer
+    from derl_bench.meta.optimizer import MetaOptimizer
 
     outer = config.outer
     worst = observed(-1.0, rule, config, np.random.default_rng(0))
@@ -234,8 +236,8 @@ def _proposer(config: CheckConfig, name: str, cold_start: str | None, seed: int,
     proposer = make_proposer(meta, config.env_id, warm_start=False)
     if name in LEARNERS and cold_start is not None and outer.sft_steps:
         # One cold start per corpus, shared by every seed (see the module docstring).
-        proposer.warm_start(outer.sft_examples, outer.sft_steps, seed=0, corpus=cold_start,
-                            cache=_cache(config))
+        cast(MetaOptimizer, proposer).warm_start(outer.sft_examples, outer.sft_steps, seed=0,
+                                                 corpus=cold_start, cache=_cache(config))
     return proposer
 
 

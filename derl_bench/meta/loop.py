@@ -21,10 +21,11 @@ Every generation, top to bottom:
    candidate zero advantage, and is counted;
 4. every candidate is appended to ``candidates.jsonl`` as its run ends; ``summary.json``,
    ``curve.png`` and the reward-structure table ``structure.json`` / ``structure.png`` are
-   rewritten.
+   rewritten (:mod:`derl_bench.meta.report`).
 
 Once a generation is proposed, the run's state is checkpointed (``state/checkpoint.pt``: the
-proposer's weights, optimiser and RNG states, the proposals, the best so far), so
+proposer's weights, optimiser and RNG states, the proposals, the best so far;
+:mod:`derl_bench.meta.persist`), so
 ``run_meta(config, resume=True)`` continues a killed run: the inner runs that finished are not
 redone and the rest of the run is what an uninterrupted run would have computed.
 
@@ -41,42 +42,35 @@ and evaluated the same way::
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-import yaml
 
 from derl_bench.family import family_spec
-from derl_bench.files import write_json_atomic, write_jsonl_atomic
 from derl_bench.grpo.advantage import group_advantages
-from derl_bench.grpo.trainer import ResumeError, check_unchanged, make_env
-from derl_bench.meta.config import LEARNING_METHODS, PLACEMENT_FIELDS, MetaConfig
+from derl_bench.grpo.trainer import make_env
+from derl_bench.meta.config import LEARNING_METHODS, MetaConfig
 from derl_bench.meta.inner import check_validation_split, inner_config
+from derl_bench.meta.persist import LOG_FILE, append_record, read_log, save_state, start_run
 from derl_bench.meta.probe import ProbeSet, behaviour_key, probe_set
+from derl_bench.meta.report import GenerationProgress, write_report, write_summary
 from derl_bench.meta.search import (
     FixedReward,
     IslandEvolution,
+    LearningProposer,
     Proposal,
+    Proposer,
     RandomSearch,
     slot_seed,
 )
-from derl_bench.meta.workers import (
-    InnerJob,
-    JobOutcome,
-    LocalExecutor,
-    RayExecutor,
-    executor_for,
-)
+from derl_bench.meta.workers import Executor, InnerJob, JobOutcome, executor_for
 from derl_bench.reward import MetaRewardError, compile_reward
-
-STRUCTURE_KINDS = ("linear", "bounded", "veto", "unbounded")
 
 
 @dataclass
@@ -93,22 +87,35 @@ class MetaResult:
     zero_advantage_generations: int = 0
 
 
-def make_proposer(config: MetaConfig, domain: str, warm_start: bool = True) -> Any:
-    """The proposer of ``config.method``; ``domain`` names the primitives it may use (the
-    inner env's id: only what that env emits). ``warm_start=False`` skips the Meta-Optimizer's
-    cold-start fine-tuning (a resumed run loads its weights instead)."""
+class Status(StrEnum):
+    """A candidate record's ``status``: what became of its reward."""
+
+    INVALID = "invalid"
+    """It does not compile (or was left unfinished); it scores ``invalid_score``."""
+    CONSTANT = "constant"
+    """It is constant on the probe set, so it trains nothing; it scores ``invalid_score``."""
+    SCORED = "scored"
+    """Its inner run (or an earlier run of the same behaviour) trained and was validated."""
+    FAILED = "failed"
+    """Its inner run raised on every attempt; it is left out of the generation."""
+
+
+def make_proposer(config: MetaConfig, env_id: str, warm_start: bool = True) -> Proposer:
+    """The proposer of ``config.method``; it proposes rewards over exactly the primitives
+    ``env_id`` emits. ``warm_start=False`` skips the Meta-Optimizer's cold-start fine-tuning (a
+    resumed run loads its weights instead)."""
     if config.method == "random":
-        return RandomSearch(domain, config.seed, config.max_depth)
+        return RandomSearch(env_id, config.seed, config.max_depth)
     if config.method == "fixed":
         assert config.reward is not None
         return FixedReward(config.reward, config.seed)
     if config.method == "revolve":
-        return IslandEvolution(domain, config.seed, config.islands, config.population,
+        return IslandEvolution(env_id, config.seed, config.islands, config.population,
                                config.crossover_rate, config.migrate_every, config.max_depth)
     from derl_bench.meta.optimizer import MetaOptimizer
 
     frozen = config.method == "derl-frozen"
-    optimizer = MetaOptimizer(domain, config.optimizer_model, config.run_dir, config.seed,
+    optimizer = MetaOptimizer(env_id, config.optimizer_model, config.run_dir, config.seed,
                               0.0 if frozen else config.optimizer_learning_rate,
                               config.optimizer_kl_coef,
                               max_new_tokens=config.optimizer_max_new_tokens,
@@ -126,75 +133,13 @@ def make_proposer(config: MetaConfig, domain: str, warm_start: bool = True) -> A
     return optimizer
 
 
-def _plot(path: Path, generations: list[dict[str, Any]], title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [g["generation"] for g in generations]
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.plot(steps, [g["best_so_far"] for g in generations], marker="o", label="best so far")
-    ax.plot(steps, [g["mean_score"] for g in generations], marker=".", label="generation mean")
-    ax.set_xlabel("generation")
-    ax.set_ylabel("validation success")
-    ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def structure_table(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per generation: the share of each reward structure among the valid candidates that
-    ran, and their mean validation score (the paper's analysis of what the search favours)."""
-    rows = []
-    for generation in sorted({c["generation"] for c in candidates}):
-        ran = [c for c in candidates if c["generation"] == generation
-               and c.get("structure") and c.get("status") == "scored"]
-        row: dict[str, Any] = {"generation": generation, "n": len(ran)}
-        for kind in STRUCTURE_KINDS:
-            scores = [c["score"] for c in ran if c["structure"] == kind]
-            row[f"{kind}_share"] = len(scores) / len(ran) if ran else 0.0
-            row[f"{kind}_mean_score"] = float(np.mean(scores)) if scores else None
-        rows.append(row)
-    return rows
-
-
-def _plot_structure(path: Path, rows: list[dict[str, Any]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.2))
-    steps = [r["generation"] for r in rows]
-    bottom = np.zeros(len(rows))
-    for kind in STRUCTURE_KINDS:
-        share = np.array([r[f"{kind}_share"] for r in rows])
-        left.bar(steps, share, bottom=bottom, label=kind)
-        bottom += share
-        means = [r[f"{kind}_mean_score"] for r in rows]
-        points = [(s, m) for s, m in zip(steps, means, strict=True) if m is not None]
-        if points:
-            right.plot(*zip(*points, strict=True), marker="o", label=kind)
-    left.set_xlabel("generation")
-    left.set_ylabel("share of candidates")
-    left.legend(fontsize=7)
-    right.set_xlabel("generation")
-    right.set_ylabel("mean validation success")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 Key = tuple[str, str | None, int | None]
 """An inner run's identity: the reward's behaviour on the probe set (its canonical hash where
 there is no probe set), the start model and the inner seed where the proposer named one."""
 
 
-def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
-               proposal: Proposal, start_model: str | None, probe: ProbeSet | None,
+def _candidate(config: MetaConfig, generation: int, index: int, proposal: Proposal,
+               start_model: str | None, probe: ProbeSet | None,
                ) -> tuple[dict[str, Any], Key | None]:
     """The candidate's record so far, and the key of the inner run it needs (``None`` for a
     reward that trains nothing: invalid, or constant on the probe set)."""
@@ -209,14 +154,14 @@ def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
                               "start_model": start_model, "inner_seed": inner_seed,
                               "seed_keyed": keyed_seed is not None}
     if proposal.extra.get("complete") is False:
-        return {**record, "valid": False, "status": "invalid",
+        return {**record, "valid": False, "status": Status.INVALID,
                 "error": proposal.extra.get("error", "unfinished expression"),
                 "score": config.invalid_score}, None
     try:
-        reward = compile_reward(proposal.expr, domain=domain,
+        reward = compile_reward(proposal.expr, domain=config.inner.env_id,
                                 semantics=config.inner.reward_semantics)
     except MetaRewardError as err:
-        return {**record, "valid": False, "status": "invalid", "error": str(err),
+        return {**record, "valid": False, "status": Status.INVALID, "error": str(err),
                 "score": config.invalid_score}, None
     record.update(valid=True, canonical=reward.canonical, hash=reward.hash,
                   structure=reward.structure.kind, primitives=list(reward.primitives))
@@ -228,7 +173,7 @@ def _candidate(config: MetaConfig, domain: str, generation: int, index: int,
         behaviour = "constant"
     if behaviour is None:
         # Every advantage of every group would be zero: training on it changes nothing.
-        return {**record, "status": "constant", "score": config.invalid_score,
+        return {**record, "status": Status.CONSTANT, "score": config.invalid_score,
                 "error": "constant on the probe set: trains nothing"}, None
     record["behaviour"] = behaviour
     return record, (behaviour, start_model, keyed_seed)
@@ -240,11 +185,12 @@ def _finish(record: dict[str, Any], outcome: JobOutcome) -> dict[str, Any]:
               "worker": outcome.worker}
     result = outcome.result
     if result is None:
-        record.update(status="failed", score=None, train_reward=None, checkpoint=None,
+        record.update(status=Status.FAILED, score=None, train_reward=None, checkpoint=None,
                       validation=None, error=outcome.errors[-1])
     else:
-        record.update(status="scored", score=result.score, train_reward=result.train_reward,
-                      checkpoint=str(result.checkpoint), validation=result.metrics)
+        record.update(status=Status.SCORED, score=result.score,
+                      train_reward=result.train_reward, checkpoint=str(result.checkpoint),
+                      validation=result.metrics)
         if outcome.errors:
             record["retried_after"] = outcome.errors
     return record
@@ -262,87 +208,63 @@ def _key(record: dict[str, Any]) -> Key:
             record.get("inner_seed") if record.get("seed_keyed", True) else None)
 
 
-class _Progress:
-    """A bar per generation: candidates done, the inner runs now running, best so far."""
+@dataclass
+class _Candidates:
+    """Turns a generation's proposals into candidate records: compiles and keys each reward,
+    trains the ones not trained before (on the executor) and scores the rest as the run they
+    repeat. Every record is appended to the log as it ends."""
 
-    def __init__(self, config: MetaConfig, generation: int, total: int, done: int,
-                 best: float, zero_adv: int) -> None:
-        from derl_bench.progress import progress_bar
+    config: MetaConfig
+    probe: ProbeSet | None
+    executor: Executor
+    seen: dict[Key, dict[str, Any]]
+    """Every inner run that trained so far, by key."""
+    log: Path
 
-        self.running: set[int] = set()
-        self.best, self.zero_adv = best, zero_adv
-        self.bar = progress_bar(total=total, initial=done, leave=True,
-                        desc=f"{config.name} ({config.method}) gen {generation + 1}/"
-                             f"{config.outer_steps}")
-        self._show()
+    def score(self, generation: int, proposals: list[Proposal], start_model: str | None,
+              data_offset: int, done: dict[int, dict[str, Any]],
+              progress: GenerationProgress | None) -> list[dict[str, Any]]:
+        """Every candidate's record, in index order (``done``: those a resumed run has)."""
+        records = dict(done)
 
-    def _show(self) -> None:
-        running = ",".join(f"c{i:02d}" for i in sorted(self.running)) or "-"
-        self.bar.set_postfix_str(f"running {running} | best {max(self.best, 0.0):.3f} | "
-                                 f"zero-adv gens {self.zero_adv}")
+        def finished(index: int, record: dict[str, Any]) -> None:
+            records[index] = record
+            append_record(self.log, record)
+            if progress is not None:
+                progress.done(index, record["score"] if record["status"] == Status.SCORED
+                              else None)
 
-    def start(self, job: InnerJob) -> None:
-        self.running.add(job.index)
-        self._show()
-
-    def done(self, index: int, best: float | None = None) -> None:
-        self.running.discard(index)
-        if best is not None:
-            self.best = max(self.best, best)
-        self.bar.update(1)
-        self._show()
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-def _run_generation(config: MetaConfig, domain: str, generation: int,
-                    proposals: list[Proposal], start_model: str | None, data_offset: int,
-                    done: dict[int, dict[str, Any]], seen: dict[Key, dict[str, Any]],
-                    executor: LocalExecutor | RayExecutor, log: Path,
-                    progress: _Progress | None, probe: ProbeSet | None,
-                    ) -> list[dict[str, Any]]:
-    """Every candidate's record, in index order; each is appended to ``log`` as it ends."""
-    records = dict(done)
-
-    def finished(index: int, record: dict[str, Any]) -> None:
-        records[index] = record
-        with open(log, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, default=str) + "\n")
-        if progress is not None:
-            progress.done(index, record["score"] if record["status"] == "scored" else None)
-
-    prepared: dict[int, dict[str, Any]] = {}
-    runs_for: dict[Key, int] = {}
-    copies: dict[int, list[int]] = {}
-    jobs = []
-    for index, proposal in enumerate(proposals):
-        if index in records:
-            continue
-        record, key = _candidate(config, domain, generation, index, proposal, start_model,
-                                 probe)
-        if key is None:
+        prepared: dict[int, dict[str, Any]] = {}
+        runs_for: dict[Key, int] = {}
+        copies: dict[int, list[int]] = {}
+        jobs = []
+        for index, proposal in enumerate(proposals):
+            if index in records:
+                continue
+            record, key = _candidate(self.config, generation, index, proposal, start_model,
+                                     self.probe)
+            if key is None:
+                finished(index, record)
+            elif key in self.seen:
+                finished(index, _copy_of(record, self.seen[key]))
+            elif key in runs_for:
+                prepared[index] = record
+                copies.setdefault(runs_for[key], []).append(index)
+            else:
+                prepared[index] = record
+                runs_for[key] = index
+                run_dir = self.config.run_dir / "inner" / f"g{generation:03d}-c{index:02d}"
+                jobs.append(InnerJob(index, proposal.expr, str(run_dir), start_model,
+                                     data_offset, record["inner_seed"]))
+        on_start = progress.start if progress is not None else None
+        for outcome in self.executor.run(self.config, jobs, on_start):
+            index = outcome.job.index
+            record = _finish(prepared[index], outcome)
+            self.seen[_key(record)] = record
             finished(index, record)
-        elif key in seen:
-            finished(index, _copy_of(record, seen[key]))
-        elif key in runs_for:
-            prepared[index] = record
-            copies.setdefault(runs_for[key], []).append(index)
-        else:
-            prepared[index] = record
-            runs_for[key] = index
-            jobs.append(InnerJob(index, proposal.expr,
-                                 str(config.run_dir / "inner" / f"g{generation:03d}-c{index:02d}"),
-                                 start_model, data_offset, record["inner_seed"]))
-    on_start = progress.start if progress is not None else None
-    for outcome in executor.run(config, jobs, on_start):
-        index = outcome.job.index
-        record = _finish(prepared[index], outcome)
-        seen[_key(record)] = record
-        finished(index, record)
-        for copy in copies.get(index, []):
-            finished(copy, _copy_of(prepared[copy], record))
-    return [records[i] for i in range(len(proposals))]
+            for copy in copies.get(index, []):
+                finished(copy, _copy_of(prepared[copy], record))
+        return [records[i] for i in range(len(proposals))]
 
 
 def _advantage_stats(scores: list[float]) -> dict[str, Any]:
@@ -358,87 +280,22 @@ Evaluator = Callable[[str, "str | None", Path, str], dict[str, Any]]
 scores a final policy on the eval sets and writes its records under ``out_dir``. The
 evaluation stage provides one (:func:`derl_bench.evaluation.batched.headline_evaluator`)."""
 
-STATE_FILE = Path("state") / "checkpoint.pt"
-
-
-def _save_state(out: Path, generation: int, proposer: Any, proposals: list[Proposal],
-                result: MetaResult) -> None:
-    """The run as it stands once generation ``generation`` is proposed: enough to redo the
-    rest of the run exactly (written atomically; the previous one is replaced)."""
-    import torch
-
-    path = out / STATE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {"generation": generation, "proposer": proposer.state_dict(),
-             "proposals": [p.to_dict() for p in proposals],
-             "result": {"best_expr": result.best_expr, "best_score": result.best_score,
-                        "best_checkpoint": result.best_checkpoint,
-                        "generations": result.generations,
-                        "zero_advantage_generations": result.zero_advantage_generations}}
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-
-
-def _read_log(log: Path) -> list[dict[str, Any]]:
-    """The records in ``log``; a last line cut short by a kill is dropped."""
-    records = []
-    if log.exists():
-        for line in log.read_text(encoding="utf-8").splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return records
-
-
-def _start(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
-    """Prepare the run directory; on resume, check the recipe and return the saved state
-    (``None``: the run had not reached its first checkpoint and starts over)."""
-    out = config.run_dir
-    saved = out / "config.yaml"
-    current = yaml.safe_load(yaml.safe_dump(config.to_dict(), sort_keys=False))
-    state = None
-    if resume:
-        if not saved.exists():
-            raise ResumeError(f"--resume: no reward-discovery run at {out}")
-        check_unchanged(yaml.safe_load(saved.read_text()) or {}, current, PLACEMENT_FIELDS)
-        if (out / STATE_FILE).exists():
-            import torch
-
-            state = torch.load(out / STATE_FILE, weights_only=True)
-    out.mkdir(parents=True, exist_ok=True)
-    # Nothing an earlier run (or the unfinished end of this one) left can be scored or reported.
-    stale = ("results", "retrained-best") if state is not None else (
-        "inner", "results", "retrained-best", "state")
-    for name in stale:
-        shutil.rmtree(out / name, ignore_errors=True)
-    saved.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-    log = out / "candidates.jsonl"
-    if state is None:
-        log.unlink(missing_ok=True)
-    else:
-        write_jsonl_atomic(log, [r for r in _read_log(log)
-                                 if r["generation"] <= state["generation"]])
-    return state
-
 
 def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool = False,
-             executor: LocalExecutor | RayExecutor | None = None) -> MetaResult:
+             executor: Executor | None = None) -> MetaResult:
     """Run reward discovery as ``config`` says (see the module docstring); ``evaluate``
     computes the headline of the best policy (none without it). ``resume`` continues the run
     in ``config.run_dir`` from its last checkpoint; ``executor`` overrides the recipe's."""
     check_validation_split(config)  # before anything is trained or written
     env_id = config.inner.env_id
-    # Proposals use, and compile against, exactly the primitives the inner env emits.
-    domain = env_id
     out = config.run_dir
-    state = _start(config, resume)
-    log = out / "candidates.jsonl"
+    state = start_run(config, resume)
+    log = out / LOG_FILE
     # A missing dataset or a bad env setting is the run's problem, not a candidate's: fail now.
     make_env(inner_config(config, "0", out / "inner" / "check", None)).close()
     shutil.rmtree(out / "inner" / "check", ignore_errors=True)
-    proposer = make_proposer(config, domain, warm_start=state is None)
+    # Proposals use, and compile against, exactly the primitives the inner env emits.
+    proposer = make_proposer(config, env_id, warm_start=state is None)
     # Single-step rewards are keyed by behaviour; a probe episode has one step, so it cannot
     # tell trajectory terms apart (mean and last agree on it): agents keep the canonical hash.
     probe = None if family_spec(env_id).multi_turn else probe_set(env_id)
@@ -450,46 +307,55 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
         result = MetaResult(**state["result"])
         first = int(state["generation"])
         resumed = [Proposal.from_dict(p) for p in state["proposals"]]
-    logged = _read_log(log)  # empty unless resuming
+    logged = read_log(log)  # empty unless resuming
     result.candidates = [r for r in logged if r["generation"] < first]
-    seen: dict[Key, dict[str, Any]] = {_key(r): r for r in logged
-                                       if "run" in r and "duplicate_of" not in r and "hash" in r}
     done = {r["index"]: r for r in logged if r["generation"] == first}
     inner_steps = int(inner_config(config, "0", out, None).steps)
     executor = executor or executor_for(config)
     if config.progress and executor.dashboard_url:
         print(f"Ray dashboard: {executor.dashboard_url}")
+    candidates = _Candidates(config, probe, executor, log=log, seen={
+        _key(r): r for r in logged if "run" in r and "duplicate_of" not in r and "hash" in r})
 
     for generation in range(first, config.outer_steps):
-        start_model = _warm_start_model(config, result, generation)
-        warm = start_model is not None
-        data_offset = generation * inner_steps if warm else 0
+        # 1. Propose: the generation's Meta-Rewards (a resumed run redoes its saved ones).
         if resumed is not None:
             proposals, resumed = resumed, None
         else:
             proposals = proposer.propose(config.population)
-            _save_state(out, generation, proposer, proposals, result)
+            save_state(out, generation, proposer, proposals, result)
             done = {}
-        progress = (_Progress(config, generation, len(proposals), len(done), result.best_score,
-                              result.zero_advantage_generations) if config.progress else None)
+
+        # 2. Train and score: each reward's inner GRPO run, from the base model or (warm
+        #    starts) the best policy so far, continuing through the data where it stopped.
+        start_model = _warm_start_model(config, result, generation)
+        data_offset = generation * inner_steps if start_model is not None else 0
+        progress = (GenerationProgress(config, generation, len(proposals), len(done),
+                                       result.best_score, result.zero_advantage_generations)
+                    if config.progress else None)
         try:
-            records = _run_generation(config, domain, generation, proposals, start_model,
-                                      data_offset, done, seen, executor, log, progress, probe)
+            records = candidates.score(generation, proposals, start_model, data_offset, done,
+                                       progress)
         finally:
             if progress is not None:
                 progress.close()
         for record in records:  # in index order, so ties go the same way however runs finish
-            if record["status"] == "scored" and record["score"] > result.best_score:
+            if record["status"] == Status.SCORED and record["score"] > result.best_score:
                 result.best_expr, result.best_score = record["expr"], record["score"]
                 result.best_checkpoint = record["checkpoint"]
-        kept = [i for i, r in enumerate(records) if r["status"] != "failed"]
+
+        # 3. Learn: the proposer's update from the scores of the candidates that ran.
+        kept = [i for i, r in enumerate(records) if r["status"] != Status.FAILED]
         scores = [float(records[i]["score"]) for i in kept]
-        stats = {}
+        stats: dict[str, float] | None = {}
         if kept and config.method in LEARNING_METHODS:
-            stats = proposer.observe([proposals[i] for i in kept], scores,
-                                     [records[i]["status"] != "invalid" for i in kept])
+            stats = cast(LearningProposer, proposer).observe(
+                [proposals[i] for i in kept], scores,
+                [records[i]["status"] != Status.INVALID for i in kept])
         elif kept:
             proposer.observe([proposals[i] for i in kept], scores)
+
+        # 4. Record: the generation's statistics, the summary, the curves.
         advantage = _advantage_stats(scores)
         result.zero_advantage_generations += advantage["zero_advantage"]
         result.candidates.extend(records)
@@ -499,23 +365,23 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
             "max_score": max(scores) if scores else 0.0,
             "best_so_far": result.best_score if result.best_expr is not None else 0.0,
             "valid_fraction": sum(bool(r.get("valid")) for r in records) / len(records),
-            "constant": sum(r["status"] == "constant" for r in records),
+            "constant": sum(r["status"] == Status.CONSTANT for r in records),
             "failed": len(records) - len(kept),
             **advantage,
             **(stats or {}),
         })
-        _write_summary(config, result, domain)
-        _plot(out / "curve.png", result.generations, f"{config.name} ({config.method})")
-        rows = structure_table(result.candidates)
-        write_json_atomic(out / "structure.json", rows)
-        _plot_structure(out / "structure.png", rows)
+        write_report(config, result)
+
+    # The end: the trained Meta-Optimizer, and the best policy's headline on the eval sets.
     if config.method in LEARNING_METHODS:
-        proposer.save(out / "meta-optimizer")
+        cast(LearningProposer, proposer).save(out / "meta-optimizer")
     if evaluate is not None and result.best_checkpoint is not None:
         result.headline = {"best": executor.call(evaluate, result.best_checkpoint,
                                                  result.best_expr, out / "results",
                                                  config.method)}
         if config.warm_starts and result.best_expr is not None:
+            # A warm-started policy owes its score partly to its ancestors: the best reward
+            # is also trained from the base model alone.
             job = InnerJob(0, result.best_expr, str(out / "retrained-best"))
             outcome = next(iter(executor.run(config, [job])))
             if outcome.result is None:
@@ -528,7 +394,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
                                     out / "results" / "retrained-from-base",
                                     f"{config.method} (retrained)"),
                 }
-    _write_summary(config, result, domain)
+    write_summary(config, result)
     return result
 
 
@@ -541,22 +407,7 @@ def _warm_start_model(config: MetaConfig, result: MetaResult, generation: int) -
     if config.warm_start_from == "best":
         return result.best_checkpoint
     scored = [c for c in result.candidates
-              if c["generation"] == generation - 1 and c.get("status") == "scored"]
+              if c["generation"] == generation - 1 and c.get("status") == Status.SCORED]
     # Records are in completion order after a resume: break ties by index, not by order.
     best = max(scored, key=lambda c: (c["score"], -c["index"]), default=None)
     return best["checkpoint"] if best is not None else None
-
-
-def _write_summary(config: MetaConfig, result: MetaResult, domain: str) -> None:
-    write_json_atomic(config.run_dir / "summary.json", {
-        "name": config.name, "method": config.method, "env_id": domain,
-        "domain": family_spec(domain).domain,
-        "best_expr": result.best_expr,
-        "best_validation_score": result.best_score if result.best_expr is not None else None,
-        "best_checkpoint": result.best_checkpoint,
-        "zero_advantage_generations": result.zero_advantage_generations,
-        "failed_inner_runs": sum(c.get("status") == "failed" for c in result.candidates),
-        "constant_rewards": sum(c.get("status") == "constant" for c in result.candidates),
-        "headline": result.headline,
-        "generations": result.generations,
-    })

@@ -17,7 +17,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from derl_bench.meta.evolve import crossover, mutate
 from derl_bench.reward import distance, random_expression
@@ -59,6 +60,38 @@ def _as_random_state(state: Any) -> tuple:
     """``random.Random.setstate`` wants tuples where a round trip through storage gave lists."""
     version, internal, gauss = state
     return (version, tuple(internal), gauss)
+
+
+class Proposer(Protocol):
+    """What the meta loop asks of every search method."""
+
+    def propose(self, n: int) -> list[Proposal]:
+        """The next generation: ``n`` Meta-Rewards."""
+        ...
+
+    def observe(self, proposals: Sequence[Proposal],
+                scores: Sequence[float]) -> dict[str, float] | None:
+        """Learn from the validation scores of the proposals that ran; statistics, if any."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to propose as this one would."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class LearningProposer(Proposer, Protocol):
+    """A proposer that is a model trained by the scores (DERL's Meta-Optimizer)."""
+
+    def observe(self, proposals: Sequence[Proposal], scores: Sequence[float],
+                valid: Sequence[bool] | None = None) -> dict[str, float]:
+        """One update; ``valid`` says which proposals are valid rewards."""
+        ...
+
+    def save(self, path: str | Path) -> None:
+        """Write the trained model."""
+        ...
 
 
 class FixedReward:

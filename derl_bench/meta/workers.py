@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from derl_bench.meta.config import MetaConfig
 from derl_bench.meta.inner import (
@@ -161,6 +161,23 @@ def _log_failure(job: InnerJob, text: str) -> None:
     run.parent.mkdir(parents=True, exist_ok=True)
     with open(run.parent / f"{run.name}.error.log", "a", encoding="utf-8") as fh:
         fh.write(text.rstrip() + "\n\n")
+
+
+class Executor(Protocol):
+    """Where a generation's inner runs train: :class:`LocalExecutor` or :class:`RayExecutor`."""
+
+    name: str
+    dashboard_url: str | None
+
+    def run(self, config: MetaConfig, jobs: Iterable[InnerJob],
+            on_start: Callable[[InnerJob], None] | None = None) -> Iterator[JobOutcome]:
+        """Train ``jobs``, yielding each outcome as it ends; ``on_start`` is told when each
+        starts."""
+        ...
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` where the inner runs run (the final evaluation)."""
+        ...
 
 
 class LocalExecutor:
@@ -322,7 +339,7 @@ class RayExecutor:
 
 def make_executor(kind: str = "auto", *, address: str | None = None, workers: int | None = None,
                   num_cpus: float = 1.0, num_gpus: float = 0.0,
-                  retries: int = 1) -> LocalExecutor | RayExecutor:
+                  retries: int = 1) -> Executor:
     """The executor ``kind`` names: ``ray``, ``local``, or ``auto`` (Ray when installed)."""
     if kind not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")
@@ -336,13 +353,13 @@ def make_executor(kind: str = "auto", *, address: str | None = None, workers: in
     return LocalExecutor(retries)
 
 
-def executor_for(config: MetaConfig) -> LocalExecutor | RayExecutor:
+def executor_for(config: MetaConfig) -> Executor:
     """The executor ``config`` asks for."""
     return make_executor(config.executor, address=config.ray_address, workers=config.workers,
                          num_cpus=config.num_cpus, num_gpus=config.num_gpus,
                          retries=config.retries)
 
 
-__all__ = ["EXECUTORS", "ExecutorError", "InnerJob", "JobOutcome", "LocalExecutor", "RayExecutor",
-           "executor_for", "inner_groups", "make_executor", "ray_available", "run_batch",
-           "run_job"]
+__all__ = ["EXECUTORS", "Executor", "ExecutorError", "InnerJob", "JobOutcome", "LocalExecutor",
+           "RayExecutor", "executor_for", "inner_groups", "make_executor", "ray_available",
+           "run_batch", "run_job"]

@@ -1,0 +1,101 @@
+"""What a reward-discovery run keeps on disk, and how a killed run resumes from it.
+
+- ``config.yaml``: the recipe; a resumed run must match it (placement fields may change).
+- ``candidates.jsonl``: one record per candidate, appended as its inner run ends; a last line
+  cut short by a kill is dropped on reading.
+- ``state/checkpoint.pt``: written once a generation is proposed: the proposer's weights,
+  optimiser and RNG states, the proposals, the best so far. It is enough to redo the rest of
+  the run exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from derl_bench.files import write_jsonl_atomic
+from derl_bench.grpo.trainer import ResumeError, check_unchanged
+from derl_bench.meta.config import PLACEMENT_FIELDS, MetaConfig
+from derl_bench.meta.search import Proposal, Proposer
+
+if TYPE_CHECKING:
+    from derl_bench.meta.loop import MetaResult
+
+STATE_FILE = Path("state") / "checkpoint.pt"
+LOG_FILE = "candidates.jsonl"
+
+
+def save_state(out: Path, generation: int, proposer: Proposer, proposals: list[Proposal],
+               result: MetaResult) -> None:
+    """The run as it stands once generation ``generation`` is proposed: enough to redo the
+    rest of the run exactly (written atomically; the previous one is replaced)."""
+    import torch
+
+    path = out / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"generation": generation, "proposer": proposer.state_dict(),
+             "proposals": [p.to_dict() for p in proposals],
+             "result": {"best_expr": result.best_expr, "best_score": result.best_score,
+                        "best_checkpoint": result.best_checkpoint,
+                        "generations": result.generations,
+                        "zero_advantage_generations": result.zero_advantage_generations}}
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def read_log(log: Path) -> list[dict[str, Any]]:
+    """The records in ``log``; a last line cut short by a kill is dropped."""
+    records = []
+    if log.exists():
+        for line in log.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def append_record(log: Path, record: dict[str, Any]) -> None:
+    """Add one finished candidate's record to ``log``."""
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, default=str) + "\n")
+
+
+def start_run(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
+    """Prepare the run directory; on resume, check the recipe and return the saved state
+    (``None``: the run had not reached its first checkpoint and starts over)."""
+    out = config.run_dir
+    saved = out / "config.yaml"
+    current = yaml.safe_load(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    state = None
+    if resume:
+        if not saved.exists():
+            raise ResumeError(f"--resume: no reward-discovery run at {out}")
+        check_unchanged(yaml.safe_load(saved.read_text()) or {}, current, PLACEMENT_FIELDS)
+        if (out / STATE_FILE).exists():
+            import torch
+
+            state = torch.load(out / STATE_FILE, weights_only=True)
+    out.mkdir(parents=True, exist_ok=True)
+    # Nothing an earlier run (or the unfinished end of this one) left can be scored or reported.
+    stale = ("results", "retrained-best") if state is not None else (
+        "inner", "results", "retrained-best", "state")
+    for name in stale:
+        shutil.rmtree(out / name, ignore_errors=True)
+    saved.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    log = out / LOG_FILE
+    if state is None:
+        log.unlink(missing_ok=True)
+    else:
+        write_jsonl_atomic(log, [r for r in read_log(log)
+                                 if r["generation"] <= state["generation"]])
+    return state
+
+
+__all__ = ["LOG_FILE", "STATE_FILE", "append_record", "read_log", "save_state", "start_run"]
