@@ -34,14 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from derl_bench.experiments.proxy import (
-    ENV_ID,
-    HAND_MADE,
-    ProxyConfig,
-    _meta_config,
-    _worker_init,
-    base_model,
-)
+from derl_bench.experiments.proxy.config import ENV_ID, HAND_MADE, ProxyConfig
+from derl_bench.experiments.proxy.run import base_model, meta_config_for, worker_init
 from derl_bench.experiments.stats import mean_sd, paired_difference
 from derl_bench.files import write_json_atomic, write_text_atomic
 
@@ -110,7 +104,7 @@ def score_rewards(config: ProxyConfig, model: str, exprs: list[str], seed: int,
     population) and return each policy's validation score; the runs' folders are removed."""
     from derl_bench.meta.inner import InnerSpec, train_and_score_population
 
-    meta = _meta_config(config, "random", seed, model, out)
+    meta = meta_config_for(config, "random", seed, model, out)
     runs = [InnerSpec(expr, out / f"r{i:03d}", None, 0, seed) for i, expr in enumerate(exprs)]
     try:
         return [r.score for r in train_and_score_population(meta, runs)]
@@ -132,7 +126,7 @@ def score_jobs(config: LandscapeConfig, model: str, jobs: list[tuple[list[str], 
     workers = config.proxy.workers
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
-                                                initializer=_worker_init) as pool:
+                                                initializer=worker_init) as pool:
         futures = {pool.submit(score_rewards, config.proxy, model, exprs, seed, out):
                    (exprs, seed) for exprs, seed, out in jobs}
         for done, future in enumerate(concurrent.futures.as_completed(futures), 1):

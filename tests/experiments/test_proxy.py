@@ -125,14 +125,14 @@ def test_a_bad_optimizer_recipe_exits_2_before_anything_is_written(tmp_path, cap
 
 
 def test_the_optimizer_recipe_reaches_only_the_meta_optimizers_methods(tmp_path):
-    from derl_bench.experiments.proxy import _meta_config
+    from derl_bench.experiments.proxy.run import meta_config_for
 
     config = ProxyConfig(output=str(tmp_path), optimizer_recipe={
         "protocol": "derl-official", "inner": {"reward_semantics": "derl"}})
-    derl = _meta_config(config, "derl", 0, "tiny", tmp_path)
+    derl = meta_config_for(config, "derl", 0, "tiny", tmp_path)
     assert derl.protocol == "derl-official" and derl.optimizer_decoder == "whitelist"
     assert derl.inner.reward_semantics == "derl" and derl.outer_steps == 20
-    randoms = _meta_config(config, "random", 0, "tiny", tmp_path)
+    randoms = meta_config_for(config, "random", 0, "tiny", tmp_path)
     assert randoms.protocol == "derl" and randoms.inner.reward_semantics != "derl-official"
 
 

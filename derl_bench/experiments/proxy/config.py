@@ -1,0 +1,123 @@
+"""The proxy benchmark's methods, its budget (:class:`ProxyConfig`) and the CI-sized preset."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+HAND_MADE: dict[str, str] = {
+    "outcome": "outcome",
+    "outcome + format": "outcome + format_boxed",
+    "average": "(g1 + g2 + g3 + g4) / 4",
+}
+"""The hand-made baselines and their Meta-Rewards."""
+
+
+SEARCH = ("random", "revolve", "derl", "derl-pop", "derl-frozen")
+
+
+WARM_STARTED: dict[str, str] = {"outcome-pop": "outcome", "random-pop": "random"}
+"""Baselines given DERL-pop's population warm start (every generation continues from the best
+policy so far), and the method each is a variant of: the fair comparison for ``derl-pop``."""
+
+
+METHODS = (*HAND_MADE, *SEARCH, *WARM_STARTED)
+
+
+PAPER_BUDGET = ("derl", "derl-frozen", "random", "revolve", "average")
+"""The full benchmark's methods: the official code's 20 x 8 for DERL, its frozen control, the
+two black-box searches and the best hand-made reward (by the reward landscape)."""
+
+
+ENV_ID = "derl/Arithmetic-v0"
+
+
+LEVELS = ("L0", "L1", "L2")
+
+
+@dataclass(frozen=True)
+class BaseModelSpec:
+    """The base policy: the tiny model, fine-tuned on reference solutions (see the card)."""
+
+    steps: int = 1200
+    format_dropout: float = 0.85
+    learning_rate: float = 3e-3
+    batch_size: int = 32
+    seed: int = 0
+
+
+@dataclass
+class ProxyConfig:
+    """The benchmark's budget. The defaults are the full benchmark (see ``docs/proxy.md``)."""
+
+    output: str = "runs/proxy"
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
+    methods: list[str] = field(default_factory=lambda: list(PAPER_BUDGET))
+    outer_steps: int = 20
+    population: int = 8
+    validation_episodes: int = 1000
+    eval_limit: int | None = None
+    inner: dict[str, Any] = field(default_factory=lambda: {
+        "env_id": ENV_ID, "steps": 20, "group_size": 8, "prompts_per_step": 8,
+        "learning_rate": 3e-4, "kl_coef": 0.0, "max_new_tokens": 40, "micro_batch_size": 64,
+        "save_every": 0, "keep_checkpoints": 1, "tensorboard": False,
+    })
+    base: BaseModelSpec = field(default_factory=BaseModelSpec)
+    optimizer_sft_examples: int = 206
+    optimizer_sft_steps: int = 150
+    workers: int = 2
+    optimizer_recipe: dict[str, Any] = field(default_factory=dict)
+    """Further meta recipe fields for the Meta-Optimizer's methods (``derl``, ``derl-pop``,
+    ``derl-frozen``), over the benchmark's: e.g. ``{"protocol": "derl-official"}``, or
+    ``{"inner": {"reward_semantics": "derl"}}`` beside it to change only the semantics."""
+    endpoint_from: int = 10
+    """The primary endpoint averages the proposals' validation scores over generations
+    ``endpoint_from`` to the last (see ``docs/proxy.md``)."""
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
+        if not self.seeds or self.workers < 1:
+            raise ValueError("at least one seed and one worker are required")
+
+    @property
+    def budget(self) -> int:
+        """Inner runs per search method and seed."""
+        return self.outer_steps * self.population
+
+
+SMALL: dict[str, Any] = {"seeds": [0], "outer_steps": 1, "population": 2, "validation_episodes": 16,
+         "endpoint_from": 0,
+         "eval_limit": 16, "optimizer_sft_examples": 32, "optimizer_sft_steps": 10,
+         "base": BaseModelSpec(steps=30),
+         "inner": {"env_id": ENV_ID, "steps": 2, "group_size": 4, "prompts_per_step": 2,
+                   "learning_rate": 3e-4, "kl_coef": 0.0, "max_new_tokens": 24,
+                   "micro_batch_size": 64, "save_every": 0, "keep_checkpoints": 1,
+                   "tensorboard": False}}
+"""``--small``: the whole pipeline at a size CI runs in about a minute (numbers meaningless)."""
+
+
+def small(config: ProxyConfig) -> ProxyConfig:
+    """``config`` at the ``--small`` size."""
+    return replace(config, **SMALL)
+
+
+def config_json(config: ProxyConfig) -> dict[str, Any]:
+    """``config`` as results.json keeps it."""
+    return json.loads(json.dumps(asdict(config), default=str))
+
+
+RERUN_FREE = ("methods", "workers", "output")
+"""Settings that may differ between runs whose rows are merged into one result."""
+
+
+def slug(method: str) -> str:
+    """A method's name as a file name: ``outcome + format`` -> ``outcome-format``."""
+    return method.replace(" + ", "-").replace(" ", "-")
+
+
+__all__ = ["ENV_ID", "HAND_MADE", "LEVELS", "METHODS", "PAPER_BUDGET", "RERUN_FREE", "SEARCH",
+           "SMALL", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "config_json", "slug",
+           "small"]

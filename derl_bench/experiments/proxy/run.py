@@ -1,0 +1,250 @@
+"""Running the proxy benchmark: the base policy, each method and seed's reward-discovery run
+(in a process pool), the merge with an earlier run, and the board's records and evidence."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import shutil
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from derl_bench.experiments.evidence import comparisons, generation_table
+from derl_bench.experiments.proxy.config import (
+    ENV_ID,
+    HAND_MADE,
+    LEVELS,
+    METHODS,
+    RERUN_FREE,
+    SEARCH,
+    WARM_STARTED,
+    BaseModelSpec,
+    ProxyConfig,
+    config_json,
+    slug,
+)
+from derl_bench.experiments.proxy.report import (
+    EVIDENCE,
+    FIGURES,
+    summarize,
+    summary_markdown,
+    write_figures,
+)
+from derl_bench.files import write_json_atomic, write_jsonl_atomic, write_text_atomic
+from derl_bench.reward import primitive_set
+
+if TYPE_CHECKING:
+    from derl_bench.meta.config import MetaConfig
+
+
+def base_model(path: Path, spec: BaseModelSpec) -> Path:
+    """The base policy at ``path``, fine-tuned once and reused while ``spec`` is unchanged."""
+    from derl_bench.sft import SFTConfig, run_sft
+
+    marker = path / "base_model_spec.json"
+    wanted = json.dumps(asdict(spec), sort_keys=True)
+    if marker.is_file() and marker.read_text() == wanted:
+        return path
+    if path.exists():
+        shutil.rmtree(path)
+    run_sft(SFTConfig(env_id=ENV_ID, output=str(path), steps=spec.steps,
+                      learning_rate=spec.learning_rate, batch_size=spec.batch_size,
+                      format_dropout=spec.format_dropout, seed=spec.seed))
+    marker.write_text(wanted)
+    return path
+
+
+def meta_config_for(config: ProxyConfig, method: str, seed: int, model: str,
+                    out: Path) -> MetaConfig:
+    """The reward-discovery recipe of one method and seed (a hand-made reward is ``fixed``)."""
+    from derl_bench.meta.config import LEARNING_METHODS, meta_config_from_dict
+
+    base = WARM_STARTED.get(method, method)
+    values: dict[str, Any] = dict(
+        name=f"{method}-s{seed}", method=base if base in SEARCH else "fixed",
+        reward=HAND_MADE.get(base), warm_start=method in WARM_STARTED,
+        inner={**config.inner, "model": model},
+        outer_steps=config.outer_steps,
+        population=config.population, validation_episodes=config.validation_episodes,
+        seed=seed, optimizer_sft_examples=config.optimizer_sft_examples,
+        optimizer_sft_steps=config.optimizer_sft_steps, eval_levels=list(LEVELS),
+        # DERL, DERL-pop and the frozen control of one seed share one cold start.
+        optimizer_cache=str(Path(config.output) / "meta-optimizer-cache"),
+        eval_limit=config.eval_limit, output_dir=str(out), progress=False,
+        # The benchmark spreads whole runs (method x seed) over its workers; each runs in-process.
+        executor="local")
+    if base in LEARNING_METHODS:
+        recipe = dict(config.optimizer_recipe)
+        values["inner"] = {**values["inner"], **recipe.pop("inner", {})}
+        values.update(recipe)
+    return meta_config_from_dict(values)
+
+
+CANDIDATE_FIELDS = ("generation", "index", "expr", "status", "score", "structure", "primitives",
+                    "inner_seed")
+"""What the results keep of each candidate (the run folder keeps the rest)."""
+
+
+def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str, Any]:
+    """One method and seed: its validation curve and its final policy's eval figures."""
+    from derl_bench.evaluation.batched import headline_evaluator
+    from derl_bench.meta import run_meta
+
+    out = Path(config.output) / "runs" / f"{slug(method)}-s{seed}"
+    meta = meta_config_for(config, method, seed, model, out)
+    evaluate = headline_evaluator(ENV_ID, LEVELS, limit=config.eval_limit,
+                                  max_new_tokens=int(config.inner["max_new_tokens"]),
+                                  model_label="tiny-sft")
+    started = time.perf_counter()
+    found = run_meta(meta, evaluate=evaluate)
+    row = {"validation_by_generation": [g["best_so_far"] for g in found.generations],
+           "generation_best": [g["max_score"] for g in found.generations],
+           "generation_mean": [g["mean_score"] for g in found.generations],
+           "best_expr": found.best_expr, "best_validation": found.best_score,
+           "eval": found.headline.get("best", {}),
+           "retrained_from_base": found.headline.get("retrained_from_base"),
+           "inner_runs": sum(c.get("status") == "scored" and "duplicate_of" not in c
+                             for c in found.candidates),
+           "failed_inner_runs": sum(c.get("status") == "failed" for c in found.candidates),
+           "zero_advantage_generations": found.zero_advantage_generations,
+           # The per-generation evidence: what was proposed, what it scored, how the proposer
+           # moved (advantages, KL), so the board can show the mechanism, not only the end.
+           "generations": found.generations,
+           "candidates": [{k: c.get(k) for k in CANDIDATE_FIELDS} | {
+               "repeat": "duplicate_of" in c} for c in found.candidates]}
+    return {"method": method, "seed": seed, "seconds": round(time.perf_counter() - started, 1),
+            **row}
+
+
+def worker_init() -> None:
+    """Set up a pool worker of the benchmark."""
+    # Every worker is one of several processes on the machine: one intra-op thread each.
+    os.environ["DERL_BENCH_WORKERS"] = os.environ.get("DERL_BENCH_WORKERS", "2")
+
+
+def base_figures(model: str, config: ProxyConfig) -> dict[str, Any]:
+    """The base policy's strict and lenient success per level (greedy, like every method)."""
+    from derl_bench.evaluation.batched import evaluate_llm
+
+    out = {}
+    for level in LEVELS:
+        record, extra = evaluate_llm(ENV_ID, level, model, limit=config.eval_limit,
+                                     max_new_tokens=int(config.inner["max_new_tokens"]),
+                                     checkpoint="the base policy: the SFT warm start, no GRPO")
+        out[level] = {"mean": record["results"]["success_rate"]["mean"],
+                      "n": record["results"]["n"], **extra}
+    return out
+
+
+def run_proxy(config: ProxyConfig, records: Path | None = None,
+              log: Any = print) -> dict[str, Any]:
+    """Run the benchmark (see the module docstring); returns what ``results.json`` holds."""
+    out = Path(config.output)
+    for method in config.methods:  # a bad recipe fails here, not in a worker an hour later
+        meta_config_for(config, method, config.seeds[0], "tiny", out / "runs" / "check")
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    log(f"base policy: tiny model + SFT ({config.base.steps} steps) ...")
+    model = str(base_model(out / "base-model", config.base))
+    base = base_figures(model, config)
+    # Hand-made rewards train every one of their slots, so their runs are the longest: start
+    # them first, so that no worker is left alone with one at the end.
+    jobs = sorted(((method, seed) for seed in config.seeds for method in config.methods),
+                  key=lambda job: WARM_STARTED.get(job[0], job[0]) not in HAND_MADE)
+    rows: list[dict[str, Any]] = []
+    log(f"{len(jobs)} runs ({len(config.methods)} methods x {len(config.seeds)} seeds), "
+        f"{config.workers} at a time; search budget {config.budget} inner runs")
+    if config.workers == 1:
+        for method, seed in jobs:
+            rows.append(run_job(config, method, seed, model))
+            log(_progress(rows[-1]))
+    else:
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(config.workers, mp_context=context,
+                                                    initializer=worker_init) as pool:
+            futures = [pool.submit(run_job, config, m, s, model) for m, s in jobs]
+            for future in concurrent.futures.as_completed(futures):
+                rows.append(future.result())
+                log(_progress(rows[-1]))
+    wall = round(time.perf_counter() - started, 1)
+    earlier = _earlier_run(out, config)
+    if earlier is not None:  # methods run before with the same settings stay in the results
+        rows += [r for r in earlier["runs"] if r["method"] not in config.methods]
+        config = replace(config, methods=[m for m in METHODS if m in {r["method"] for r in rows}])
+        wall = round(wall + earlier["wall_time_s"], 1)
+    rows.sort(key=lambda r: (METHODS.index(r["method"]), r["seed"]))
+    primitives = list(primitive_set(ENV_ID).names)
+    table = generation_table(rows, primitives)
+    result = {"config": config_json(config), "env_id": ENV_ID, "wall_time_s": wall,
+              "base": base, "summary": summarize(rows, base, config.endpoint_from),
+              "comparisons": comparisons(rows, config.methods, config.endpoint_from),
+              "generations": table, "runs": rows}
+    write_json_atomic(out / "results.json", result)
+    write_figures(result, out)
+    if records is not None:
+        copy_records(rows, out, records)
+        # Every JSON file beside the records is read as a submission: the evidence has its own
+        # folder.
+        evidence = records / EVIDENCE
+        evidence.mkdir(parents=True, exist_ok=True)
+        for name in FIGURES:
+            shutil.copyfile(out / name, evidence / name)
+        write_json_atomic(evidence / "generations.json", {
+            "config": result["config"], "table": table,
+            "runs": [{k: r[k] for k in ("method", "seed", "generation_mean",
+                                        "generation_best", "generations")} for r in rows]})
+        write_jsonl_atomic(evidence / "candidates.jsonl", [
+            {"method": r["method"], "seed": r["seed"], **c}
+            for r in rows for c in r.get("candidates", [])])
+        write_text_atomic(records / "summary.md", summary_markdown(result))
+    return result
+
+
+def _progress(row: dict[str, Any]) -> str:
+    figures = "  ".join(f"{lvl} {row['eval'][lvl]['mean']:.3f}" for lvl in LEVELS
+                        if lvl in row["eval"])
+    return (f"  {row['method']:<16} seed {row['seed']}  validation "
+            f"{row['best_validation']:.3f}  {figures}  ({row['seconds']:.0f} s)")
+
+
+def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[Path]:
+    """Copy every run's result records into a board folder, named by method, seed and level
+    (the record's ``method`` names the seed, so the board shows one row per run), and list
+    them as run here."""
+    from derl_bench.evaluation.record import mark_run_here
+
+    records.mkdir(parents=True, exist_ok=True)
+    written = []
+    for row in rows:
+        for level, figures in row["eval"].items():
+            record = json.loads(Path(figures["record"]).read_text())
+            record["method"] = f"{row['method']} (seed {row['seed']})"
+            path = records / f"{slug(row['method'])}-s{row['seed']}-{level}.json"
+            write_json_atomic(path, record)
+            written.append(path)
+    if written:
+        mark_run_here(records.parent, written)
+    return written
+
+
+def _earlier_run(out: Path, config: ProxyConfig) -> dict[str, Any] | None:
+    """The ``results.json`` an earlier run with the same settings left in ``out``: a run of
+    further methods adds its rows to it instead of replacing it."""
+    path = out / "results.json"
+    if not path.is_file():
+        return None
+    try:
+        earlier = json.loads(path.read_text())
+    except ValueError:
+        return None
+    mine = {k: v for k, v in config_json(config).items() if k not in RERUN_FREE}
+    theirs = {k: v for k, v in earlier.get("config", {}).items() if k not in RERUN_FREE}
+    return earlier if mine == theirs else None
+
+
+__all__ = ["CANDIDATE_FIELDS", "base_figures", "base_model", "copy_records", "meta_config_for",
+           "run_job", "run_proxy", "worker_init"]
