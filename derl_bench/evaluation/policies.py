@@ -286,9 +286,11 @@ def _import_target(target: str) -> Any:
         if not path.is_file():
             raise PolicyError(f"policy file {path} does not exist")
         spec = importlib.util.spec_from_file_location(f"derl_user_policy_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[spec.name] = module  # type: ignore[union-attr]
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        if spec is None or spec.loader is None:
+            raise PolicyError(f"policy file {path} cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
     else:
         try:
             module = importlib.import_module(module_name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable
+from typing import cast
 
 from derl_bench.reward.functions import POINTWISE, power, safe_div
 from derl_bench.reward.nodes import Agg, Call, Neg, Node, Num, Pow, Prim, Prod, Sum
@@ -193,7 +194,8 @@ def _make_call(fn: str, args: list[Node]) -> Node:
         if len(args) == 1:
             return args[0]
     if all(isinstance(a, Num) for a in args):
-        folded = _finite_num(function.scalar(*(a.value for a in args)))  # type: ignore[union-attr]
+        numbers = [cast(Num, a).value for a in args]  # all Num: checked just above
+        folded = _finite_num(function.scalar(*numbers))
         if folded is not None:
             return folded
     return Call(fn, tuple(args))
