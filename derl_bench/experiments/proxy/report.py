@@ -14,6 +14,7 @@ from derl_bench.experiments.evidence import (
     plot_scores,
 )
 from derl_bench.experiments.proxy.config import ENV_ID, HAND_MADE, LEVELS, WARM_STARTED
+from derl_bench.experiments.stats import mean_sd
 from derl_bench.reward import primitive_set
 
 
@@ -24,8 +25,7 @@ def mean_se(values: list[float]) -> dict[str, float]:
     {'mean': 0.2, 'se': 0.0577, 'n': 3}
     """
     n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    mean, sd = mean_sd(values)
     return {"mean": round(mean, 4), "se": round(sd / math.sqrt(n), 4), "n": n}
 
 
