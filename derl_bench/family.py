@@ -24,6 +24,7 @@ before them. The entry point and observers stay dotted-path strings for the same
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,16 @@ Interval = tuple[float, float]
 
 class UnknownFamilyError(ValueError):
     """A name that is neither a card family nor one of their env ids."""
+
+
+def resolve(path: str) -> Any:
+    """The object a card's dotted ``module:attr`` path names (its module imported on first use).
+
+    >>> resolve("derl_bench.family:resolve") is resolve
+    True
+    """
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ entry point alone, never to the additional wrappers, so :func:`make_bare` takes 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,12 +34,8 @@ import gymnasium as gym
 from gymnasium.envs.registration import WrapperSpec
 from gymnasium.utils import RecordConstructorArgs
 
+from derl_bench.family import resolve
 from derl_bench.observers.base import Observer, ObserveWrapper
-
-
-def _resolve(path: str) -> Any:
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 def make_bare(
@@ -56,7 +51,7 @@ def make_bare(
         raise TypeError(
             f"max_steps={kwargs['max_steps']!r} is not an env argument: the step cap is "
             f"gymnasium.make's max_episode_steps={kwargs['max_steps']!r}")
-    return _resolve(env_class)(**kwargs)
+    return resolve(env_class)(**kwargs)
 
 
 class CardObservers(ObserveWrapper, RecordConstructorArgs):
@@ -72,7 +67,7 @@ class CardObservers(ObserveWrapper, RecordConstructorArgs):
         made = env.unwrapped.spec.kwargs if env.unwrapped.spec is not None else {}
         chosen = made.get("observers")
         if chosen is None:
-            chosen = _resolve(observers)(env.unwrapped)
+            chosen = resolve(observers)(env.unwrapped)
         ObserveWrapper.__init__(self, env, [*chosen, *(made.get("extra_observers") or ())])
 
 

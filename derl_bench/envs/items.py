@@ -15,11 +15,10 @@ different splits of one env are comparable, so two splits overlap exactly when t
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from derl_bench.cards import load_card, read_manifest
-from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec
+from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, resolve
 
 AGENT_EVAL_SPLIT = "eval"
 """The agent envs' ``split`` of a level's eval set (manifest ``<level>-eval``)."""
@@ -43,8 +42,7 @@ def _env_class(spec: FamilySpec, env_id: str) -> Any:
         entry = spec.env(env_id)
     except UnknownFamilyError:
         entry = next(iter(spec.ids.values()))
-    module, _, name = entry.entry_point.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return resolve(entry.entry_point)
 
 
 def eval_splits(env_id: str, **env_kwargs: Any) -> dict[str, dict[str, str]]:
