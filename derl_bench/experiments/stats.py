@@ -11,6 +11,11 @@ with 80% power in a two-sided test at the 5% level, given the differences' sprea
     (0.15, 4, True)
     >>> round(t_quantile(0.975, 9), 3)
     2.262
+
+A board makes several comparisons at once, so each board's comparisons are corrected together
+by Holm's step-down method (:func:`holm`): adjusted p-values, and each interval widened to the
+level of its step, so that an interval excluding 0 is a difference detected at the board's
+family-wise 5% level.
 """
 
 from __future__ import annotations
@@ -71,6 +76,53 @@ def paired_difference(a: Sequence[float], b: Sequence[float], level: float = 0.9
     mde = (t_ci + t_quantile(power, n - 1)) * se
     return {"mean": round(mean, 4), "se": round(se, 4), "ci_low": round(mean - t_ci * se, 4),
             "ci_high": round(mean + t_ci * se, 4), "n": n, "mde": round(mde, 4)}
+
+
+def t_p_value(mean: float, se: float, n: int) -> float:
+    """Two-sided p-value of a paired t test of ``mean`` = 0 (1.0 when it cannot be tested).
+
+    >>> round(t_p_value(0.15, 0.0289, 4), 3)
+    0.014
+    """
+    if n < 2:
+        return 1.0
+    if se == 0:
+        return 0.0 if mean != 0 else 1.0
+    return max(0.0, min(1.0, 2.0 * (1.0 - _t_cdf(abs(mean) / se, n - 1))))
+
+
+def holm(differences: Sequence[dict[str, float]], alpha: float = 0.05,
+         ) -> list[dict[str, float]]:
+    """Holm's step-down correction of several :func:`paired_difference` results taken together.
+
+    Each result gains ``p`` (its own paired t test), ``p_holm`` (Holm-adjusted) and
+    ``holm_low``/``holm_high``: its interval at the level of its step, ``1 - alpha / (m - i)``
+    for the comparison ranked ``i`` (from 0) by p-value, the steps after the first that is not
+    rejected keeping that one's level. An adjusted interval excludes 0 exactly when
+    ``p_holm < alpha``.
+
+    >>> a = paired_difference([0.5, 0.6, 0.7, 0.6], [0.4, 0.4, 0.5, 0.5])
+    >>> b = paired_difference([0.5, 0.6, 0.7, 0.6], [0.5, 0.7, 0.6, 0.6])
+    >>> [round(r["p_holm"], 3) for r in holm([a, b])]
+    [0.028, 1.0]
+    >>> [r["holm_low"] > 0 for r in holm([a, b])]
+    [True, False]
+    """
+    m = len(differences)
+    ps = [t_p_value(d["mean"], d["se"], int(d["n"])) for d in differences]
+    order = sorted(range(m), key=lambda i: ps[i])
+    out: list[dict[str, float]] = [dict(d) for d in differences]
+    running, stopped_at = 0.0, None
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        if stopped_at is None and running >= alpha:
+            stopped_at = rank
+        step = rank if stopped_at is None else stopped_at
+        d, n = differences[i], int(differences[i]["n"])
+        half = (t_quantile(1 - alpha / (m - step) / 2, n - 1) * d["se"]) if n > 1 else math.inf
+        out[i].update(p=round(ps[i], 5), p_holm=round(running, 5),
+                      holm_low=round(d["mean"] - half, 4), holm_high=round(d["mean"] + half, 4))
+    return out
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:

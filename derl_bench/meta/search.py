@@ -37,6 +37,23 @@ def slot_seed(seed: int, slot: int) -> int:
     return seed * SEED_STRIDE + slot
 
 
+FRESH_BASE = 1_000_000_000
+"""Fresh inner seeds start here: above every slot seed of run seeds below
+``FRESH_BASE // SEED_STRIDE`` (10,000), so a re-score never repeats a search slot's noise."""
+
+
+def fresh_seeds(count: int, offset: int = 0) -> list[int]:
+    """``count`` inner seeds that no search slot uses (:data:`FRESH_BASE` onwards), for
+    re-scoring a reward on noise independent of the run that found it.
+
+    >>> fresh_seeds(3)
+    [1000000000, 1000000001, 1000000002]
+    """
+    if count < 0 or offset < 0:
+        raise ValueError("fresh_seeds needs count >= 0 and offset >= 0")
+    return [FRESH_BASE + offset + i for i in range(count)]
+
+
 @dataclass
 class Proposal:
     """A Meta-Reward to try, and where it came from."""
