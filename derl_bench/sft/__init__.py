@@ -4,7 +4,8 @@ Demonstrations come from the env, rendered with the same prompts the policy sees
 
 - math family (``derl/Arithmetic-v0``, ``derl/GSM8K-v0``, ``derl/MATH-v0``): the problem's
   reference solution (GSM8K's calculator marks are dropped and its ``#### n`` line becomes
-  ``The answer is \\boxed{n}.``);
+  ``The answer is \\boxed{n}.``); an env with a ``demonstration(rng)`` method (the digit
+  tasks) gives its own, drawn from the mixture of modes on its card;
 - ALFWorld: every step of a game's expert walkthrough, as
   ``<think>…</think><action>command</action>`` after the agent prompt of that step.
 
@@ -94,7 +95,9 @@ def _math_demos(env: Any, policy: Any, config: SFTConfig, rng: random.Random,
     while True:
         question, info = env.reset(options={"index": rng.randrange(count)})
         solution = str(info["reference_solution"])
-        if getattr(bare, "dataset", None) == "gsm8k":
+        if hasattr(bare, "demonstration"):  # an env that defines its own mixture of modes
+            solution = bare.demonstration(rng)
+        elif getattr(bare, "dataset", None) == "gsm8k":
             solution = gsm8k_solution(solution)
         if config.format_dropout and rng.random() < config.format_dropout:
             solution = drop_format(solution)

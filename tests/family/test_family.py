@@ -54,7 +54,10 @@ def test_the_families_as_the_cards_declare_them():
                    "scienceworld": (True, "agent", "success", 30),
                    "math": (False, "math", "outcome", 1),
                    "arithmetic": (False, "math", "outcome", 1),
-                   "reasoning_gym": (False, "math", "outcome", 1)}
+                   "reasoning_gym": (False, "math", "outcome", 1),
+                   "digits_sparse": (False, "math", "outcome", 1),
+                   "digits_hack": (False, "math", "outcome", 1),
+                   "digits_gate": (False, "math", "outcome", 1)}
 
 
 @pytest.mark.parametrize("name", card_families())

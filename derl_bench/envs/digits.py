@@ -1,0 +1,247 @@
+"""The digit-shift reward-discovery tasks: ``derl/DigitsSparse-v0``, ``derl/DigitsHack-v0`` and
+``derl/DigitsGate-v0``, CPU-scale tasks whose best reward is known.
+
+Each is a diagnostic task in the spirit of bsuite: one problem, several planted structures of
+reward design. A problem asks for every digit of a number shifted by ``k`` (modulo 10)::
+
+    >>> problem = make_problem(5, "49170285")
+    >>> problem.question
+    'Add 5 to each digit of 49170285.'
+    >>> problem.answer
+    '94625730'
+
+A position *wraps* when its digit plus ``k`` reaches 10. The base policy of each task is built
+in code by SFT on a documented mixture of demonstration *modes* (the card's ``base_policy``), so
+the share of each behaviour in the base is known:
+
+- ``boxed``: ``\\boxed{answer}``, where each wrapping position is right with probability
+  ``wrap_right`` and otherwise one too high (``9 + 5`` written as ``5``, not ``4``): a base that
+  knows the rule but applies it unreliably at the wraps, so it has something to re-weight;
+- ``bare``: the same answer without the box;
+- ``spam``: two numbered candidates, each boxed, the right answer first and a random number
+  last: it shows numbered steps, a box and the answer somewhere, and its final answer is wrong.
+
+    >>> import random
+    >>> print(demonstration(problem, "spam", 1.0, random.Random(0)))
+    1. \\boxed{94625730}
+    2. \\boxed{66048764}
+
+Every split is a pure function of its definition on the card (shifts, length, seed, count), so
+nothing is downloaded; train, validation and L0 are disjoint hash slices of one distribution.
+The env grades like Arithmetic: the last ``\\boxed{}`` must hold the answer.
+
+    >>> env = DigitsEnv("digits_sparse", split="L0-eval")
+    >>> question, info = env.reset(options={"index": 0})
+    >>> env.step(info["reference_solution"])[1]
+    1.0
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from derl_bench.cards import CardError, load_card, sha256_lines
+from derl_bench.envs.arithmetic import bucket
+from derl_bench.envs.math import ProblemEnv
+from derl_bench.envs.spaces import text_space
+from derl_bench.grading import Grade, last_boxed
+
+MODES = ("boxed", "bare", "spam")
+"""The demonstration modes a card's ``base_policy.modes`` may mix (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One digit-shift problem."""
+
+    problem_id: str
+    shift: int
+    digits: str
+    question: str
+    answer: str
+    solution: str
+
+
+def shifted(digits: str, shift: int) -> str:
+    """Every digit of ``digits`` plus ``shift``, modulo 10.
+
+    >>> shifted("0795", 3)
+    '3028'
+    """
+    return "".join(str((int(d) + shift) % 10) for d in digits)
+
+
+def wraps(digits: str, shift: int) -> list[bool]:
+    """Which positions of ``digits`` wrap past 9 under ``shift``.
+
+    >>> wraps("0795", 3)
+    [False, True, True, False]
+    """
+    return [int(d) + shift >= 10 for d in digits]
+
+
+def make_problem(shift: int, digits: str) -> Problem:
+    """The problem of shifting ``digits`` by ``shift``."""
+    if not digits.isdigit() or not 1 <= shift <= 9:
+        raise ValueError(f"a problem needs digits and a shift in 1..9, got {digits!r}, {shift}")
+    answer = shifted(digits, shift)
+    return Problem(f"k{shift}:{digits}", shift, digits, f"Add {shift} to each digit of {digits}.",
+                   answer, f"\\boxed{{{answer}}}")
+
+
+def sloppy_answer(problem: Problem, wrap_right: float, rng: random.Random) -> str:
+    """The answer with each wrapping position right with probability ``wrap_right`` and
+    otherwise one too high."""
+    out = []
+    for d, wrap in zip(problem.digits, wraps(problem.digits, problem.shift), strict=True):
+        value = int(d) + problem.shift
+        if wrap and rng.random() >= wrap_right:
+            value += 1
+        out.append(str(value % 10))
+    return "".join(out)
+
+
+def demonstration(problem: Problem, mode: str, wrap_right: float, rng: random.Random) -> str:
+    """A demonstration of ``mode`` for ``problem`` (see the module docstring)."""
+    if mode == "boxed":
+        return f"\\boxed{{{sloppy_answer(problem, wrap_right, rng)}}}"
+    if mode == "bare":
+        return sloppy_answer(problem, wrap_right, rng)
+    if mode == "spam":
+        decoy = "".join(rng.choice("0123456789") for _ in problem.digits)
+        decoy = decoy if decoy != problem.answer else shifted(decoy, 1)
+        return f"1. \\boxed{{{problem.answer}}}\n2. \\boxed{{{decoy}}}"
+    raise ValueError(f"unknown demonstration mode {mode!r}; known: {', '.join(MODES)}")
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """A split as a card defines it."""
+
+    shifts: tuple[int, ...]
+    length: int
+    seed: int
+    count: int
+    bucket: str | None
+    """``train``, ``validation`` or ``eval``: the hash slice of the training distribution this
+    split keeps; ``None`` for a distribution training never sees."""
+
+
+def split_spec(family: str, split: str) -> SplitSpec:
+    """The definition of ``split`` on ``family``'s card."""
+    splits = load_card(family)["splits"]
+    if split not in splits:
+        raise ValueError(f"{family} has no split {split!r}; choose from {', '.join(splits)}")
+    spec = splits[split]
+    return SplitSpec(tuple(int(k) for k in spec["shifts"]), int(spec["length"]),
+                     int(spec["seed"]), int(spec["count"]), spec.get("bucket"))
+
+
+@functools.lru_cache(maxsize=64)
+def generate_split(family: str, split: str) -> tuple[Problem, ...]:
+    """The problems of ``split`` on ``family``'s card, in manifest order, checked against the
+    card's manifest checksum."""
+    spec = split_spec(family, split)
+    card = load_card(family)
+    buckets = int(card["eval_buckets"])
+    rng = random.Random(spec.seed)
+    seen: set[str] = set()
+    problems: list[Problem] = []
+    for _ in range(200 * spec.count):
+        if len(problems) == spec.count:
+            break
+        shift = spec.shifts[rng.randrange(len(spec.shifts))]
+        digits = "".join(rng.choice("0123456789") for _ in range(spec.length))
+        problem = make_problem(shift, digits)
+        if problem.problem_id in seen:
+            continue
+        if spec.bucket is not None and bucket(problem.problem_id, buckets) != spec.bucket:
+            continue
+        seen.add(problem.problem_id)
+        problems.append(problem)
+    else:
+        raise ValueError(f"{family} split {split!r}: cannot draw {spec.count} distinct problems")
+    expected = card["splits"][split].get("manifest_sha256")
+    digest = sha256_lines([p.problem_id for p in problems])
+    if expected is not None and digest != expected:
+        raise CardError(f"{family} split {split!r}: generated manifest sha256 {digest} != "
+                        f"card's {expected}")
+    return tuple(problems)
+
+
+@dataclass(frozen=True)
+class BasePolicySpec:
+    """How a task's base policy is built: SFT of the tiny model on a mixture of demonstration
+    modes (the card's ``base_policy``)."""
+
+    modes: dict[str, float]
+    wrap_right: float
+    steps: int
+    learning_rate: float
+    batch_size: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        unknown = set(self.modes) - set(MODES)
+        if unknown or abs(sum(self.modes.values()) - 1.0) > 1e-9:
+            raise CardError(f"base_policy.modes must be shares of {MODES} summing to 1, "
+                            f"got {self.modes}")
+
+
+def base_policy_spec(family: str) -> BasePolicySpec:
+    """The card's ``base_policy`` block."""
+    spec = dict(load_card(family)["base_policy"])
+    return BasePolicySpec(modes={str(k): float(v) for k, v in spec["modes"].items()},
+                          wrap_right=float(spec["wrap_right"]), steps=int(spec["steps"]),
+                          learning_rate=float(spec["learning_rate"]),
+                          batch_size=int(spec["batch_size"]), seed=int(spec["seed"]))
+
+
+class DigitsEnv(ProblemEnv):
+    """A single-step env over one digit-shift task's generated problems.
+
+    Args:
+        family: the task's card (``digits_sparse``, ``digits_hack``, ``digits_gate``).
+        split: ``train``, ``validation``, ``L0-eval``, ``L1-eval`` or ``L2-eval``.
+        render_mode: ``"ansi"`` renders the question.
+    """
+
+    def __init__(self, family: str, split: str = "train", render_mode: str | None = None
+                 ) -> None:
+        self.family = family
+        self.split = split
+        self.problems = generate_split(family, split)
+        self.render_mode = render_mode
+        self.observation_space = text_space(max(len(p.question) for p in self.problems))
+        self.action_space = text_space(1 << 20)
+
+    @classmethod
+    def item_ids(cls, family: str, split: str = "train", **_: Any) -> list[str]:
+        """The problem ids of ``split``, in manifest order."""
+        return [p.problem_id for p in generate_split(family, split)]
+
+    def _info(self) -> dict[str, Any]:
+        return {**super()._info(), "problem_type": f"k{self.problem.shift}",
+                "wraps": sum(wraps(self.problem.digits, self.problem.shift))}
+
+    def demonstration(self, rng: random.Random) -> str:
+        """A demonstration for the current problem, its mode drawn from the card's mixture."""
+        spec = base_policy_spec(self.family)
+        modes = list(spec.modes)
+        mode = rng.choices(modes, weights=[spec.modes[m] for m in modes])[0]
+        return demonstration(self.problem, mode, spec.wrap_right, rng)
+
+    def grade(self, response: str) -> Grade:
+        """The last ``\\boxed{}`` must hold exactly the answer's digits."""
+        extracted = last_boxed(response)
+        if extracted is None:
+            return Grade(False, None)
+        return Grade(extracted.strip() == self.problem.answer, extracted)
+
+
+__all__ = ["MODES", "BasePolicySpec", "DigitsEnv", "Problem", "SplitSpec", "base_policy_spec",
+           "demonstration", "generate_split", "make_problem", "shifted", "sloppy_answer",
+           "split_spec", "wraps"]

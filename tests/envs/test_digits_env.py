@@ -1,0 +1,128 @@
+"""The digit-shift reward-discovery tasks: checksummed splits, and demonstration modes and
+primitives that behave as each card plants them."""
+
+from __future__ import annotations
+
+import random
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import derl_bench  # noqa: F401
+from derl_bench.cards import load_card, sha256_lines
+from derl_bench.envs.digits import (
+    base_policy_spec,
+    demonstration,
+    generate_split,
+    make_problem,
+    shifted,
+    wraps,
+)
+
+TASKS = {"derl/DigitsSparse-v0": "digits_sparse", "derl/DigitsHack-v0": "digits_hack",
+         "derl/DigitsGate-v0": "digits_gate"}
+SPLITS = ("train", "validation", "L0-eval", "L1-eval", "L2-eval")
+
+
+def _step(env_id: str, response: str, index: int = 0) -> dict[str, float]:
+    env = gym.make(env_id, split="validation")
+    env.reset(options={"index": index})
+    return dict(env.step(response)[-1]["primitives"])
+
+
+@pytest.mark.parametrize("family", sorted(TASKS.values()))
+def test_splits_are_the_cards_checksummed_manifests_and_disjoint(family):
+    card = load_card(family)
+    ids = {}
+    for split in SPLITS:
+        problems = generate_split(family, split)
+        spec = card["splits"][split]
+        assert len(problems) == spec["count"] == len({p.problem_id for p in problems})
+        assert sha256_lines([p.problem_id for p in problems]) == spec["manifest_sha256"]
+        ids[split] = {p.problem_id for p in problems}
+    for held_out in ("validation", "L0-eval", "L1-eval", "L2-eval"):
+        assert not ids["train"] & ids[held_out]
+    assert not ids["validation"] & ids["L0-eval"]
+
+
+@pytest.mark.parametrize("env_id", sorted(TASKS))
+def test_the_env_passes_gymnasiums_checker_and_grades_the_reference(env_id):
+    env = gym.make(env_id, split="L0-eval")
+    check_env(env.unwrapped, skip_render_check=True)
+    _, info = env.reset(options={"index": 3})
+    _, reward, terminated, truncated, info = env.step(info["reference_solution"])
+    assert (reward, terminated, truncated) == (1.0, True, False)
+    assert info["primitives"]["progress"] == info["primitives"]["digit_match"] == 1.0
+
+
+def test_a_partly_right_answer_earns_partial_progress():
+    assert make_problem(5, "12781234").answer == "67236789"
+    assert wraps("12781234", 5) == [False, False, True, True, False, False, False, False]
+    env = gym.make("derl/DigitsSparse-v0", split="validation")
+    _, info = env.reset(options={"index": 0})
+    reference = info["reference_answer"]
+    # Right up to position 6, then every digit one off: progress stops at the first error.
+    half = reference[:6] + shifted(reference[6:], 1)
+    prims = dict(env.step(f"\\boxed{{{half}}}")[-1]["primitives"])
+    assert prims["outcome"] == 0.0
+    assert prims["progress"] == pytest.approx(6 / len(reference))
+    assert prims["digit_match"] == pytest.approx(6 / len(reference))
+    # One wrong digit in the middle keeps the digits after it for digit_match only.
+    one_off = reference[:3] + shifted(reference[3], 1) + reference[4:]
+    prims = _step("derl/DigitsSparse-v0", f"\\boxed{{{one_off}}}")
+    assert prims["progress"] == pytest.approx(3 / len(reference))
+    assert prims["digit_match"] == pytest.approx((len(reference) - 1) / len(reference))
+
+
+def test_the_spam_mode_triggers_the_hackable_primitives_and_never_success():
+    problem = make_problem(4, "14057254")
+    rng = random.Random(0)
+    env = gym.make("derl/DigitsHack-v0", split="train")
+    for _ in range(50):
+        spam = demonstration(problem, "spam", 0.3, rng)
+        env.unwrapped.problems = (problem,)
+        env.reset(options={"index": 0})
+        prims = dict(env.step(spam)[-1]["primitives"])
+        # g2, g3 and g4 pay it; g1 never does.
+        assert (prims["format_boxed"], prims["cot_steps"], prims["loose_outcome"]) == (1, 1, 1)
+        assert prims["outcome"] == 0.0
+
+
+def test_the_sloppy_modes_are_right_exactly_where_nothing_wraps():
+    problem = make_problem(6, "09182736")
+    rng = random.Random(1)
+    right_at_wraps = []
+    for _ in range(400):
+        answer = demonstration(problem, "bare", 0.3, rng)
+        for got, ref, wrap in zip(answer, problem.answer, wraps(problem.digits, 6), strict=True):
+            if not wrap:
+                assert got == ref
+            else:
+                assert got in (ref, str((int(ref) + 1) % 10))
+                right_at_wraps.append(got == ref)
+    assert 0.25 < sum(right_at_wraps) / len(right_at_wraps) < 0.35
+
+
+def test_the_gate_task_pays_digit_match_without_the_box_but_outcome_needs_it():
+    env = gym.make("derl/DigitsGate-v0", split="validation")
+    _, info = env.reset(options={"index": 0})
+    answer = info["reference_answer"]
+    bare = _step("derl/DigitsGate-v0", answer)
+    boxed = _step("derl/DigitsGate-v0", f"\\boxed{{{answer}}}")
+    assert bare["digit_match"] == boxed["digit_match"] == 1.0
+    assert (bare["outcome"], bare["format_boxed"]) == (0.0, 0.0)
+    assert (boxed["outcome"], boxed["format_boxed"]) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize("family", sorted(TASKS.values()))
+def test_the_base_policy_mixture_and_planted_reward_are_on_the_card(family):
+    spec = base_policy_spec(family)
+    assert abs(sum(spec.modes.values()) - 1) < 1e-9 and 0 < spec.wrap_right < 0.5
+    from derl_bench.reward import compile_reward
+
+    compile_reward(load_card(family)["planted_reward"], env=f"derl/{_name(family)}-v0")
+
+
+def _name(family: str) -> str:
+    return {v: k for k, v in TASKS.items()}[family].split("/")[1].removesuffix("-v0")
