@@ -1,4 +1,5 @@
-"""``derl-bench proxy``: the proxy benchmark, every reward-design method on derl/Arithmetic-v0."""
+"""``derl-bench proxy``: the proxy benchmark, every reward-design method on one CPU-scale task
+(``derl/Arithmetic-v0`` or a reward-discovery task of docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,16 @@ from pathlib import Path
 
 def _run(args: argparse.Namespace) -> int:
     from derl_bench.experiments.proxy import METHODS, ProxyConfig, run_proxy, small
+    from derl_bench.family import family_spec
     from derl_bench.grpo.config import ConfigError
 
-    config = ProxyConfig(output=args.output, workers=args.workers)
+    try:
+        if family_spec(args.env).multi_turn:
+            raise ValueError("the proxy benchmark runs single-step tasks")
+        config = ProxyConfig(output=args.output, workers=args.workers, env_id=args.env)
+    except (ValueError, KeyError) as err:
+        print(f"derl-bench proxy: --env {args.env}: {err}", file=sys.stderr)
+        return 2
     if args.small:
         config = small(config)
     if args.optimizer:
@@ -23,6 +31,21 @@ def _run(args: argparse.Namespace) -> int:
                 config.optimizer_recipe.setdefault("inner", {})[key[len("inner."):]] = value
             else:
                 config.optimizer_recipe[key] = value
+    if args.planted:
+        from derl_bench.experiments.planted import PlantedConfig, run_planted
+
+        try:
+            check = (PlantedConfig(proxy=config, pilot_seeds=2, seeds=2) if args.small
+                     else PlantedConfig(proxy=config))
+            found = run_planted(check)
+        except ValueError as err:
+            print(f"derl-bench proxy: {err}", file=sys.stderr)
+            return 2
+        if args.records:
+            _copy(check.output, Path(args.records) / "evidence", ("planted.json", "planted.md"))
+        print(f"planted reward check: {check.output / 'planted.md'}; "
+              f"{'passes' if found['passes'] else 'fails'}")
+        return 0
     if args.landscape:
         from derl_bench.experiments.landscape import LandscapeConfig, run_landscape
         from derl_bench.experiments.proxy import EVIDENCE
@@ -33,7 +56,8 @@ def _run(args: argparse.Namespace) -> int:
                                         confirm_seeds=[1])
         found = run_landscape(landscape)
         if args.records:
-            _copy_landscape(landscape.output, Path(args.records) / EVIDENCE)
+            _copy(landscape.output, Path(args.records) / EVIDENCE,
+                  ("landscape.json", "landscape.md", "landscape.png"))
         print(f"landscape: {landscape.output / 'landscape.md'}; measurably better than the "
               f"best hand-made reward: {found['measurably_better'] or 'none'}")
         return 0
@@ -57,22 +81,26 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _copy_landscape(source: Path, records: Path) -> None:
+def _copy(source: Path, records: Path, names: tuple[str, ...]) -> None:
     import shutil
 
     records.mkdir(parents=True, exist_ok=True)
-    for name in ("landscape.json", "landscape.md", "landscape.png"):
+    for name in names:
         shutil.copyfile(source / name, records / name)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``derl-bench proxy``."""
     parser = sub.add_parser(
-        "proxy", help="run every reward-design method on the arithmetic proxy task",
+        "proxy", help="run every reward-design method on a CPU-scale task",
         description="The proxy benchmark (docs/proxy.md): DERL, its frozen control, random "
-        "search, island evolution and the best hand-made reward on derl/Arithmetic-v0 at "
-        "the official code's budget (20 generations x 8, seeds 0-4); the pre-stated endpoint "
-        "paired by seed, per-generation evidence, L0/L1/L2 eval success.")
+        "search, island evolution and the best hand-made reward on derl/Arithmetic-v0 or a "
+        "reward-discovery task (docs/tasks.md) at the official code's budget (20 generations "
+        "x 8, seeds 0-4); the pre-stated endpoints paired by seed, per-generation evidence, "
+        "L0/L1/L2 eval success.")
+    parser.add_argument("--env", default="derl/Arithmetic-v0",
+                        help="the task (default derl/Arithmetic-v0; derl/DigitsSparse-v0, "
+                        "derl/DigitsHack-v0, derl/DigitsGate-v0: docs/tasks.md)")
     parser.add_argument("--output", default="runs/proxy", help="output directory")
     parser.add_argument("--records", default=None, metavar="DIR",
                         help="also copy the result records here (e.g. leaderboards/arithmetic)")
@@ -89,6 +117,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="score 200 random rewards and the hand-made ones (2 seeds each) "
                         "instead, and confirm the best on fresh seeds: does the proxy have a "
                         "reward to discover? (derl_bench.experiments.landscape)")
+    parser.add_argument("--planted", action="store_true",
+                        help="instead, prove the task: its card's planted reward against every "
+                        "hand-made reward, a pilot then a confirmation on fresh seeds "
+                        "(derl_bench.experiments.planted)")
     parser.add_argument("--small", action="store_true",
                         help="the CI-sized run: the whole pipeline in about a minute, numbers "
                         "meaningless")

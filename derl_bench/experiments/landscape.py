@@ -63,9 +63,9 @@ class LandscapeConfig:
         return Path(self.proxy.output) / "landscape"
 
 
-def draw_rewards(count: int, seed: int = 0, max_depth: int = 3,
+def draw_rewards(count: int, seed: int = 0, max_depth: int = 3, env_id: str = ENV_ID,
                  ) -> tuple[list[str], dict[str, int]]:
-    """``count`` random Meta-Rewards for the proxy env, one per behaviour class and none
+    """``count`` random Meta-Rewards for ``env_id``, one per behaviour class and none
     constant on the probe set, and how many draws were duplicates or constant.
 
     >>> exprs, drawn = draw_rewards(5)
@@ -76,7 +76,7 @@ def draw_rewards(count: int, seed: int = 0, max_depth: int = 3,
     from derl_bench.reward import compile_reward, random_expression
 
     rng = random.Random(seed)
-    probe = probe_set(ENV_ID)
+    probe = probe_set(env_id)
     exprs: list[str] = []
     seen: set[str] = set()
     counts = {"draws": 0, "constant": 0, "duplicate": 0, "kept": 0}
@@ -85,8 +85,8 @@ def draw_rewards(count: int, seed: int = 0, max_depth: int = 3,
         if counts["draws"] > 100 * count:
             raise RuntimeError(f"only {len(exprs)} distinct non-constant rewards in "
                                f"{counts['draws'] - 1} draws")
-        expr = random_expression(rng, ENV_ID, max_depth=max_depth)
-        key = behaviour_key(compile_reward(expr, domain=ENV_ID), probe)
+        expr = random_expression(rng, env_id, max_depth=max_depth)
+        key = behaviour_key(compile_reward(expr, domain=env_id), probe)
         if key is None:
             counts["constant"] += 1
         elif key in seen:
@@ -149,8 +149,9 @@ def run_landscape(config: LandscapeConfig, log: Any = print) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     proxy = config.proxy
-    model = str(base_model(Path(proxy.output) / "base-model", proxy.base))
-    exprs, drawn = draw_rewards(config.rewards, config.draw_seed, config.max_depth)
+    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id))
+    exprs, drawn = draw_rewards(config.rewards, config.draw_seed, config.max_depth,
+                                proxy.env_id)
     hand = list(HAND_MADE.values())
     size = int(proxy.population)
     log(f"landscape: {len(exprs)} random rewards ({drawn['draws']} draws) and {len(hand)} "
@@ -167,7 +168,7 @@ def run_landscape(config: LandscapeConfig, log: Any = print) -> dict[str, Any]:
     confirm = [{"expr": expr, "hand_made": expr in hand,
                 "scores": [fresh[expr, s] for s in config.confirm_seeds]} for expr in top + hand]
     result = {
-        "env_id": ENV_ID, "config": _jsonable(config), "drawn": drawn,
+        "env_id": proxy.env_id, "config": _jsonable(config), "drawn": drawn,
         "validation_episodes": proxy.validation_episodes,
         "hand_made": hand_rows, "random": randoms, "confirm": confirm,
         "wall_time_s": round(time.perf_counter() - started, 1),

@@ -38,7 +38,9 @@ LEVELS = ("L0", "L1", "L2")
 
 @dataclass(frozen=True)
 class BaseModelSpec:
-    """The base policy: the tiny model, fine-tuned on reference solutions (see the card)."""
+    """The base policy: the tiny model, fine-tuned on the env's demonstrations (see its card).
+    The defaults are Arithmetic's; a card with a ``base_policy`` block sets its own
+    (:func:`base_spec_for`)."""
 
     steps: int = 1200
     format_dropout: float = 0.85
@@ -47,23 +49,48 @@ class BaseModelSpec:
     seed: int = 0
 
 
+def _card_proxy(env_id: str) -> dict[str, Any]:
+    from derl_bench.cards import load_card
+    from derl_bench.family import family_spec
+
+    return dict(load_card(family_spec(env_id).name).get("proxy") or {})
+
+
+def base_spec_for(env_id: str) -> BaseModelSpec:
+    """The base policy recipe of ``env_id``: its card's ``base_policy`` block (whose mixture of
+    demonstration modes the env itself draws from), else Arithmetic's defaults."""
+    from derl_bench.cards import load_card
+    from derl_bench.family import family_spec
+
+    block = load_card(family_spec(env_id).name).get("base_policy")
+    if not block:
+        return BaseModelSpec()
+    return BaseModelSpec(steps=int(block["steps"]), format_dropout=0.0,
+                         learning_rate=float(block["learning_rate"]),
+                         batch_size=int(block["batch_size"]), seed=int(block["seed"]))
+
+
 @dataclass
 class ProxyConfig:
     """The benchmark's budget. The defaults are the full benchmark (see ``docs/proxy.md``)."""
 
     output: str = "runs/proxy"
+    env_id: str = ENV_ID
+    """The task: Arithmetic, or one of the reward-discovery tasks (docs/tasks.md)."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     methods: list[str] = field(default_factory=lambda: list(PAPER_BUDGET))
     outer_steps: int = 20
     population: int = 8
-    validation_episodes: int = 1000
+    validation_episodes: int | None = None
+    """``None``: the card's ``proxy.validation_episodes``, else 1,000."""
     eval_limit: int | None = None
     inner: dict[str, Any] = field(default_factory=lambda: {
         "env_id": ENV_ID, "steps": 20, "group_size": 8, "prompts_per_step": 8,
         "learning_rate": 3e-4, "kl_coef": 0.0, "max_new_tokens": 40, "micro_batch_size": 64,
         "save_every": 0, "keep_checkpoints": 1, "tensorboard": False,
     })
-    base: BaseModelSpec = field(default_factory=BaseModelSpec)
+    base: BaseModelSpec | None = None
+    """``None``: the env's own recipe (:func:`base_spec_for`)."""
     optimizer_sft_examples: int = 206
     optimizer_sft_steps: int = 150
     workers: int = 2
@@ -81,6 +108,19 @@ class ProxyConfig:
             raise ValueError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
         if not self.seeds or self.workers < 1:
             raise ValueError("at least one seed and one worker are required")
+        # The inner runs train on the benchmark's task, whatever the recipe's dict says.
+        self.inner = {**self.inner, "env_id": self.env_id}
+        if self.base is None:
+            self.base = base_spec_for(self.env_id)
+        if self.validation_episodes is None:
+            self.validation_episodes = int(_card_proxy(self.env_id).get(
+                "validation_episodes", 1000))
+
+    @property
+    def base_spec(self) -> BaseModelSpec:
+        """The base policy's recipe (set by ``__post_init__``)."""
+        assert self.base is not None
+        return self.base
 
     @property
     def budget(self) -> int:
@@ -91,7 +131,6 @@ class ProxyConfig:
 SMALL: dict[str, Any] = {"seeds": [0], "outer_steps": 1, "population": 2, "validation_episodes": 16,
          "endpoint_from": 0,
          "eval_limit": 16, "optimizer_sft_examples": 32, "optimizer_sft_steps": 10,
-         "base": BaseModelSpec(steps=30),
          "inner": {"env_id": ENV_ID, "steps": 2, "group_size": 4, "prompts_per_step": 2,
                    "learning_rate": 3e-4, "kl_coef": 0.0, "max_new_tokens": 24,
                    "micro_batch_size": 64, "save_every": 0, "keep_checkpoints": 1,
@@ -101,7 +140,7 @@ SMALL: dict[str, Any] = {"seeds": [0], "outer_steps": 1, "population": 2, "valid
 
 def small(config: ProxyConfig) -> ProxyConfig:
     """``config`` at the ``--small`` size."""
-    return replace(config, **SMALL)
+    return replace(config, **{**SMALL, "base": replace(config.base_spec, steps=30)})
 
 
 def config_json(config: ProxyConfig) -> dict[str, Any]:
@@ -119,5 +158,5 @@ def slug(method: str) -> str:
 
 
 __all__ = ["ENV_ID", "HAND_MADE", "LEVELS", "METHODS", "PAPER_BUDGET", "RERUN_FREE", "SEARCH",
-           "SMALL", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "config_json", "slug",
-           "small"]
+           "SMALL", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "base_spec_for", "config_json",
+           "slug", "small"]

@@ -13,7 +13,7 @@ from derl_bench.experiments.evidence import (
     plot_optimizer,
     plot_scores,
 )
-from derl_bench.experiments.proxy.config import ENV_ID, HAND_MADE, LEVELS, WARM_STARTED
+from derl_bench.experiments.proxy.config import HAND_MADE, LEVELS, WARM_STARTED
 from derl_bench.experiments.stats import mean_sd
 from derl_bench.reward import primitive_set
 
@@ -82,7 +82,7 @@ def write_figures(result: dict[str, Any], out: Path) -> None:
     table = result["generations"]
     dashed = [m for m in table if WARM_STARTED.get(m, m) in HAND_MADE]
     plot_scores(table, out / "curves.png", dashed, result["config"]["endpoint_from"])
-    plot_composition(table, out / "composition.png", list(primitive_set(ENV_ID).names))
+    plot_composition(table, out / "composition.png", list(primitive_set(result["env_id"]).names))
     plot_optimizer(table, out / "optimizer.png")
 
 

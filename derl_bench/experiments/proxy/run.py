@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from derl_bench.experiments.evidence import comparisons, generation_table
+from derl_bench.experiments.proxy.config import ENV_ID as ENV_DEFAULT
 from derl_bench.experiments.proxy.config import (
-    ENV_ID,
     HAND_MADE,
     LEVELS,
     METHODS,
@@ -41,17 +41,20 @@ if TYPE_CHECKING:
     from derl_bench.meta.config import MetaConfig
 
 
-def base_model(path: Path, spec: BaseModelSpec) -> Path:
-    """The base policy at ``path``, fine-tuned once and reused while ``spec`` is unchanged."""
+def base_model(path: Path, spec: BaseModelSpec, env_id: str) -> Path:
+    """The base policy of ``env_id`` at ``path``, fine-tuned once and reused while ``spec`` is
+    unchanged."""
     from derl_bench.sft import SFTConfig, run_sft
 
     marker = path / "base_model_spec.json"
-    wanted = json.dumps(asdict(spec), sort_keys=True)
+    # Arithmetic's marker predates the env id: it keeps its form, so its base is not rebuilt.
+    recipe = asdict(spec) if env_id == ENV_DEFAULT else {**asdict(spec), "env_id": env_id}
+    wanted = json.dumps(recipe, sort_keys=True)
     if marker.is_file() and marker.read_text() == wanted:
         return path
     if path.exists():
         shutil.rmtree(path)
-    run_sft(SFTConfig(env_id=ENV_ID, output=str(path), steps=spec.steps,
+    run_sft(SFTConfig(env_id=env_id, output=str(path), steps=spec.steps,
                       learning_rate=spec.learning_rate, batch_size=spec.batch_size,
                       format_dropout=spec.format_dropout, seed=spec.seed))
     marker.write_text(wanted)
@@ -96,7 +99,7 @@ def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str
 
     out = Path(config.output) / "runs" / f"{slug(method)}-s{seed}"
     meta = meta_config_for(config, method, seed, model, out)
-    evaluate = headline_evaluator(ENV_ID, LEVELS, limit=config.eval_limit,
+    evaluate = headline_evaluator(config.env_id, LEVELS, limit=config.eval_limit,
                                   max_new_tokens=int(config.inner["max_new_tokens"]),
                                   model_label="tiny-sft")
     started = time.perf_counter()
@@ -132,7 +135,7 @@ def base_figures(model: str, config: ProxyConfig) -> dict[str, Any]:
 
     out = {}
     for level in LEVELS:
-        record, extra = evaluate_llm(ENV_ID, level, model, limit=config.eval_limit,
+        record, extra = evaluate_llm(config.env_id, level, model, limit=config.eval_limit,
                                      max_new_tokens=int(config.inner["max_new_tokens"]),
                                      checkpoint="the base policy: the SFT warm start, no GRPO")
         out[level] = {"mean": record["results"]["success_rate"]["mean"],
@@ -148,8 +151,8 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
         meta_config_for(config, method, config.seeds[0], "tiny", out / "runs" / "check")
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    log(f"base policy: tiny model + SFT ({config.base.steps} steps) ...")
-    model = str(base_model(out / "base-model", config.base))
+    log(f"base policy: tiny model + SFT ({config.base_spec.steps} steps) ...")
+    model = str(base_model(out / "base-model", config.base_spec, config.env_id))
     base = base_figures(model, config)
     # Hand-made rewards train every one of their slots, so their runs are the longest: start
     # them first, so that no worker is left alone with one at the end.
@@ -177,9 +180,9 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
         config = replace(config, methods=[m for m in METHODS if m in {r["method"] for r in rows}])
         wall = round(wall + earlier["wall_time_s"], 1)
     rows.sort(key=lambda r: (METHODS.index(r["method"]), r["seed"]))
-    primitives = list(primitive_set(ENV_ID).names)
+    primitives = list(primitive_set(config.env_id).names)
     table = generation_table(rows, primitives)
-    result = {"config": config_json(config), "env_id": ENV_ID, "wall_time_s": wall,
+    result = {"config": config_json(config), "env_id": config.env_id, "wall_time_s": wall,
               "base": base, "summary": summarize(rows, base, config.endpoint_from),
               "comparisons": comparisons(rows, config.methods, config.endpoint_from),
               "generations": table, "runs": rows}

@@ -1,0 +1,171 @@
+"""Proving a reward-discovery task: does its planted reward beat every hand-made one?
+
+A task of the suite (``docs/tasks.md``) is worth a board only if its reward landscape holds a
+reward measurably better than the hand-made ones. Its card names the reward its design plants
+(``planted_reward``); this experiment trains it beside each hand-made reward (outcome, outcome
++ format, the average of g1..g4) with the proxy's inner recipe, one inner run per reward and
+seed, every seed fresh (:func:`~derl_bench.meta.search.fresh_seeds`), and scores each policy on
+the validation split. The design is planned before the confirming run:
+
+1. **Pilot** on ``pilot_seeds`` seeds: the spread of the paired differences *planted minus each
+   hand-made reward* gives the minimal detectable effect a confirming run of ``seeds`` seeds
+   would have (the same t formula as every comparison, :func:`planned_mde`).
+2. **Confirm** on ``seeds`` further fresh seeds: the paired differences with Holm-corrected
+   intervals (:func:`~derl_bench.experiments.stats.holm`). The task passes when the planted
+   reward beats every hand-made reward by at least ``3 x`` the planned MDE and every corrected
+   interval excludes 0.
+
+Outputs in ``OUT/planted``: ``planted.json`` (every score) and ``planted.md``::
+
+    derl-bench proxy --env derl/DigitsSparse-v0 --planted --output runs/digits-sparse
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from derl_bench.experiments.proxy.config import HAND_MADE, ProxyConfig
+from derl_bench.experiments.stats import holm, mean_sd, paired_difference, t_quantile
+from derl_bench.files import write_json_atomic, write_text_atomic
+
+PILOT_OFFSET = 0
+CONFIRM_OFFSET = 1_000
+"""Where the pilot's and the confirmation's fresh seeds start (disjoint ranges)."""
+
+
+@dataclass
+class PlantedConfig:
+    """The check's size; ``proxy`` gives the task, base policy, inner recipe and validation."""
+
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    pilot_seeds: int = 4
+    seeds: int = 8
+    margin: float = 3.0
+    """The planted reward must beat every hand-made one by ``margin`` x the planned MDE."""
+
+    def __post_init__(self) -> None:
+        if self.pilot_seeds < 2 or self.seeds < 2:
+            raise ValueError("the pilot and the confirmation need at least 2 seeds each")
+
+    @property
+    def output(self) -> Path:
+        return Path(self.proxy.output) / "planted"
+
+
+def planted_reward(env_id: str) -> str:
+    """The reward ``env_id``'s card plants (its ``planted_reward``)."""
+    from derl_bench.cards import load_card
+    from derl_bench.family import family_spec
+
+    expr = load_card(family_spec(env_id).name).get("planted_reward")
+    if not expr:
+        raise ValueError(f"{env_id}'s card names no planted_reward")
+    return str(expr)
+
+
+def planned_mde(pilot_differences: list[float], n: int, power: float = 0.8) -> float:
+    """The MDE of a paired comparison over ``n`` seeds whose differences spread as the
+    pilot's did (two-sided, 5% level).
+
+    >>> round(planned_mde([0.1, 0.2, 0.15, 0.05], 8), 4)
+    0.0744
+    """
+    _, sd = mean_sd(pilot_differences)
+    return (t_quantile(0.975, n - 1) + t_quantile(power, n - 1)) * sd / math.sqrt(n)
+
+
+def _scores(config: PlantedConfig, model: str, exprs: list[str], seeds: list[int], stage: str,
+            log: Any) -> dict[str, list[float]]:
+    from derl_bench.experiments.landscape import LandscapeConfig, score_jobs
+
+    jobs = [(exprs, seed, config.output / f"{stage}-{seed}") for seed in seeds]
+    scores = score_jobs(LandscapeConfig(proxy=config.proxy), model, jobs, log)
+    return {expr: [scores[expr, s] for s in seeds] for expr in exprs}
+
+
+def run_planted(config: PlantedConfig, log: Any = print) -> dict[str, Any]:
+    """Run the check (see the module docstring); returns what ``planted.json`` holds."""
+    from derl_bench.experiments.proxy.run import base_model
+    from derl_bench.meta.search import fresh_seeds
+
+    proxy = config.proxy
+    config.output.mkdir(parents=True, exist_ok=True)
+    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id))
+    planted = planted_reward(proxy.env_id)
+    rewards = {"planted": planted, **HAND_MADE}
+    exprs = list(dict.fromkeys(rewards.values()))
+    pilot_seeds = fresh_seeds(config.pilot_seeds, PILOT_OFFSET)
+    log(f"pilot: {len(exprs)} rewards x seeds {pilot_seeds}")
+    pilot = _scores(config, model, exprs, pilot_seeds, "pilot", log)
+    mde = {name: planned_mde([a - b for a, b in zip(pilot[planted], pilot[expr], strict=True)],
+                             config.seeds)
+           for name, expr in HAND_MADE.items()}
+    seeds = fresh_seeds(config.seeds, CONFIRM_OFFSET)
+    log(f"planned MDE per comparison at {config.seeds} seeds: "
+        + ", ".join(f"{k} {100 * v:.2f}" for k, v in mde.items()))
+    confirm = _scores(config, model, exprs, seeds, "confirm", log)
+    names = list(HAND_MADE)
+    differences = holm([paired_difference(confirm[planted], confirm[HAND_MADE[n]])
+                        for n in names])
+    comparisons = {n: {**d, "planned_mde": round(mde[n], 4),
+                       "passes": bool(d["mean"] >= config.margin * mde[n]
+                                      and d["holm_low"] > 0)}
+                   for n, d in zip(names, differences, strict=True)}
+    result = {
+        "env_id": proxy.env_id, "planted": planted, "rewards": rewards,
+        "validation_episodes": proxy.validation_episodes, "margin": config.margin,
+        "pilot": {"seeds": pilot_seeds, "scores": pilot},
+        "confirm": {"seeds": seeds, "scores": confirm},
+        "comparisons": comparisons,
+        "passes": all(c["passes"] for c in comparisons.values()),
+    }
+    write_json_atomic(config.output / "planted.json", result)
+    write_text_atomic(config.output / "planted.md", planted_markdown(result))
+    return result
+
+
+def planted_markdown(result: dict[str, Any]) -> str:
+    """The check's summary for the task's board."""
+    confirm = result["confirm"]
+    n = len(confirm["seeds"])
+    lines = [
+        "## The planted reward against the hand-made ones",
+        "",
+        f"Each reward trained with the proxy's inner recipe on fresh seeds and scored on "
+        f"{result['validation_episodes']} validation problems. Pilot: "
+        f"{len(result['pilot']['seeds'])} seeds, used only to plan the MDE of the confirmation;"
+        f" confirmation: {n} further seeds. Success in %.",
+        "",
+        "| reward | pilot mean | confirmation mean ± SD |",
+        "|---|---|---|",
+    ]
+    for name, expr in result["rewards"].items():
+        pilot = result["pilot"]["scores"][expr]
+        mean, sd = mean_sd(confirm["scores"][expr])
+        lines.append(f"| {name} (`{expr}`) | {100 * sum(pilot) / len(pilot):.1f} | "
+                     f"{100 * mean:.1f} ± {100 * sd:.1f} |")
+    lines += [
+        "",
+        f"Planted minus each hand-made reward, paired by seed; the interval is Holm-corrected "
+        f"over the {len(result['comparisons'])} comparisons; the check asks for a difference of "
+        f"at least {result['margin']:g} x the MDE planned from the pilot:",
+        "",
+        "| minus | difference, points | Holm 95% interval | Holm p | planned MDE | passes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, d in result["comparisons"].items():
+        lines.append(f"| {name} | {100 * d['mean']:+.1f} | [{100 * d['holm_low']:+.1f}, "
+                     f"{100 * d['holm_high']:+.1f}] | {d['p_holm']:.3g} | "
+                     f"{100 * d['planned_mde']:.1f} | {'yes' if d['passes'] else 'no'} |")
+    verdict = ("The planted reward beats every hand-made reward: the task passes this check."
+               if result["passes"] else
+               "The planted reward does not beat every hand-made reward by the margin: the "
+               "task fails this check.")
+    return "\n".join([*lines, "", verdict]) + "\n"
+
+
+__all__ = ["CONFIRM_OFFSET", "PILOT_OFFSET", "PlantedConfig", "planned_mde", "planted_markdown",
+           "planted_reward", "run_planted"]
