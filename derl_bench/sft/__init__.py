@@ -94,7 +94,7 @@ def _math_demos(env: Any, policy: Any, config: SFTConfig, rng: random.Random,
     while True:
         question, info = env.reset(options={"index": rng.randrange(count)})
         solution = str(info["reference_solution"])
-        if getattr(bare, "dataset", None) == "gsm8k":
+        if getattr(bare, "hash_answer_solutions", False):
             solution = gsm8k_solution(solution)
         if config.format_dropout and rng.random() < config.format_dropout:
             solution = drop_format(solution)
