@@ -12,13 +12,26 @@ its own table of families::
     'gsm8k'
 
 The spec holds only what the card declares, in plain data, because this module sits below
-every stage that uses it (right after :mod:`derl_bench.cards`). What a family needs from a later
-stage is looked up there by the spec's ``name``: the prompt builder and action parser in
-:mod:`derl_bench.policies.prompts` (``ENV_INTRO``) and
-:mod:`derl_bench.observers.think_action`, the evaluation rules in
-:mod:`derl_bench.evaluation.families` (``adapter_for``). Storing those objects in the spec would
-make this module import those stages, and the spec could then not be imported by the stages
-before them. The entry point and observers stay dotted-path strings for the same reason.
+every stage that uses it (right after :mod:`derl_bench.cards`). What a family plugs into a later
+stage its card names under ``hooks:``, as dotted ``module:attr`` paths that :meth:`FamilySpec.part`
+resolves on first use, like ``entry_point`` and ``observers``:
+
+``prompt``
+    the prompt text of a multi-turn family (:class:`~derl_bench.policies.prompts.AgentPrompt`);
+``action_parser``
+    ``text -> (command, format_valid)``, default: the ``<think>/<action>`` parser of a multi-turn
+    family, the whole response of a single-step one;
+``evaluation``
+    the evaluation adapter class, default: the generic adapter that reads the card's
+    ``levels:`` (:class:`~derl_bench.evaluation.families.LevelsAdapter`);
+``rlvmr_prompt``
+    RLVMR's prompt of a multi-turn family, for the ``rlvmr`` protocol;
+``board``
+    plain data, ``{title, success_rule}`` of the family's leaderboard; an id's own ``board:``
+    entry overrides it for that id's board.
+
+Importing those objects here would make this module import the later stages, which could then
+not import the spec.
 """
 
 from __future__ import annotations
@@ -26,16 +39,27 @@ from __future__ import annotations
 import functools
 import importlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from derl_bench import cards
 from derl_bench.cards import CardError, card_families, load_card
 
 EPISODE_KINDS = ("single-step", "multi-turn")
 DOMAINS = ("math", "agent")
 
 Interval = tuple[float, float]
+
+HOOKS = ("prompt", "action_parser", "evaluation", "rlvmr_prompt")
+"""The dotted-path hooks a card may name (``board`` is plain data)."""
+_DEFAULT_HOOKS = {
+    "single-step": {"action_parser": "derl_bench.observers.think_action:whole_response",
+                    "evaluation": "derl_bench.evaluation.families:LevelsAdapter"},
+    "multi-turn": {"action_parser": "derl_bench.observers.think_action:parse_think_action",
+                   "evaluation": "derl_bench.evaluation.families:LevelsAdapter"},
+}
+DEFAULT_SUCCESS_RULE = "the env reports success"
 
 
 class UnknownFamilyError(ValueError):
@@ -53,13 +77,32 @@ def resolve(path: str) -> Any:
 
 
 @dataclass(frozen=True)
+class Board:
+    """How a leaderboard names itself and states its success rule."""
+
+    title: str
+    success_rule: str = DEFAULT_SUCCESS_RULE
+
+    @classmethod
+    def from_card(cls, entry: Mapping[str, Any] | None, default: Board) -> Board:
+        entry = entry or {}
+        unknown = set(entry) - {"title", "success_rule"}
+        if unknown:
+            raise CardError(f"a board names unknown keys {sorted(unknown)}")
+        return cls(str(entry.get("title", default.title)),
+                   str(entry.get("success_rule", default.success_rule)))
+
+
+@dataclass(frozen=True)
 class EnvIdSpec:
-    """One env id a card defines: the bare env class, its observers, its default kwargs."""
+    """One env id a card defines: the bare env class, its observers, its default kwargs and
+    its leaderboard."""
 
     env_id: str
     entry_point: str
     observers: str
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    board: Board | None = None
 
     @property
     def benchmark(self) -> str:
@@ -74,7 +117,10 @@ class FamilySpec:
     ``domain`` is the historical Meta-Reward domain the family trains in (``"math"`` or
     ``"agent"``); ``primitives`` maps each primitive name to its declared range, in the order the
     observers emit them, and ``aliases`` the ``g1..g4`` names. ``max_steps`` is the default step
-    cap of an episode (1 for single-step families). The mappings are plain dicts so that a spec
+    cap of an episode (1 for single-step families). ``hooks`` holds the dotted paths of the
+    family's parts, the defaults of its episode kind filled in (see the module docstring);
+    ``joins_domain`` says whether its primitives belong to its domain's historical primitive
+    set (the card's ``joins_domain``, default false). The mappings are plain dicts so that a spec
     pickles into worker processes; treat them as read-only.
     """
 
@@ -87,6 +133,31 @@ class FamilySpec:
     aliases: Mapping[str, str]
     success_primitive: str
     max_steps: int
+    hooks: Mapping[str, str] = field(default_factory=dict)
+    joins_domain: bool = False
+
+    def part(self, hook: str) -> Any:
+        """The object the card's hook ``hook`` names (see the module docstring), imported on
+        first use; a :class:`~derl_bench.cards.CardError` when the card names none."""
+        if hook not in HOOKS:
+            raise ValueError(f"{hook!r} is not a card hook; hooks: {', '.join(HOOKS)}")
+        if hook not in self.hooks:
+            raise CardError(f"card {self.name!r} names no {hook!r} hook")
+        try:
+            return resolve(self.hooks[hook])
+        except (ImportError, AttributeError) as err:
+            raise CardError(f"card {self.name!r}: hook {hook} = {self.hooks[hook]!r} does not "
+                            f"resolve ({err})") from None
+
+    def has_part(self, hook: str) -> bool:
+        return hook in self.hooks
+
+    def board(self, benchmark: str) -> Board:
+        """The leaderboard of ``benchmark`` (the :attr:`EnvIdSpec.benchmark` of one of the ids)."""
+        for entry in self.ids.values():
+            if entry.benchmark == benchmark and entry.board is not None:
+                return entry.board
+        return Board(benchmark)
 
     @property
     def env_ids(self) -> tuple[str, ...]:
@@ -124,17 +195,28 @@ class FamilySpec:
         if success not in ranges:
             raise CardError(f"card {name!r}: success primitive {success!r} is not declared")
         multi_turn = episodes == "multi-turn"
-        ids = {
-            str(env_id): EnvIdSpec(str(env_id), str(entry["entry_point"]), str(entry["observers"]),
-                                   dict(entry.get("kwargs") or {}))
-            for env_id, entry in (card.get("ids") or {}).items()
-        }
+        declared_hooks = dict(card.get("hooks") or {})
+        family_board = declared_hooks.pop("board", None)
+        unknown = set(declared_hooks) - set(HOOKS)
+        if unknown:
+            raise CardError(f"card {name!r}: unknown hooks {sorted(unknown)}; "
+                            f"hooks: {', '.join(HOOKS)}, board")
+        hooks = {**_DEFAULT_HOOKS[episodes], **{k: str(v) for k, v in declared_hooks.items()}}
+        ids = {}
+        for env_id, entry in (card.get("ids") or {}).items():
+            bare = EnvIdSpec(str(env_id), str(entry["entry_point"]), str(entry["observers"]),
+                             dict(entry.get("kwargs") or {}))
+            default = Board.from_card(family_board, Board(bare.benchmark))
+            board = Board.from_card(entry.get("board"), default)
+            ids[str(env_id)] = EnvIdSpec(bare.env_id, bare.entry_point, bare.observers,
+                                         bare.kwargs, board)
         return cls(
             name=name, card_version=int(need("card_version")), ids=ids,
             multi_turn=multi_turn, domain=str(domain), primitives=ranges,
             aliases={str(k): str(v) for k, v in (card.get("aliases") or {}).items()},
             success_primitive=success,
             max_steps=int(need("max_steps")) if multi_turn else 1,
+            hooks=hooks, joins_domain=bool(card.get("joins_domain", False)),
         )
 
 
@@ -152,6 +234,26 @@ def _id_index() -> dict[str, FamilySpec]:
 @functools.cache
 def _benchmark_index() -> dict[str, FamilySpec]:
     return {e.benchmark: spec for spec in family_specs().values() for e in spec.ids.values()}
+
+
+_RELOADERS: list[Callable[[], None]] = []
+
+
+def on_reload(action: Callable[[], None]) -> Callable[[], None]:
+    """Run ``action`` on every :func:`reload` (a later stage's cache of what the cards say)."""
+    _RELOADERS.append(action)
+    return action
+
+
+def reload() -> None:
+    """Search the card folders again and forget everything read from the cards: the specs, and
+    every cache that a stage registered with :func:`on_reload` (the registration with
+    Gymnasium among them). Call it after changing ``DERL_BENCH_CARD_PATH`` in a running
+    process."""
+    for cache in (cards.card_paths, cards.load_card, family_specs, _id_index, _benchmark_index):
+        cache.cache_clear()
+    for action in _RELOADERS:
+        action()
 
 
 def family_spec(name: str | FamilySpec) -> FamilySpec:

@@ -34,7 +34,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import WrapperSpec
 from gymnasium.utils import RecordConstructorArgs
 
-from derl_bench.family import resolve
+from derl_bench.family import family_specs, on_reload, resolve
 from derl_bench.observers.base import Observer, ObserveWrapper
 
 
@@ -71,14 +71,23 @@ class CardObservers(ObserveWrapper, RecordConstructorArgs):
         ObserveWrapper.__init__(self, env, [*chosen, *(made.get("extra_observers") or ())])
 
 
-def register_envs() -> None:
-    """Register all card ids with Gymnasium (idempotent)."""
-    from derl_bench.family import family_specs
+_REGISTERED: set[str] = set()
+"""The ids this module registered, so that a reload can drop those whose card went away."""
 
+
+@on_reload
+def register_envs() -> None:
+    """Register all card ids with Gymnasium (idempotent); on a reload, the ids registered
+    before are registered again from the cards found now (an id whose card went away is
+    dropped)."""
+    for env_id in _REGISTERED:
+        gym.registry.pop(env_id, None)
+    _REGISTERED.clear()
     for spec in family_specs().values():
         for env_id, entry in spec.ids.items():
             if env_id in gym.registry:
                 continue
+            _REGISTERED.add(env_id)
             gym.register(
                 id=env_id,
                 entry_point="derl_bench.registration:make_bare",

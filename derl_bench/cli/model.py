@@ -4,7 +4,7 @@
 (tests and the recipes' ``model: tiny`` default use it); ``init --shape qwen2.5-0.5b PATH``
 writes a random model of a real Qwen2.5 architecture (:mod:`derl_bench.policies.shapes`);
 ``merge`` folds a LoRA adapter checkpoint into its base model; ``rehearse`` runs the training,
-meta and evaluation commands at a real shape on this machine (:mod:`derl_bench.rehearsal`).
+meta and evaluation commands at a real shape on this machine (:mod:`derl_bench.cli.rehearse`).
 Nothing is downloaded.
 """
 

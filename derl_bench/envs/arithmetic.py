@@ -204,6 +204,11 @@ class ArithmeticEnv(ProblemEnv):
         self.observation_space = text_space(max(len(p.question) for p in self.problems))
         self.action_space = text_space(1 << 20)
 
+    @classmethod
+    def item_ids(cls, split: str = "train", **_: Any) -> list[str]:
+        """The problem ids of a split, in play order (:mod:`derl_bench.envs.items`)."""
+        return [p.problem_id for p in generate_split(split)]
+
     def _info(self) -> dict[str, Any]:
         return {**super()._info(), "problem_type": self.problem.kind}
 

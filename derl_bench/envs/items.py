@@ -31,12 +31,6 @@ def _card_kwargs(spec: FamilySpec, env_id: str) -> dict[str, Any]:
         return dict(next(iter(spec.ids.values())).kwargs)
 
 
-def _math_dataset(spec: FamilySpec, env_id: str) -> tuple[str, dict[str, Any]]:
-    """The math card's dataset entry of ``env_id``: its name and its spec."""
-    dataset = str(_card_kwargs(spec, env_id)["dataset"])
-    return dataset, load_card("math")["datasets"][dataset]
-
-
 def _env_class(spec: FamilySpec, env_id: str) -> Any:
     try:
         entry = spec.env(env_id)
@@ -47,10 +41,10 @@ def _env_class(spec: FamilySpec, env_id: str) -> Any:
 
 def eval_splits(env_id: str, **env_kwargs: Any) -> dict[str, dict[str, str]]:
     """Each level's eval set as env kwargs (``split``, and ``level`` for agents), from the card:
-    the math datasets' ``eval_split`` (or ``levels``), Arithmetic's ``levels``, and
-    ``split="eval"`` at every level of the agent cards. An env class that defines
-    ``eval_sets(**kwargs)`` says it itself, given the env's kwargs (``env_kwargs`` over the
-    card's): reasoning-gym's eval sets depend on the task."""
+    a single-step card's ``levels`` (level -> split), and ``split="eval"`` at every level of
+    a multi-turn card. An env class that defines ``eval_sets(**kwargs)`` says it itself, given
+    the env's kwargs (``env_kwargs`` over the card's): the math datasets' eval sets depend on
+    the dataset, reasoning-gym's on the task."""
     spec = family_spec(env_id)
     env_cls = _env_class(spec, env_id)
     if hasattr(env_cls, "eval_sets"):
@@ -58,11 +52,7 @@ def eval_splits(env_id: str, **env_kwargs: Any) -> dict[str, dict[str, str]]:
     if spec.multi_turn:
         return {str(level): {"level": str(level), "split": AGENT_EVAL_SPLIT}
                 for level in load_card(spec.name)["levels"]}
-    if spec.name == "math":
-        _, dataset = _math_dataset(spec, env_id)
-        levels = dataset.get("levels") or {"L0": dataset["eval_split"]}
-    else:
-        levels = load_card(spec.name)["levels"]
+    levels = load_card(spec.name)["levels"]
     return {str(level): {"split": str(split)} for level, split in levels.items()}
 
 
@@ -86,13 +76,4 @@ def split_items(env_id: str, split: str, level: str | None = None, **env_kwargs:
         if name not in manifests:
             raise ValueError(f"{env_id} has no split {split!r} at level {level!r}")
         return read_manifest(spec.name, name)
-    if spec.name == "math":
-        from derl_bench.envs.math import load_problems
-
-        dataset, _ = _math_dataset(spec, env_id)
-        return [p.problem_id for p in load_problems(dataset, split)]
-    if spec.name == "arithmetic":
-        from derl_bench.envs.arithmetic import generate_split
-
-        return [p.problem_id for p in generate_split(split)]
     raise ValueError(f"no item ids are defined for the {spec.name!r} family")

@@ -212,6 +212,8 @@ class MathEnv(ProblemEnv):
             raise ValueError(f"dataset must be 'gsm8k' or 'math', not {dataset!r}")
         self.dataset = dataset
         self.split = split
+        self.hash_answer_solutions = dataset == "gsm8k"
+        """Whether a reference solution ends in a ``#### answer`` line (GSM8K's format)."""
         self.problems = load_problems(dataset, split, data_root)
         self.render_mode = render_mode
         self.observation_space = text_space(max(len(p.question) for p in self.problems))
@@ -224,6 +226,20 @@ class MathEnv(ProblemEnv):
     def problem(self) -> Problem:
         """The current problem (after :meth:`reset`)."""
         return super().problem
+
+    @classmethod
+    def item_ids(cls, dataset: str = "gsm8k", split: str = "train", data_root: str | None = None,
+                 **_: Any) -> list[str]:
+        """The problem ids of a split, in play order (:mod:`derl_bench.envs.items`)."""
+        return [p.problem_id for p in load_problems(dataset, split, data_root)]
+
+    @classmethod
+    def eval_sets(cls, dataset: str = "gsm8k", **_: Any) -> dict[str, dict[str, Any]]:
+        """Each level's eval set: the dataset's ``levels`` on the card, else its ``eval_split``
+        as the one level L0 (:mod:`derl_bench.envs.items`)."""
+        spec = load_card("math")["datasets"][dataset]
+        levels = spec.get("levels") or {"L0": spec["eval_split"]}
+        return {str(level): {"split": str(split)} for level, split in levels.items()}
 
     def grade(self, response: str) -> Grade:
         """Grade ``response`` against the current problem's reference answer."""

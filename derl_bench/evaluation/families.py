@@ -33,7 +33,13 @@ from derl_bench.evaluation.protocol import (
     ProtocolError,
     card_manifest,
 )
-from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, family_specs
+from derl_bench.family import (
+    FamilySpec,
+    UnknownFamilyError,
+    family_spec,
+    family_specs,
+    on_reload,
+)
 
 if TYPE_CHECKING:
     from derl_bench.envs.scienceworld import ScienceWorldEnv
@@ -139,15 +145,59 @@ class FamilyAdapter:
         return {}
 
 
-class MathAdapter(FamilyAdapter):
-    """GSM8K and MATH: one step, the action is the whole response."""
+class LevelsAdapter(FamilyAdapter):
+    """The generic adapter, the default of a card that names no ``evaluation`` hook: each level
+    is the split the card's ``levels:`` maps it to (or the env class's ``eval_sets``), checked
+    against that split's ``count`` and ``manifest_sha256`` under the card's ``splits:``. The env
+    lists the split's items as ``problems`` (each with a ``problem_id``) and plays item ``i`` on
+    ``reset(options={"index": i})``; an item's task type is its id up to the first ``:``.
+
+    ``derl/Arithmetic-v0`` is evaluated this way, and so is any single-step family that
+    generates its splits (nothing to download: the data is the manifest)."""
+
+    def levels(self) -> dict[str, LevelSpec]:
+        splits = load_card(self.spec.name).get("splits") or {}
+        out = {}
+        for level, kwargs in eval_splits(self.env_id).items():
+            split = kwargs["split"]
+            if split not in splits:
+                raise ProtocolError(f"the {self.spec.name} card has no split {split!r} "
+                                    f"(level {level})")
+            spec = splits[split]
+            manifest = ManifestRef(split, str(spec["manifest_sha256"]), int(spec["count"]),
+                                   functools.partial(split_items, self.env_id, split))
+            out[level] = LevelSpec(manifest, dict(kwargs))
+        return out
+
+    def reset_options(self, env: gym.Env, entry: str) -> dict[str, Any]:
+        return {"index": _problem_index(env.unwrapped, entry)}
+
+    def task_type(self, entry: str, info: Mapping[str, Any]) -> str:
+        kind, sep, _ = entry.partition(":")
+        return kind if sep else "all"
+
+    def oracle_plan(self, env: gym.Env, info: Mapping[str, Any]) -> list[str]:
+        return [str(info["reference_solution"])]
+
+    def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
+        # Generated, not read: the data is the split's manifest, checked on generation.
+        from derl_bench.cards import sha256_lines
+
+        split = eval_set.spec.env_kwargs["split"]
+        return {f"{self.spec.name}/{split}": sha256_lines(split_items(self.env_id, split))}
+
+
+class MathAdapter(LevelsAdapter):
+    """A family of downloaded datasets (GSM8K and MATH): each id is one of the card's
+    ``datasets:``, whose ``eval_split`` is the one level; a split's ``data`` names the file or
+    folder its record checksums."""
 
     def __init__(self, env_id: str) -> None:
         super().__init__(env_id)
-        datasets = load_card("math")["datasets"]
+        datasets = load_card(self.spec.name)["datasets"]
         matches = [name for name, spec in datasets.items() if spec.get("env_id") == env_id]
         if not matches:
-            raise ProtocolError(f"the math card defines no dataset for {env_id}")
+            raise ProtocolError(f"the {self.spec.name} card defines no dataset for {env_id}")
         self.dataset = matches[0]
         self._spec = datasets[self.dataset]
 
@@ -162,72 +212,36 @@ class MathAdapter(FamilyAdapter):
             out[level] = LevelSpec(manifest, dict(kwargs))
         return out
 
-    def reset_options(self, env: gym.Env, entry: str) -> dict[str, Any]:
-        return {"index": _problem_index(env.unwrapped, entry)}
-
     def task_type(self, entry: str, info: Mapping[str, Any]) -> str:
-        # MATH ids name their subject (test/precalculus/807.json); GSM8K has none
+        # ids of a subject-divided dataset name their subject (test/precalculus/807.json)
         parts = entry.split("/")
-        return parts[1] if self.dataset == "math" and len(parts) == 3 else self.dataset
-
-    def oracle_plan(self, env: gym.Env, info: Mapping[str, Any]) -> list[str]:
-        return [str(info["reference_solution"])]
+        return parts[1] if len(parts) == 3 else self.dataset
 
     def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
         from derl_bench.data.download import sha256_file, tree_sha256
         from derl_bench.data.root import dataset_dir
 
-        folder = dataset_dir(self.dataset)
-        upstream = self._spec["splits"][eval_set.spec.env_kwargs["split"]]["upstream"]
-        if self.dataset == "gsm8k":
-            return {f"gsm8k/{upstream}.jsonl": sha256_file(folder / f"{upstream}.jsonl")}
-        if upstream == "math500":
-            return {"math/math500_test.jsonl": sha256_file(folder / "math500_test.jsonl")}
-        return {f"math/MATH/{upstream}": tree_sha256(folder / "MATH" / upstream)}
+        split = self._spec["splits"][eval_set.spec.env_kwargs["split"]]
+        if "data" not in split:
+            raise ProtocolError(f"the {self.dataset} split {eval_set.spec.env_kwargs['split']!r} "
+                                f"names no data to checksum")
+        path = dataset_dir(self.dataset) / str(split["data"])
+        digest = tree_sha256(path) if path.is_dir() else sha256_file(path)
+        return {f"{self.dataset}/{split['data']}": digest}
 
 
-class ArithmeticAdapter(MathAdapter):
-    """``derl/Arithmetic-v0``: one step; L0/L1/L2 are the card's generated eval splits."""
-
-    def __init__(self, env_id: str) -> None:
-        FamilyAdapter.__init__(self, env_id)
-        self.dataset = "arithmetic"
-
-    def levels(self) -> dict[str, LevelSpec]:
-        card = load_card("arithmetic")
-        out = {}
-        for level, kwargs in eval_splits(self.env_id).items():
-            split = kwargs["split"]
-            spec = card["splits"][split]
-            manifest = ManifestRef(split, str(spec["manifest_sha256"]), int(spec["count"]),
-                                   functools.partial(split_items, self.env_id, split))
-            out[level] = LevelSpec(manifest, dict(kwargs))
-        return out
-
-    def task_type(self, entry: str, info: Mapping[str, Any]) -> str:
-        return entry.split(":", 1)[0]
-
-    def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
-        # Generated, not read: the data is the split's manifest, checked on generation.
-        from derl_bench.cards import sha256_lines
-
-        split = eval_set.spec.env_kwargs["split"]
-        return {f"arithmetic/{split}": sha256_lines(split_items(self.env_id, split))}
-
-
-class ReasoningGymAdapter(ArithmeticAdapter):
+class ReasoningGymAdapter(LevelsAdapter):
     """``derl/ReasoningGym-v0``: one step; L0/L1/L2 are the eval slices of the card's
     ``benchmark_task``, checksummed on the card."""
 
     def __init__(self, env_id: str) -> None:
-        FamilyAdapter.__init__(self, env_id)
-        self.dataset = "reasoning_gym"
-        self.task = str(load_card("reasoning_gym")["benchmark_task"])
+        super().__init__(env_id)
+        self.task = str(load_card(self.spec.name)["benchmark_task"])
 
     def levels(self) -> dict[str, LevelSpec]:
         from derl_bench.envs.reasoning_gym import LEVELS, manifest_key
 
-        card = load_card("reasoning_gym")
+        card = load_card(self.spec.name)
         out = {}
         for level in LEVELS:
             digest = card["data_checksums"][manifest_key(self.task, level)]
@@ -351,27 +365,25 @@ class ScienceWorldAdapter(FamilyAdapter):
         return {f"scienceworld/{name}": sha256_file(dataset_dir("scienceworld") / name)}
 
 
-_ADAPTERS: dict[str, type[FamilyAdapter]] = {
-    "math": MathAdapter, "arithmetic": ArithmeticAdapter, "alfworld": ALFWorldAdapter,
-    "scienceworld": ScienceWorldAdapter, "reasoning_gym": ReasoningGymAdapter,
-}
-"""Each family's evaluation rules, by :attr:`FamilySpec.name`: they live here, not in the spec,
-because they read the envs and the evaluation protocol, which the spec's stage must not import."""
-
-
 @functools.cache
 def adapter_for(env_id: str) -> FamilyAdapter:
-    """The evaluation rules for ``env_id``."""
+    """The evaluation rules for ``env_id``: the adapter its card's ``evaluation`` hook names
+    (made once per env id; :func:`derl_bench.family.reload` forgets them)."""
     try:
-        family = family_spec(env_id).name
+        spec = family_spec(env_id)
     except UnknownFamilyError:
         raise ProtocolError(f"{env_id!r} is not a derl-bench env id") from None
-    if family not in _ADAPTERS:
-        raise ProtocolError(f"no evaluation protocol for the {family!r} family")
-    return _ADAPTERS[family](env_id)
+    adapter = spec.part("evaluation")
+    if not (isinstance(adapter, type) and issubclass(adapter, FamilyAdapter)):
+        raise ProtocolError(f"the evaluation hook of the {spec.name!r} card is not a "
+                            f"FamilyAdapter class")
+    return adapter(env_id)
+
+
+on_reload(adapter_for.cache_clear)
 
 
 def evaluated_env_ids() -> list[str]:
     """Every env id that has an evaluation protocol, in card order."""
-    return [env_id for spec in family_specs().values() if spec.name in _ADAPTERS
+    return [env_id for spec in family_specs().values() if spec.has_part("evaluation")
             for env_id in spec.env_ids]

@@ -151,28 +151,28 @@ class MajorityAnswerPolicy(Policy):
     method = "majority answer"
     checkpoint = SCRIPTED
 
-    def __init__(self, dataset: str) -> None:
-        self.answer = most_common_answer(dataset)
+    def __init__(self, env_id: str) -> None:
+        self.answer = most_common_answer(env_id)
 
     def act(self, slot: int, observation: str, info: Mapping[str, Any]) -> str:
         return f"\\boxed{{{self.answer}}}"
 
 
-def most_common_answer(dataset: str, split: str = "train") -> str:
-    """The most frequent reference answer of ``split`` (ties: the first in split order)."""
+def most_common_answer(env_id: str, split: str = "train") -> str:
+    """The most frequent reference answer of ``split`` of a single-step env (ties: the first
+    in split order); the env lists the split's problems as ``problems``."""
     from collections import Counter
 
-    if dataset == "arithmetic":
-        from derl_bench.envs.arithmetic import generate_split
+    import gymnasium as gym
 
-        problems: tuple[Any, ...] = generate_split(split)
-    else:
-        from derl_bench.envs.math import load_problems
-
-        problems = load_problems(dataset, split)
+    env = gym.make(env_id, split=split)
+    try:
+        problems = tuple(getattr(env.unwrapped, "problems", ()))
+    finally:
+        env.close()
     answers = [p.answer.strip() for p in problems if p.answer.strip()]
     if not answers:
-        raise PolicyError(f"{dataset} {split} has no reference answers")
+        raise PolicyError(f"{env_id} {split} has no reference answers")
     return Counter(answers).most_common(1)[0][0]
 
 
@@ -222,6 +222,7 @@ class LLMEvalPolicy(Policy):
         self._sampling_cls = SamplingConfig
         self._llm = LLMPolicy.from_pretrained(model, family=env_id, device=device, dtype=dtype)
         self._family = self._llm.family
+        self._parse_action = self._llm.spec.part("action_parser")
         self._sessions: dict[int, AgentSession] = {}
         self._seeds: dict[int, int] = {}
         self._rlvmr = None
@@ -232,7 +233,7 @@ class LLMEvalPolicy(Policy):
 
             self._rlvmr = RLVMRPrompt(self._family)
             self._temperature = TEMPERATURE
-            self.needs = frozenset({AVAILABLE_ACTIONS if self._family == "scienceworld"
+            self.needs = frozenset({AVAILABLE_ACTIONS if self._rlvmr.lists_actions
                                     else VALID_ACTIONS})
 
     def reset(self, slot: int, observation: str, info: Mapping[str, Any], seed: int) -> None:
@@ -267,7 +268,7 @@ class LLMEvalPolicy(Policy):
 
             actions = [parse_verl_agent(t, self._family)[0] for t in texts]
         else:
-            actions = [self._llm.parse_action(t) for t in texts]
+            actions = [self._parse_action(t)[0] for t in texts]
         for session, action in zip(sessions, actions, strict=True):
             session.act(action)
         return actions
@@ -303,7 +304,7 @@ def _import_target(target: str) -> Any:
 
 
 def _degenerate(spec: str, env_id: str | None) -> Policy:
-    from derl_bench.evaluation.families import MathAdapter, adapter_for
+    from derl_bench.evaluation.families import adapter_for
     from derl_bench.evaluation.protocol import ProtocolError
 
     try:
@@ -311,13 +312,14 @@ def _degenerate(spec: str, env_id: str | None) -> Policy:
     except ProtocolError:
         adapter = None
     if spec == "stall":
-        if adapter is None or adapter.family != "scienceworld":
+        if adapter is None or not adapter.has_score:
             raise PolicyError("the stall policy needs ScienceWorld's score and gold path; "
                               f"not available for {env_id}")
         return StallPolicy()
-    if not isinstance(adapter, MathAdapter):
-        raise PolicyError(f"the majority policy answers math problems; not available for {env_id}")
-    return MajorityAnswerPolicy(adapter.dataset)
+    if adapter is None or adapter.spec.multi_turn:
+        raise PolicyError(f"the majority policy answers single-step problems; not available "
+                          f"for {env_id}")
+    return MajorityAnswerPolicy(adapter.env_id)
 
 
 def load_policy(spec: str, env_id: str | None = None, max_new_tokens: int = 512,

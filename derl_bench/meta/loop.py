@@ -42,11 +42,9 @@ and evaluated the same way::
 
 from __future__ import annotations
 
-import math
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -69,35 +67,9 @@ from derl_bench.meta.search import (
     RandomSearch,
     slot_seed,
 )
+from derl_bench.meta.types import MetaResult, Status
 from derl_bench.meta.workers import Executor, InnerJob, JobOutcome, executor_for
 from derl_bench.reward import MetaRewardError, compile_reward
-
-
-@dataclass
-class MetaResult:
-    """What a reward-discovery run found."""
-
-    best_expr: str | None = None
-    best_score: float = -math.inf
-    best_checkpoint: str | None = None
-    generations: list[dict[str, Any]] = field(default_factory=list)
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    headline: dict[str, Any] = field(default_factory=dict)
-    """Per level: the best policy's eval success ``{"mean", "se", "n"}`` and its record."""
-    zero_advantage_generations: int = 0
-
-
-class Status(StrEnum):
-    """A candidate record's ``status``: what became of its reward."""
-
-    INVALID = "invalid"
-    """It does not compile (or was left unfinished); it scores ``invalid_score``."""
-    CONSTANT = "constant"
-    """It is constant on the probe set, so it trains nothing; it scores ``invalid_score``."""
-    SCORED = "scored"
-    """Its inner run (or an earlier run of the same behaviour) trained and was validated."""
-    FAILED = "failed"
-    """Its inner run raised on every attempt; it is left out of the generation."""
 
 
 def make_proposer(config: MetaConfig, env_id: str, warm_start: bool = True) -> Proposer:

@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -22,9 +22,7 @@ from derl_bench.files import write_jsonl_atomic
 from derl_bench.grpo.trainer import ResumeError, check_unchanged
 from derl_bench.meta.config import PLACEMENT_FIELDS, MetaConfig
 from derl_bench.meta.search import Proposal, Proposer
-
-if TYPE_CHECKING:
-    from derl_bench.meta.loop import MetaResult
+from derl_bench.meta.types import MetaResult
 
 STATE_FILE = Path("state") / "checkpoint.pt"
 LOG_FILE = "candidates.jsonl"

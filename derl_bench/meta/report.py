@@ -5,17 +5,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from derl_bench.family import family_spec
 from derl_bench.files import write_json_atomic
 from derl_bench.meta.config import MetaConfig
+from derl_bench.meta.types import MetaResult
 from derl_bench.meta.workers import InnerJob
-
-if TYPE_CHECKING:
-    from derl_bench.meta.loop import MetaResult
 
 STRUCTURE_KINDS = ("linear", "bounded", "veto", "unbounded")
 

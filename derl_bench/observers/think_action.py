@@ -36,7 +36,9 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
+from derl_bench.cards import load_card
 from derl_bench.envs.spaces import as_text
+from derl_bench.family import family_spec
 from derl_bench.observers.base import PrimitiveError
 
 ACTION_OPEN, ACTION_CLOSE = "<action>", "</action>"
@@ -59,10 +61,21 @@ def parse_think_action(text: str) -> tuple[str, bool]:
     return action, has_think and not _CJK.search(text)
 
 
+def whole_response(text: str) -> tuple[str, bool]:
+    """The action parser of a single-step family: the whole response is the action.
+
+    >>> whole_response("The answer is 4.")
+    ('The answer is 4.', True)
+    """
+    return text, True
+
+
 def parse_verl_agent(text: str, family: str = "alfworld") -> tuple[str, bool]:
     """``(action, format_valid)`` exactly as verl-agent's projections compute them.
 
-    Transcribed from RLVMR/code/agent_system/environments/env_package/alfworld/projection.py
+    The family's card says which: its ``verl_agent_projection`` (``keep_case``,
+    ``fallback_chars``). Transcribed from
+    RLVMR/code/agent_system/environments/env_package/alfworld/projection.py
     (``alfworld_projection``: lower-cased, 30-character fallback) and
     .../sciworld/projection.py (``sciworld_projection``: case kept, 20-character fallback),
     zzjweb/digitalhuman. Both slice between the first ``<action>`` and the first
@@ -73,11 +86,11 @@ def parse_verl_agent(text: str, family: str = "alfworld") -> tuple[str, bool]:
         >>> parse_verl_agent("<think>t</think><action>Focus on Door</action>", "scienceworld")
         ('Focus on Door', True)
     """
-    scienceworld = family == "scienceworld"
-    work = text if scienceworld else text.lower()
+    projection = load_card(family_spec(family).name).get("verl_agent_projection") or {}
+    work = text if projection.get("keep_case", False) else text.lower()
     start, end = work.find(ACTION_OPEN), work.find(ACTION_CLOSE)
     if start == -1 or end == -1:
-        return work[-(20 if scienceworld else FALLBACK_CHARS):], False
+        return work[-int(projection.get("fallback_chars", FALLBACK_CHARS)):], False
     action = work[start + len(ACTION_OPEN) : end].strip()
     valid = text.find(THINK_OPEN) != -1 and text.find(THINK_CLOSE) != -1
     return action, valid and not _CJK.search(text)

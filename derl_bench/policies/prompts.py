@@ -13,6 +13,8 @@ answer format::
     >>> "'go to fridge 1'" in AgentPrompt("alfworld").messages(turn)[0]["content"]
     True
 
+A multi-turn family's card names its :class:`AgentPromptText` as its ``prompt`` hook (the
+opening line, and the action templates to list where the env gives no admissible actions).
 A builder returns chat messages; :func:`render` turns them into text with the tokenizer's chat
 template, or into plain text for a model without one.
 """
@@ -23,13 +25,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from derl_bench.family import family_spec
+
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
-ENV_INTRO = {
-    "alfworld": "You are an expert agent operating in the ALFRED Embodied Environment.",
-    "scienceworld": "You are an expert agent playing ScienceWorld, a text-based science "
-    "simulation.",
-}
+
+@dataclass(frozen=True)
+class AgentPromptText:
+    """What a multi-turn family's agent prompt says of its env (the card's ``prompt`` hook):
+    the opening line, and the action templates listed when a turn has no admissible actions
+    (OBJ/LOC stand for things named in the observation)."""
+
+    intro: str
+    action_templates: tuple[str, ...] = ()
 
 SCIENCEWORLD_ACTIONS = (
     "open OBJ", "close OBJ", "activate OBJ", "deactivate OBJ", "connect OBJ to OBJ",
@@ -40,6 +48,12 @@ SCIENCEWORLD_ACTIONS = (
 )
 """ScienceWorld's action templates. Its valid object combinations run into the thousands per
 state, so the prompt lists the templates instead (OBJ/LOC come from the observation)."""
+
+ALFWORLD = AgentPromptText(
+    "You are an expert agent operating in the ALFRED Embodied Environment.")
+SCIENCEWORLD = AgentPromptText(
+    "You are an expert agent playing ScienceWorld, a text-based science simulation.",
+    SCIENCEWORLD_ACTIONS)
 
 ANSWER_FORMAT = (
     "Now it's your turn to take an action.\n"
@@ -86,16 +100,28 @@ class AgentPrompt:
     history_window: int = 2
 
     def __post_init__(self) -> None:
-        if self.family not in ENV_INTRO:
-            raise ValueError(f"no agent prompt for family {self.family!r}; "
-                             f"known: {sorted(ENV_INTRO)}")
+        spec = family_spec(self.family)
+        if not spec.has_part("prompt"):
+            raise ValueError(f"no agent prompt for family {self.family!r}: its card names no "
+                             f"prompt hook")
+        text = spec.part("prompt")
+        if not isinstance(text, AgentPromptText):
+            raise ValueError(f"the prompt hook of family {self.family!r} is not an "
+                             f"AgentPromptText but {type(text).__name__}")
         if self.history_window < 0:
             raise ValueError(f"history_window must be >= 0, got {self.history_window}")
+        object.__setattr__(self, "_text", text)
+
+    @property
+    def text(self) -> AgentPromptText:
+        """The family's prompt text, resolved once from its card."""
+        text: AgentPromptText = self.__dict__["_text"]
+        return text
 
     def messages(self, turn: AgentTurn) -> Messages:
         """Chat messages for one step."""
         actions = "\n ".join(f"'{a}'" for a in turn.admissible if a != "help")
-        lines = [f"{ENV_INTRO[self.family]} Your task is to: {turn.task.strip()}"]
+        lines = [f"{self.text.intro} Your task is to: {turn.task.strip()}"]
         shown = list(turn.history)[-self.history_window:] if self.history_window else []
         if shown:
             first = turn.step - len(shown) + 1
@@ -112,8 +138,8 @@ class AgentPrompt:
                      f"{turn.observation.strip()}")
         if actions:
             lines.append(f"Your admissible actions of the current situation are: [{actions}].")
-        elif self.family == "scienceworld":
-            templates = ", ".join(SCIENCEWORLD_ACTIONS)
+        elif self.text.action_templates:
+            templates = ", ".join(self.text.action_templates)
             lines.append(f"Available actions (OBJ and LOC name things in the observation): "
                          f"[{templates}].")
         lines.append("")

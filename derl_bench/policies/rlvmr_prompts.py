@@ -19,8 +19,10 @@ GiGPO baselines use. The differences from :class:`~derl_bench.policies.prompts.A
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from derl_bench.family import family_spec
 from derl_bench.policies.prompts import AgentTurn, Messages
 
 SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
@@ -151,58 +153,89 @@ ALFWORLD_TEMPLATE = "\n".join([
     '',
 ])
 
+def scienceworld_text(turn: AgentTurn, available: str, observations_shown: int) -> str:
+    """RLVMR's ScienceWorld prompt for one step: every earlier action, the last
+    ``observations_shown`` observations, and ``available`` (the action text)."""
+    history = list(turn.history)
+    if not history:
+        return SCIWORLD_TEMPLATE_NO_HIS.format(
+            task_description=turn.task, current_observation=turn.observation,
+            available_actions=available)
+    recent = history[-observations_shown:]
+    # negative for a short history, as in RLVMR, which then numbers entries from 0
+    recent_start = len(history) - observations_shown
+    lines = [f"\n[Step {j + 1}, Action {j + 1}: '{history[j][1]}']"
+             for j in range(recent_start)]
+    lines += [f"\n[Step {recent_start + j + 1}, Observation {recent_start + j + 1}: "
+              f"'{obs}', Action {recent_start + j + 1}: '{action}']"
+              for j, (obs, action) in enumerate(recent)]
+    return SCIWORLD_TEMPLATE.format(
+        task_description=turn.task, step_count=len(history), history_length=len(recent),
+        action_history="".join(lines).strip(), current_step=len(history) + 1,
+        current_observation=turn.observation, available_actions=available)
+
+
+def alfworld_text(turn: AgentTurn, available: str, observations_shown: int) -> str:
+    """RLVMR's ALFWorld prompt for one step: the whole history and ``turn.admissible``."""
+    admissible = "\n ".join(f"'{s}'" for s in turn.admissible if s != "help")
+    history = list(turn.history)
+    if not history:
+        return ALFWORLD_TEMPLATE_NO_HIS.format(current_observation=turn.observation,
+                                               admissible_actions=admissible)
+    lines = [f"\n[Observation {j + 1}: '{obs}', Action {j + 1}: '{action}']"
+             for j, (obs, action) in enumerate(history)]
+    return ALFWORLD_TEMPLATE.format(
+        task_description=turn.task, step_count=len(history), history_length=len(history),
+        action_history="".join(lines).strip(), current_step=len(history) + 1,
+        current_observation=turn.observation, admissible_actions=admissible)
+
+
+@dataclass(frozen=True)
+class RLVMRRules:
+    """How RLVMR prompts one family (its card's ``rlvmr_prompt`` hook): the text of a step,
+    and whether that text lists the env's available actions (ScienceWorld's action text)
+    rather than the admissible ones."""
+
+    text: Callable[[AgentTurn, str, int], str]
+    lists_actions: bool
+
+
+SCIENCEWORLD = RLVMRRules(scienceworld_text, lists_actions=True)
+ALFWORLD = RLVMRRules(alfworld_text, lists_actions=False)
+
+
 @dataclass(frozen=True)
 class RLVMRPrompt:
-    """RLVMR's prompt for ``family`` (``"scienceworld"`` or ``"alfworld"``)."""
+    """RLVMR's prompt for ``family``, a family whose card names an ``rlvmr_prompt``
+    (ScienceWorld and ALFWorld)."""
 
     family: str
     observations_shown: int = 2
     """ScienceWorld: how many recent observations the history shows."""
 
     def __post_init__(self) -> None:
-        if self.family not in ("scienceworld", "alfworld"):
+        spec = family_spec(self.family)
+        if not spec.has_part("rlvmr_prompt"):
             raise ValueError(f"no RLVMR prompt for family {self.family!r}")
+        object.__setattr__(self, "_rules", spec.part("rlvmr_prompt"))
+
+    @property
+    def rules(self) -> RLVMRRules:
+        rules: RLVMRRules = self.__dict__["_rules"]
+        return rules
+
+    @property
+    def lists_actions(self) -> bool:
+        """Whether a step needs the env's available-action text (else its admissible ones)."""
+        return self.rules.lists_actions
 
     def messages(self, turn: AgentTurn, available_actions: str = "") -> Messages:
         """Chat messages for one step. ``available_actions`` is ScienceWorld's action text
         (:func:`derl_bench.evaluation.rlvmr.scienceworld_available_actions`); ALFWorld lists
         ``turn.admissible``."""
-        text = (self._scienceworld(turn, available_actions) if self.family == "scienceworld"
-                else self._alfworld(turn))
+        text = self.rules.text(turn, available_actions, self.observations_shown)
         return [{"role": "user", "content": text}]
 
-    def _scienceworld(self, turn: AgentTurn, available: str) -> str:
-        history = list(turn.history)
-        if not history:
-            return SCIWORLD_TEMPLATE_NO_HIS.format(
-                task_description=turn.task, current_observation=turn.observation,
-                available_actions=available)
-        recent = history[-self.observations_shown:]
-        # negative for a short history, as in RLVMR, which then numbers entries from 0
-        recent_start = len(history) - self.observations_shown
-        lines = [f"\n[Step {j + 1}, Action {j + 1}: '{history[j][1]}']"
-                 for j in range(recent_start)]
-        lines += [f"\n[Step {recent_start + j + 1}, Observation {recent_start + j + 1}: "
-                  f"'{obs}', Action {recent_start + j + 1}: '{action}']"
-                  for j, (obs, action) in enumerate(recent)]
-        return SCIWORLD_TEMPLATE.format(
-            task_description=turn.task, step_count=len(history), history_length=len(recent),
-            action_history="".join(lines).strip(), current_step=len(history) + 1,
-            current_observation=turn.observation, available_actions=available)
 
-    def _alfworld(self, turn: AgentTurn) -> str:
-        admissible = "\n ".join(f"'{s}'" for s in turn.admissible if s != "help")
-        history = list(turn.history)
-        if not history:
-            return ALFWORLD_TEMPLATE_NO_HIS.format(current_observation=turn.observation,
-                                                   admissible_actions=admissible)
-        lines = [f"\n[Observation {j + 1}: '{obs}', Action {j + 1}: '{action}']"
-                 for j, (obs, action) in enumerate(history)]
-        return ALFWORLD_TEMPLATE.format(
-            task_description=turn.task, step_count=len(history), history_length=len(history),
-            action_history="".join(lines).strip(), current_step=len(history) + 1,
-            current_observation=turn.observation, admissible_actions=admissible)
-
-
-__all__ = ["ALFWORLD_TEMPLATE", "ALFWORLD_TEMPLATE_NO_HIS", "SCIWORLD_TEMPLATE",
-           "SCIWORLD_TEMPLATE_NO_HIS", "RLVMRPrompt"]
+__all__ = ["ALFWORLD", "ALFWORLD_TEMPLATE", "ALFWORLD_TEMPLATE_NO_HIS", "SCIENCEWORLD",
+           "SCIWORLD_TEMPLATE", "SCIWORLD_TEMPLATE_NO_HIS", "RLVMRPrompt", "RLVMRRules"]

@@ -4,8 +4,9 @@ Each env family's card (``envs/<family>.md``) lists its primitives with their ra
 ``primitives:`` and its ``g1..g4`` aliases under ``aliases:``; tests check that the family's
 observers emit exactly those names. A Meta-Reward is compiled against one
 :class:`PrimitiveSet`, named by an env id (``"derl/ALFWorld-v0"``), a family (``"alfworld"``)
-or one of the two historical domains: ``"math"`` (the math card) and ``"agent"`` (ALFWorld and
-ScienceWorld merged, so an agent reward may read primitives only one of them emits)::
+or one of the two historical domains, each the families whose cards say ``joins_domain: true``
+merged: ``"math"`` (the math card) and ``"agent"`` (ALFWorld and ScienceWorld, so an agent
+reward may read primitives only one of them emits)::
 
     >>> "score" in primitive_set("derl/ScienceWorld-v0").names
     True
@@ -22,17 +23,27 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from derl_bench.family import UnknownFamilyError, family_spec, family_specs
+from derl_bench.family import DOMAINS as CARD_DOMAINS
+from derl_bench.family import UnknownFamilyError, family_spec, family_specs, on_reload
 from derl_bench.reward.errors import UnknownDomainError
 from derl_bench.reward.functions import Interval
 
 UNBOUNDED: Interval = (-math.inf, math.inf)
 
-DOMAIN_FAMILIES: Mapping[str, tuple[str, ...]] = {
-    "math": ("math",),
-    "agent": ("alfworld", "scienceworld"),
-}
-"""The historical domains and the families each merges."""
+
+
+@functools.cache
+def domain_families() -> dict[str, tuple[str, ...]]:
+    """The historical domains and the families each merges: the cards of that ``domain`` that
+    say ``joins_domain: true`` (a family that trains in a domain without joining it keeps its
+    own primitives and aliases, such as reasoning-gym's ``g3``).
+
+    >>> domain_families()["agent"]
+    ('alfworld', 'scienceworld')
+    """
+    return {domain: tuple(s.name for s in family_specs().values()
+                          if s.domain == domain and s.joins_domain)
+            for domain in CARD_DOMAINS}
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,7 @@ def family_primitives(family: str) -> PrimitiveSet:
 def _domain_primitives(domain: str) -> PrimitiveSet:
     ranges: dict[str, Interval] = {}
     aliases: dict[str, str] = {}
-    for family in DOMAIN_FAMILIES[domain]:
+    for family in domain_families()[domain]:
         part = family_primitives(family)
         for name, (lo, hi) in part.ranges.items():
             old = ranges.get(name, (lo, hi))
@@ -92,7 +103,7 @@ def primitive_set(source: str | PrimitiveSet) -> PrimitiveSet:
 
 @functools.cache
 def _named_set(source: str) -> PrimitiveSet:
-    if source in DOMAIN_FAMILIES:
+    if source in domain_families():
         return _domain_primitives(source)
     if source in family_specs():
         return family_primitives(source)
@@ -105,7 +116,7 @@ def _named_set(source: str) -> PrimitiveSet:
                             family_primitives(family).aliases)
     raise UnknownDomainError(
         f"{source!r}; give an env id, a family ({', '.join(family_specs())}) or a domain "
-        f"({', '.join(DOMAIN_FAMILIES)})"
+        f"({', '.join(domain_families())})"
     )
 
 
@@ -118,10 +129,16 @@ def known_primitives(source: str) -> tuple[str, ...]:
     return primitive_set(source).names
 
 
-DOMAINS: tuple[str, ...] = tuple(DOMAIN_FAMILIES)
+DOMAINS: tuple[str, ...] = CARD_DOMAINS
 PRIMITIVE_RANGES: Mapping[str, Mapping[str, Interval]] = {
     d: primitive_set(d).ranges for d in DOMAINS
 }
 """The historical domains' primitives and ranges (views of the cards)."""
 ALIASES: Mapping[str, Mapping[str, str]] = {d: primitive_set(d).aliases for d in DOMAINS}
 """The historical domains' ``g1..g4`` aliases (views of the cards)."""
+
+
+@on_reload
+def _forget() -> None:
+    for cache in (domain_families, family_primitives, _domain_primitives, _named_set):
+        cache.cache_clear()

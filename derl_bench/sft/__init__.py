@@ -97,7 +97,7 @@ def _math_demos(env: Any, policy: Any, config: SFTConfig, rng: random.Random,
         solution = str(info["reference_solution"])
         if hasattr(bare, "demonstration"):  # an env that defines its own mixture of modes
             solution = bare.demonstration(rng)
-        elif getattr(bare, "dataset", None) == "gsm8k":
+        elif getattr(bare, "hash_answer_solutions", False):
             solution = gsm8k_solution(solution)
         if config.format_dropout and rng.random() < config.format_dropout:
             solution = drop_format(solution)

@@ -62,7 +62,7 @@ def test_level_splits_follow_the_protocol(data_root):
 
 
 def test_a_tampered_manifest_is_rejected(tmp_path, monkeypatch):
-    from derl_bench import cards
+    from derl_bench import cards, family
 
     fake = tmp_path / "envs"
     (fake / "manifests" / "alfworld").mkdir(parents=True)
@@ -70,12 +70,13 @@ def test_a_tampered_manifest_is_rejected(tmp_path, monkeypatch):
     lines = (REPO / "envs/manifests/alfworld/L2-eval.txt").read_text().splitlines()
     (fake / "manifests/alfworld/L2-eval.txt").write_text("\n".join(lines[:-1] + [lines[0]]) + "\n")
     monkeypatch.setattr(cards, "cards_dir", lambda: fake)
-    cards.load_card.cache_clear()
+    family.reload()
     try:
         with pytest.raises(cards.CardError, match="sha256"):
             cards.read_manifest("alfworld", "L2-eval")
     finally:
-        cards.load_card.cache_clear()
+        monkeypatch.undo()
+        family.reload()
 
 
 def test_games_iterates_in_manifest_order(data_root):

@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 import derl_bench  # noqa: F401  (registers the ids)
-from derl_bench import cards, family
+from derl_bench import family
 from derl_bench.cards import CardError, card_families, load_card
 from derl_bench.evaluation.families import adapter_for
 from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, family_specs
-from derl_bench.policies.prompts import ENV_INTRO
+from derl_bench.policies.prompts import AgentPrompt
 from derl_bench.reward.primitives import primitive_set
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,13 +61,15 @@ def test_the_families_as_the_cards_declare_them():
 
 
 @pytest.mark.parametrize("name", card_families())
-def test_every_family_has_its_later_stage_parts_under_its_name(name):
+def test_every_family_names_its_later_stage_parts_on_its_card(name):
     spec = family_spec(name)
     for env_id in spec.env_ids:
         assert adapter_for(env_id).spec is spec
         assert adapter_for(env_id).max_steps == spec.max_steps
+        assert spec.board(spec.env(env_id).benchmark).title
+    assert callable(spec.part("action_parser"))
     if spec.multi_turn:
-        assert spec.name in ENV_INTRO
+        assert AgentPrompt(name).text.intro.startswith("You are an expert agent")
 
 
 def test_registered_variants_resolve_to_their_family():
@@ -130,16 +132,11 @@ def toy_cards(tmp_path, monkeypatch):
     fake = tmp_path / "envs"
     fake.mkdir()
     (fake / "toy.md").write_text(TOY_CARD)
-    (fake / "alfworld.md").write_text((REPO / "envs" / "alfworld.md").read_text())
-    caches = [cards.load_card, family.family_specs, family._id_index,
-              family._benchmark_index]
-    monkeypatch.setattr(cards, "cards_dir", lambda: fake)
-    for cache in caches:
-        cache.cache_clear()
+    monkeypatch.setenv("DERL_BENCH_CARD_PATH", str(fake))
+    family.reload()
     yield fake
     monkeypatch.undo()
-    for cache in caches:
-        cache.cache_clear()
+    family.reload()
 
 
 def test_a_new_family_needs_only_its_card(toy_cards):
@@ -149,6 +146,40 @@ def test_a_new_family_needs_only_its_card(toy_cards):
     assert dict(spec.primitives) == {"success": (0.0, 1.0), "env_reward": (-1.0, 1.0)}
     assert spec.aliases == {"g1": "success"}
     assert family_spec("alfworld").name == "alfworld"
+    assert "derl/Toy-v0" in gym.registry
+
+
+def test_reload_forgets_a_family_whose_card_went_away(toy_cards):
+    (toy_cards / "toy.md").unlink()
+    family.reload()
+    assert "toy" not in family_specs() and "derl/Toy-v0" not in gym.registry
+    with pytest.raises(UnknownFamilyError):
+        family_spec("derl/Toy-v0")
+
+
+def test_a_family_with_two_cards_is_rejected(toy_cards):
+    (toy_cards / "alfworld.md").write_text((REPO / "envs" / "alfworld.md").read_text())
+    with pytest.raises(CardError, match="'alfworld' has two cards"):
+        family.reload()
+
+
+def test_a_card_path_that_is_not_a_folder_is_rejected(tmp_path, monkeypatch):
+    monkeypatch.setenv("DERL_BENCH_CARD_PATH", str(tmp_path / "missing"))
+    try:
+        with pytest.raises(CardError, match="not a folder"):
+            family.reload()
+    finally:
+        monkeypatch.undo()
+        family.reload()
+
+
+def test_an_unknown_hook_is_rejected():
+    card = yaml.safe_load(TOY_CARD.split("---\n")[1])
+    with pytest.raises(CardError, match="unknown hooks \\['reward'\\]"):
+        FamilySpec.from_card({**card, "hooks": {"reward": "x:y"}})
+    spec = FamilySpec.from_card({**card, "hooks": {"prompt": "derl_bench.nowhere:X"}})
+    with pytest.raises(CardError, match="does not resolve"):
+        spec.part("prompt")
 
 
 @pytest.mark.parametrize("change, message", [

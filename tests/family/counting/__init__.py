@@ -1,0 +1,1 @@
+"""A family defined outside the package: card, env, observers and prompt."""
