@@ -109,3 +109,23 @@ def test_pathological_latex_never_hangs(benchmark):
                                 seconds=elapsed)
     print(f"\npathological corpus: {len(PATHOLOGICAL)} items, {verifier.timeouts} timeouts, "
           f"{elapsed:.1f}s")
+
+
+def test_long_responses_grade_in_linear_time(benchmark):
+    # A response of 150,000 unclosed \boxed{ (about 1 MB) against one ten times shorter: the
+    # ratio of their times over 10 is about 1 when grading is linear in the response's length.
+    verifier = MathVerifier(timeout=5.0)
+    verifier.equal("1", "1")
+    long_text, short_text = "\\boxed{" * 150_000 + "\\boxed{7}", "\\boxed{" * 15_000 + "\\boxed{7}"
+
+    def grade_long() -> bool:
+        return grade_math(long_text, "7", verifier).correct
+
+    short_time = best_of(lambda: grade_math(short_text, "7", verifier), rounds=3)
+    assert benchmark.pedantic(grade_long, rounds=3, iterations=1)
+    verifier.close()
+    ratio = benchmark.stats.stats.min / (10 * short_time)
+    benchmark.extra_info.update(ratio=ratio, ratio_key="grading.long_response",
+                                seconds=benchmark.stats.stats.min, chars=len(long_text))
+    print(f"\n1 MB response: {benchmark.stats.stats.min:.3f}s, "
+          f"{ratio:.2f}x ten times the 100 KB one")

@@ -42,4 +42,16 @@ def write_jsonl_atomic(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> N
                                     for row in rows))
 
 
-__all__ = ["write_json_atomic", "write_jsonl_atomic", "write_text_atomic"]
+def output_file_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be written as a file (it is a folder, or a file stands where one of
+    its folders would be), else None; checked before a long job, not after it."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder; give a file name"
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else f"{path} cannot be written: {parent} is a file"
+    return None
+
+
+__all__ = ["output_file_problem", "write_json_atomic", "write_jsonl_atomic", "write_text_atomic"]

@@ -81,27 +81,51 @@ def gsm8k_equal(predicted: str | None, reference: str) -> bool:
 # ----------------------------------------------------------------------------- MATH
 
 _BOX_OPENERS = re.compile(r"\\(?:boxed|fbox)\s*(\{)|\\boxed\s+(?=[^\s{])")
+_BARE_ARGUMENT = re.compile(r"[^\s$]*")  # "\boxed 5": the argument runs to the next space or $
+_BRACES = re.compile(r"(?<!\\)[{}]")  # an unescaped brace
 
 
 def all_boxed(text: str) -> list[str]:
-    """Contents of every ``\\boxed{...}`` / ``\\fbox{...}`` (and ``\\boxed x``), in order."""
-    found: list[str] = []
-    for match in _BOX_OPENERS.finditer(text):
-        if match.group(1) is None:  # "\boxed 5": the argument runs to the next space or $
-            rest = text[match.end():]
-            found.append(re.split(r"[\s$]", rest, maxsplit=1)[0])
-            continue
-        depth, start = 0, match.start(1)
-        for i in range(start, len(text)):
-            char = text[i]
-            if char == "{" and text[i - 1] != "\\":
-                depth += 1
-            elif char == "}" and text[i - 1] != "\\":
-                depth -= 1
-                if depth == 0:
-                    found.append(text[start + 1 : i])
-                    break
-    return found
+    """Contents of every ``\\boxed{...}`` / ``\\fbox{...}`` (and ``\\boxed x``), in order.
+
+    One pass over ``text`` (linear in its length, however many boxes are left open): a box
+    closes at the first brace that brings the nesting back to where the box opened.
+
+        >>> all_boxed("\\\\boxed{a\\\\boxed{b}} \\\\fbox{c} \\\\boxed{open")
+        ['a\\\\boxed{b}', 'b', 'c']
+    """
+    found: list[tuple[int, str]] = []
+    openers = iter(_BOX_OPENERS.finditer(text))
+    opener = next(openers, None)
+    open_boxes: list[tuple[int, int]] = []  # (position of its "{", depth before it)
+    depth = 0
+    for brace in _BRACES.finditer(text):
+        at = brace.start()
+        while opener is not None and opener.start() < at and (
+                opener.group(1) is None or opener.start(1) <= at):
+            if opener.group(1) is None:
+                found.append((opener.start(), _bare_argument(text, opener.end())))
+            elif opener.start(1) == at:
+                open_boxes.append((at, depth))
+            opener = next(openers, None)
+        if brace.group() == "{":
+            depth += 1
+        else:
+            depth -= 1
+            if open_boxes and open_boxes[-1][1] == depth:
+                start, _ = open_boxes.pop()
+                found.append((start, text[start + 1 : at]))
+    while opener is not None:  # bare openers after the last brace
+        if opener.group(1) is None:
+            found.append((opener.start(), _bare_argument(text, opener.end())))
+        opener = next(openers, None)
+    found.sort(key=lambda item: item[0])
+    return [content for _, content in found]
+
+
+def _bare_argument(text: str, at: int) -> str:
+    match = _BARE_ARGUMENT.match(text, at)
+    return match.group() if match else ""
 
 
 def last_boxed(text: str) -> str | None:

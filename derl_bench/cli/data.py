@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from derl_bench.data.root import data_root
+from derl_bench.data.root import COMPLETE_MARKER, data_root, is_complete
 from derl_bench.data.sources import DATASETS, dataset
 
 
@@ -19,8 +19,12 @@ def _names(requested: list[str]) -> list[str]:
 
 
 def _root_and_names(args: argparse.Namespace) -> tuple[Path, list[str]] | None:
+    root = args.root or data_root()
+    if root.exists() and not root.is_dir():
+        print(f"error: the data root {root} is a file, not a folder", file=sys.stderr)
+        return None
     try:
-        return args.root or data_root(), _names(args.names)
+        return root, _names(args.names)
     except KeyError as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return None
@@ -61,6 +65,11 @@ def _verify(args: argparse.Namespace) -> int:
             status = "ok" if r.ok else f"FAIL ({r.problem})"
             print(f"{name:<13} {r.name:<14} {r.count:>6}  {r.sha256 or '-':<64}  {status}")
             failed += not r.ok
+        if not is_complete(name, root):
+            # The envs load only a dataset whose download finished, whatever its files say.
+            print(f"{name:<13} {'complete':<14} {'':>6}  {'-':<64}  FAIL (no {COMPLETE_MARKER} "
+                  f"marker: the download did not finish; run `derl-bench data download {name}`)")
+            failed += 1
     if failed:
         print(f"{failed} check(s) failed", file=sys.stderr)
     return 1 if failed else 0
@@ -93,7 +102,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     dl.set_defaults(func=_download)
 
     vf = data_sub.add_parser("verify", help="print counts and checksums; fail on any mismatch",
-                             description="Count and checksum every split; exit 1 on a mismatch.")
+                             description="Count and checksum every split and check that the "
+                             "download finished; exit 1 on a mismatch.")
     vf.add_argument("names", nargs="*", metavar="NAME", help=names_help)
     vf.add_argument("--root", type=lambda text: Path(text).expanduser().resolve(),
                     help="data root (default: $DERL_BENCH_DATA)")

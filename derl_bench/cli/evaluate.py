@@ -72,6 +72,13 @@ def run(args: argparse.Namespace) -> int:
     if args.num_envs < 1 or (args.limit is not None and args.limit < 1):
         print("error: --num-envs and --limit must be positive", file=sys.stderr)
         return 2
+    from derl_bench.files import output_file_problem
+
+    for option, path in (("--output", args.output), ("--trajectories", args.trajectories)):
+        problem = None if path is None else output_file_problem(path)
+        if problem:
+            print(f"error: {option}: {problem}", file=sys.stderr)
+            return 2
     from derl_bench.evaluation.schema import RESULT_SCHEMA, schema_errors
 
     setup = RESULT_SCHEMA["properties"]["setup"]["properties"]

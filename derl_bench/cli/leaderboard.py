@@ -53,15 +53,22 @@ def register(subparsers: Any) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     """Exit 0 when every file is valid, 1 when any is rejected, 2 when there is nothing."""
-    from derl_bench.leaderboard import submission_files, validate_file
+    from derl_bench.leaderboard import validate_board, validate_files
 
-    files = list(args.files) or submission_files(args.dir)
-    if not files:
+    if args.files:
+        # A named file that sits on the board under --dir is held to the board's rules.
+        root = args.dir.resolve()
+        reports = [*validate_files([p for p in args.files if p.resolve().parent.parent == root],
+                                   board=True),
+                   *validate_files([p for p in args.files if p.resolve().parent.parent != root])]
+    else:
+        reports = validate_board(args.dir)
+    if not reports:
         print(f"no submissions found under {args.dir}", file=sys.stderr)
         return 2
     rejected = 0
-    for path in files:
-        report = validate_file(path)
+    for report in reports:
+        path = report.path
         if report.ok:
             if not args.quiet:
                 print(f"ok        {path}")
@@ -70,23 +77,23 @@ def run_validate(args: argparse.Namespace) -> int:
         print(f"REJECTED  {path}")
         for problem in report.problems:
             print(f"          - {problem}")
-    print(f"{len(files) - rejected} valid, {rejected} rejected", file=sys.stderr)
+    print(f"{len(reports) - rejected} valid, {rejected} rejected", file=sys.stderr)
     return 1 if rejected else 0
 
 
 def run_render(args: argparse.Namespace) -> int:
     """Render from the valid records; invalid ones are reported and left out."""
     from derl_bench.evaluation.record import read_run_here
-    from derl_bench.leaderboard import render_html, render_markdown, submission_files, validate_file
+    from derl_bench.leaderboard import render_html, render_markdown, validate_board
     from derl_bench.leaderboard.render import build_boards, collect_citations, render_all
 
     records = []
-    for path in submission_files(args.dir):
-        report = validate_file(path)
+    for report in validate_board(args.dir):
         if report.ok and report.record is not None:
-            records.append((path.relative_to(args.dir), report.record))
+            records.append((report.path.relative_to(args.dir), report.record))
         else:
-            print(f"skipping invalid {path}: {'; '.join(report.problems)}", file=sys.stderr)
+            print(f"skipping invalid {report.path}: {'; '.join(report.problems)}",
+                  file=sys.stderr)
     if args.check:
         boards = build_boards(records, read_run_here(args.dir))
         expected = {args.dir / "README.md": render_markdown(boards, collect_citations(boards)),
@@ -112,7 +119,7 @@ def run_run_here(args: argparse.Namespace) -> int:
     root = args.dir.resolve()
     problems = []
     for path in args.files:
-        report = validate_file(path)
+        report = validate_file(path, board=True)
         if path.resolve().parent.parent != root:
             problems.append(f"{path}: not a board record under {args.dir}")
         elif not report.ok or report.record is None:

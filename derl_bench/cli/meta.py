@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from derl_bench.cli._runs import add_run_options, check_run
+
 
 def _run(args: argparse.Namespace) -> int:
     from derl_bench.grpo.config import ConfigError
@@ -21,11 +23,17 @@ def _run(args: argparse.Namespace) -> int:
         overrides.append(f"executor={args.executor}")
     if args.address:
         overrides.append(f"ray_address={args.address}")
-    if args.workers:
+    if args.workers is not None:  # 0 is refused by the config, not taken as unset
         overrides.append(f"workers={args.workers}")
+    from derl_bench.grpo.config import TINY_MODEL
+    from derl_bench.grpo.rundir import RunDirError, clear_run_dir
+
     try:
         config = load_meta_config(args.recipe, overrides)
-    except ConfigError as err:
+        models = [m for m in (config.inner.model, config.optimizer_model) if m != TINY_MODEL]
+        if check_run(config.run_dir, models, args):
+            clear_run_dir(config.run_dir)
+    except (ConfigError, RunDirError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     from derl_bench.evaluation.batched import headline_evaluator
@@ -67,9 +75,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         choices=("derl", "derl-pop", "derl-frozen", "random", "revolve"),
                         help="override the recipe's method")
     parser.add_argument("--output", help="run directory (default runs/<name>)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run in the run directory from its last checkpoint "
-                        "(after a crash or kill); a changed recipe is refused")
     parser.add_argument("--executor", choices=("auto", "ray", "local"),
                         help="where inner runs execute (default: the recipe's, auto = Ray when "
                         "installed)")
@@ -78,4 +83,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a local Ray instance)")
     parser.add_argument("--workers", type=int,
                         help="most inner runs in flight at once (default: as many as fit)")
+    add_run_options(parser)
     parser.set_defaults(func=_run)

@@ -167,8 +167,10 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
                 for name, recipe, extra in recipes:
                     run_dir = output / tag / name
                     code, wall, rss = run_measured(
+                        # The rehearsal's folders are its own: a second rehearsal replaces them.
                         [*base_cmd, "train", str(REPO_BASELINES / recipe), "--output",
-                         str(run_dir), *common, *extra], env, output / f"{tag}-{name}.log")
+                         str(run_dir), "--overwrite", *common, *extra], env,
+                        output / f"{tag}-{name}.log")
                     result = CommandResult(name, lora, path, dtype, code == 0, wall, rss)
                     metrics = [json.loads(line) for line in
                                (run_dir / "metrics.jsonl").read_text().splitlines()
@@ -212,7 +214,8 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
                          # train it anyway, so every rehearsal runs its inner runs; and keep the
                          # closing evaluation of the best policy short.
                          "constant_rewards=train", "eval_limit=4",
-                         *inner, "--output", str(output / tag / "meta"), "--executor", "local"],
+                         *inner, "--output", str(output / tag / "meta"), "--overwrite",
+                         "--executor", "local"],
                         env, output / f"{tag}-meta.log")
                     result = CommandResult("meta", lora, path, dtype, code == 0, wall, rss)
                     candidates = output / tag / "meta" / "candidates.jsonl"

@@ -5,7 +5,9 @@
     derl-bench train baselines/alfworld-average.yaml --output runs/alf --resume steps=40
 
 ``KEY=VALUE`` overrides set any recipe field (values parsed as YAML). Exit status 2 means the
-recipe, an override or ``--resume`` was rejected; nothing was written in that case.
+recipe, an override, the output folder or ``--resume`` was rejected; nothing was written in that
+case. A run writes only into a folder that is new or empty, unless ``--resume`` continues the
+run there or ``--overwrite`` replaces it (only once the new run has passed its checks).
 """
 
 from __future__ import annotations
@@ -14,22 +16,9 @@ import argparse
 import sys
 from typing import Any
 
+from derl_bench.cli._runs import add_run_options, check_run
+
 REJECTED = 2
-
-
-class _IntermixedParser(argparse.ArgumentParser):
-    """Accept ``KEY=VALUE`` overrides before and after options (``--output D steps=5``)."""
-
-    _mixing = False
-
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-        if self._mixing:  # parse_known_intermixed_args calls back into this method
-            return super().parse_known_args(args, namespace)
-        self._mixing = True
-        try:
-            return self.parse_known_intermixed_args(args, namespace)
-        finally:
-            self._mixing = False
 
 
 def register(subparsers: Any) -> None:
@@ -43,17 +32,32 @@ def register(subparsers: Any) -> None:
                         help="override recipe fields, e.g. steps=20 meta_reward='outcome'")
     parser.add_argument("--output", default=None, metavar="DIR",
                         help="run directory (default: runs/<recipe name>)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run in the output directory from its newest checkpoint")
-    parser.__class__ = _IntermixedParser
+    add_run_options(parser)
     parser.set_defaults(func=run_train)
+
+
+def check_env(config: Any) -> None:
+    """Make the run's env once, so that a bad level, split or env kwarg is refused (as a
+    :class:`~derl_bench.grpo.config.ConfigError`) before anything is written."""
+    from derl_bench.data.root import DataNotFoundError
+    from derl_bench.grpo.config import ConfigError
+    from derl_bench.grpo.trainer import make_env
+
+    try:
+        make_env(config).close()
+    except DataNotFoundError as err:
+        raise ConfigError(str(err)) from None
+    except (TypeError, ValueError, LookupError) as err:
+        raise ConfigError(f"{config.env_id} cannot be made with "
+                          f"{config.env_make_kwargs()}: {err}") from None
 
 
 def run_train(args: argparse.Namespace) -> int:
     """Load the recipe, train, print where the results are."""
     from derl_bench.family import family_spec
-    from derl_bench.grpo.config import ConfigError, load_config
+    from derl_bench.grpo.config import TINY_MODEL, ConfigError, load_config
     from derl_bench.grpo.dispatch import run_training
+    from derl_bench.grpo.rundir import RunDirError, clear_run_dir
     from derl_bench.grpo.trainer import ResumeError
     from derl_bench.reward import MetaRewardError, compile_reward
 
@@ -64,6 +68,11 @@ def run_train(args: argparse.Namespace) -> int:
         config = load_config(args.recipe, overrides)
         # Reject a reward over primitives the env does not emit before any model loads.
         compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
+        replace = check_run(config.run_dir, [m for m in [config.model] if m != TINY_MODEL],
+                            args)
+        check_env(config)
+        if replace:
+            clear_run_dir(config.run_dir)
         if config.trainer == "trl" and family_spec(config.env_id).multi_turn:
             # TRL's multi-turn trainer sits on top of the pipeline (derl_bench.integrations),
             # so the train command, not grpo's dispatch, hands agent recipes to it.
@@ -72,7 +81,7 @@ def run_train(args: argparse.Namespace) -> int:
             history = train_trl_agent(config, resume=args.resume)
         else:
             history, _model = run_training(config, resume=args.resume)
-    except (ConfigError, ResumeError, MetaRewardError) as err:
+    except (ConfigError, ResumeError, MetaRewardError, RunDirError) as err:
         print(f"derl-bench train: {err}", file=sys.stderr)
         return REJECTED
     last = history[-1] if history else {}

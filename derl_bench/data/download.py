@@ -3,30 +3,34 @@
     derl-bench data download gsm8k                       # from the official releases
     derl-bench data download all --mirror http://host/   # from a mirror of the same layout
 
-Every file is fetched to ``<dest>.part`` (continued with an HTTP Range request when a previous
-attempt left one), checked by sha256 and only then renamed into place. Archives and trees are
-unpacked into a staging folder that is renamed into place after their checks pass. A dataset is
-usable only once its ``.complete`` marker exists, and the marker is written last, so an
-interrupted download never looks finished.
+A dataset is assembled in a staging folder beside it (``<root>/.<name>.download``): every file
+is fetched to ``<dest>.part`` (continued with an HTTP Range request when a previous attempt left
+one), archives and trees are unpacked there, and every checksum is checked there. Only a staged
+tree that passes every check replaces the installed one, and its ``.complete`` marker is written
+last, so a wrong mirror, a cut connection or a kill never damages data that was good, and an
+interrupted download never looks finished. A second download of a dataset waits for the first.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import fcntl
 import os
 import shutil
+import sys
 import tarfile
 import time
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from derl_bench.data.root import data_root
+from derl_bench.data.root import COMPLETE_MARKER, data_root, is_complete
 from derl_bench.data.sources import Dataset, Source, dataset, tree_files
 from derl_bench.data.verify import CheckResult, sha256_file, tree_checksum, verify_dataset
+from derl_bench.files import write_json_atomic
 
 _CHUNK = 1 << 20
 _USER_AGENT = "derl-bench-data/1"
@@ -162,6 +166,69 @@ def _fetch_tree(
     os.replace(staging, target)
 
 
+def _report_wait(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def dataset_lock(
+    name: str, root: Path, on_wait: Callable[[str], None] = _report_wait
+) -> Iterator[None]:
+    """Hold the download lock of dataset ``name`` in ``root`` (``<root>/.<name>.lock``).
+
+    A second holder, in this process or another, calls ``on_wait`` with a message and then
+    waits: two downloads into one staging folder would corrupt each other, and the one that
+    waits usually finds the dataset complete once it gets the lock.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f".{name}.lock"
+    with open(path, "a+b") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            on_wait(f"another download of {name!r} into {root} is in progress (lock {path}); "
+                    "waiting for it to finish")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _seed_staging(live: Path, staged: Path) -> None:
+    """Start the staging tree from what the live tree already holds, without touching it.
+
+    Finished files are hard-linked (copied where links are not possible), so a good file is
+    not fetched again; every write to the staging tree goes through a new file and a rename,
+    so a link never carries a change back. Partial ``.part`` files move over to be resumed.
+    """
+    for path in sorted(live.rglob("*")):
+        rel = path.relative_to(live)
+        target = staged / rel
+        if path.is_symlink() or not path.is_file() or rel.as_posix() == COMPLETE_MARKER:
+            continue
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.name.endswith(".part"):
+            os.replace(path, target)
+            continue
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+
+
+def _swap_in(staged: Path, live: Path) -> None:
+    """Replace ``live`` with the verified ``staged`` tree; the old tree goes only after."""
+    old = live.with_name(f".{live.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if live.exists():
+        os.replace(live, old)
+    os.replace(staged, live)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def download(
     name: str,
     root: Path | None = None,
@@ -169,28 +236,71 @@ def download(
     mirror: str | None = None,
     force: bool = False,
     show_progress: bool = True,
+    on_wait: Callable[[str], None] = _report_wait,
 ) -> list[CheckResult]:
     """Download dataset ``name`` into the data root and verify it.
 
-    Returns the verification results. Raises :class:`DownloadError` on any failure, leaving
-    no ``.complete`` marker, so the dataset is never half-installed in a usable state.
+    Everything is fetched into a staging folder beside the dataset, ``.<name>.download``, and
+    verified there; only a tree whose every check passes replaces the installed one, and its
+    ``.complete`` marker is the last file written. Any failure leaves the installed dataset as
+    it was. While another download of the same dataset runs, this one reports it through
+    ``on_wait`` and waits for it. Returns the verification results; raises
+    :class:`DownloadError` on any failure.
     """
     spec: Dataset = dataset(name)
     root = Path(root) if root is not None else data_root()
-    marker = root / name / ".complete"
-    if marker.exists() and not force:
+    if root.exists() and not root.is_dir():
+        raise DownloadError(f"data root {root} is a file, not a folder")
+    live = root / name
+    if is_complete(name, root) and not force:
         results = verify_dataset(spec, root)
         if all(r.ok for r in results):
             return results
-    marker.unlink(missing_ok=True)
-    (root / name).mkdir(parents=True, exist_ok=True)
+    with dataset_lock(name, root, on_wait):
+        # A download that held the lock may have just installed the dataset.
+        if is_complete(name, root) and not force:
+            results = verify_dataset(spec, root)
+            if all(r.ok for r in results):
+                return results
+        staging_root = root / f".{name}.download"
+        staged = staging_root / name
+        staged.mkdir(parents=True, exist_ok=True)
+        if live.is_dir() and not force:
+            _seed_staging(live, staged)
+        _fetch_sources(spec, staging_root, mirror, force, show_progress)
+        results = verify_dataset(spec, staging_root)
+        bad = [r for r in results if not r.ok]
+        if bad:
+            # What was fetched is wrong (not merely unfinished): keeping it would make the next
+            # attempt resume from it.
+            shutil.rmtree(staging_root, ignore_errors=True)
+            raise DownloadError(
+                f"{name}: verification failed after download, the installed data was left "
+                "as it was: " + "; ".join(f"{r.name}: {r.problem}" for r in bad)
+            )
+        record = {
+            "dataset": name,
+            "mirror": mirror,
+            "sources": [{"path": s.path, "url": source_url(s, mirror)} for s in spec.sources],
+            "checks": [r.as_dict() for r in results],
+            "completed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        write_json_atomic(staged / COMPLETE_MARKER, record)
+        _swap_in(staged, live)
+        shutil.rmtree(staging_root, ignore_errors=True)
+    return results
 
+
+def _fetch_sources(
+    spec: Dataset, root: Path, mirror: str | None, force: bool, show_progress: bool
+) -> None:
+    """Fetch every source of ``spec`` into ``root`` (the staging root)."""
     from derl_bench.progress import progress_bar
 
     for source in spec.sources:
         total = len(tree_files(source)) if source.kind == "tree" and mirror else None
-        with progress_bar(total=total, desc=f"{name}: {source.path}", unit="file",
-                  disable=not show_progress, leave=False) as bar:
+        with progress_bar(total=total, desc=f"{spec.name}: {source.path}", unit="file",
+                          disable=not show_progress, leave=False) as bar:
             if source.kind == "file":
                 _fetch_file(source, root, mirror, force)
             elif source.kind == "zip":
@@ -202,25 +312,6 @@ def download(
             else:
                 raise DownloadError(f"unknown source kind {source.kind!r}")
             bar.update(0)
-
-    results = verify_dataset(spec, root)
-    bad = [r for r in results if not r.ok]
-    if bad:
-        raise DownloadError(
-            f"{name}: verification failed after download: "
-            + "; ".join(f"{r.name}: {r.problem}" for r in bad)
-        )
-    record = {
-        "dataset": name,
-        "mirror": mirror,
-        "sources": [{"path": s.path, "url": source_url(s, mirror)} for s in spec.sources],
-        "checks": [r.as_dict() for r in results],
-        "completed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    tmp = marker.with_name(".complete.tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, marker)
-    return results
 
 
 def _zip_already_extracted(spec: Dataset, root: Path) -> bool:

@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 
 ENV_VAR = "DERL_BENCH_DATA"
+#: The file whose presence makes a dataset usable; a download writes it last.
+COMPLETE_MARKER = ".complete"
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -33,9 +35,14 @@ def data_root() -> Path:
 def dataset_dir(name: str, root: Path | None = None) -> Path:
     """Return ``<root>/<name>`` and fail with a fetch hint when it was never downloaded."""
     path = (root or data_root()) / name
-    if not (path / ".complete").exists():
+    if not is_complete(name, root):
         raise DataNotFoundError(
             f"dataset {name!r} is not in the data root {path.parent}; "
             f"run `derl-bench data download {name}` (set {ENV_VAR} to use another root)"
         )
     return path
+
+
+def is_complete(name: str, root: Path | None = None) -> bool:
+    """Whether dataset ``name`` finished downloading into ``root`` (what the envs require)."""
+    return ((root or data_root()) / name / COMPLETE_MARKER).is_file()

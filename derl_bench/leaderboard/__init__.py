@@ -20,7 +20,9 @@ from derl_bench.leaderboard.validate import (
     problems_in_text,
     record_problems,
     submission_files,
+    validate_board,
     validate_file,
+    validate_files,
 )
 
 __all__ = [
@@ -36,5 +38,7 @@ __all__ = [
     "render_html",
     "render_markdown",
     "submission_files",
+    "validate_board",
     "validate_file",
+    "validate_files",
 ]

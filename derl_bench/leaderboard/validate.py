@@ -2,10 +2,15 @@
 
 A submission is rejected, with every reason found, when:
 
-- it is not strict JSON (malformed, duplicate keys, NaN/Infinity, over 1 MB, not UTF-8);
+- it is not a regular file (a symlink, a FIFO, a device: checked with ``lstat`` before it is
+  opened, so no entry can hang or exhaust the validator), or it is over 1 MB;
+- it is not strict JSON (malformed, duplicate keys, NaN/Infinity, not UTF-8);
 - it breaks the schema (:data:`~derl_bench.evaluation.schema.RESULT_SCHEMA`);
 - any string in it looks like code (script tags, shell substitution, Python dunders, ...);
 - its env, level or benchmark is unknown, or it sits in another benchmark's folder;
+- on a board, its file name does not name its level (``...-L1.json``), its method (as a
+  lowercase slug, ``GRPO, average reward`` -> ``grpo-average-reward``) or the seed that its
+  method names (``derl (seed 2)`` -> ``derl-s2-L1.json``); or it repeats another file's record;
 - its env kwargs differ from the protocol's (another split, another step cap);
 - its eval-set block (manifest name, sha256, count, selection, size, episodes checksum) differs
   from the current protocol's;
@@ -32,10 +37,13 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import json
 import math
+import os
 import re
-from collections.abc import Iterator, Mapping
+import stat
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -342,8 +350,34 @@ def _date_problems(text: str) -> list[str]:
     return []
 
 
+def name_problems(path: Path, record: Mapping[str, Any]) -> list[str]:
+    """Whether a board file's name says what its record holds: level, method and seed."""
+    stem = path.name.removesuffix(".json")
+    method = record["method"]
+    seed = _SEED.search(method)
+    method_slug = _slug(method[: seed.start()] if seed else method)
+    ending = f"-s{seed.group(1)}-{record['level']}" if seed else f"-{record['level']}"
+    problems = []
+    if not stem.endswith(ending):
+        problems.append(f"file name {path.name!r} does not end in {ending + '.json'!r}, "
+                        f"but its record is level {record['level']}"
+                        + (f" of seed {seed.group(1)}" if seed else ""))
+    if method_slug and f"-{method_slug}-" not in f"-{_slug(stem)}-":
+        problems.append(f"file name {path.name!r} does not name its record's method "
+                        f"{method!r} (as {method_slug!r})")
+    return problems
+
+
+_SEED = re.compile(r"\s*\(seed (\d+)\)\s*$")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+
+
 def record_problems(record: Any, path: Path | None = None) -> list[str]:
-    """Every reason ``record`` (parsed JSON) is not a valid submission."""
+    """Every reason ``record`` (parsed JSON) is not a valid submission; with ``path`` (a file on
+    a board, ``<board>/<benchmark>/<name>.json``) also whether its folder and name fit it."""
     problems = schema_errors(record, RESULT_SCHEMA)
     problems += code_problems(record)
     if problems:
@@ -354,9 +388,11 @@ def record_problems(record: Any, path: Path | None = None) -> list[str]:
                         "protocol; boards rank the strict protocol")
     eval_problems, size = _eval_set_problems(record)
     problems += eval_problems
-    if path is not None and path.parent.name != record["benchmark"]:
-        problems.append(f"file is in folder {path.parent.name!r}, but its benchmark is "
-                        f"{record['benchmark']!r}")
+    if path is not None:
+        if path.parent.name != record["benchmark"]:
+            problems.append(f"file is in folder {path.parent.name!r}, but its benchmark is "
+                            f"{record['benchmark']!r}")
+        problems += name_problems(path, record)
     if size:
         problems += _setup_problems(record)
         problems += _data_checksum_problems(record)
@@ -376,32 +412,96 @@ def problems_in_text(text: str, path: Path | None = None) -> list[str]:
     return record_problems(record, path)
 
 
-def validate_file(path: str | Path) -> Report:
-    """Read and check one submission file."""
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def read_regular_file(path: Path, limit: int = MAX_BYTES) -> tuple[bytes | None, str]:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes, else a problem.
+
+    The entry is checked with ``lstat`` before it is opened, and opened without following a
+    link or blocking, so a symlink to a device, a FIFO or a huge file is refused rather than
+    read: a submission cannot hang or exhaust whoever validates it.
+    """
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return None, f"cannot read: {exc.strerror or exc}"
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        return None, f"{path.name} is {kind}; only regular files are read"
+    if info.st_size > limit:
+        return None, f"file is {info.st_size} bytes; the limit is {limit}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        return None, f"cannot read: {exc.strerror or exc}"
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # swapped since the lstat
+            return None, f"{path.name} is not a regular file; only regular files are read"
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        return None, f"file is over {limit} bytes; the limit is {limit}"
+    return data, ""
+
+
+def _on_board(path: Path) -> bool:
+    return path.parent.parent.name == "leaderboards"
+
+
+def validate_file(path: str | Path, board: bool | None = None) -> Report:
+    """Read and check one submission file.
+
+    ``board`` says whether the file sits on a board (``<board>/<benchmark>/<name>.json``), so
+    that its folder and name must fit its record; by default, when its folder's parent is
+    named ``leaderboards``.
+    """
     path = Path(path)
     report = Report(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        report.problems.append(f"cannot read: {exc.strerror or exc}")
-        return report
-    if len(data) > MAX_BYTES:
-        report.problems.append(f"file is {len(data)} bytes; the limit is {MAX_BYTES}")
+    data, problem = read_regular_file(path)
+    if data is None:
+        report.problems.append(problem)
         return report
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         report.problems.append(f"malformed JSON: not UTF-8 ({exc.reason})")
         return report
-    in_board = path.parent.parent.name == "leaderboards"
+    in_board = _on_board(path) if board is None else board
     report.problems = problems_in_text(text, path if in_board else None)
     if report.ok:
         report.record = parse_strict(text)
     return report
 
 
+def validate_files(paths: Iterable[Path], board: bool | None = None) -> list[Report]:
+    """Check several files as :func:`validate_file` does; a record that another file already
+    holds (the same JSON, whatever its layout) is a duplicate and rejected."""
+    reports = [validate_file(path, board) for path in paths]
+    seen: dict[str, Path] = {}
+    for report in reports:
+        if report.record is None:
+            continue
+        canonical = json.dumps(report.record, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        if digest in seen:
+            report.problems.append(f"duplicate of {seen[digest]}: the same record twice")
+            report.record = None
+        else:
+            seen[digest] = report.path
+    return reports
+
+
+def validate_board(root: str | Path) -> list[Report]:
+    """Check every submission under the board folder ``root``: each file sits on the board, so
+    its folder and name must fit its record, whatever ``root`` is called."""
+    return validate_files(submission_files(root), board=True)
+
+
 def submission_files(root: str | Path) -> list[Path]:
-    """Every submission under ``root`` (``leaderboards/<benchmark>/*.json``), sorted."""
+    """Every entry named like a submission under ``root`` (``<root>/<benchmark>/*.json``),
+    sorted; entries that are not regular files are listed too, so that they are reported."""
     return sorted(Path(root).glob("*/*.json"))
 
 

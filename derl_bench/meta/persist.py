@@ -2,7 +2,8 @@
 
 - ``config.yaml``: the recipe; a resumed run must match it (placement fields may change).
 - ``candidates.jsonl``: one record per candidate, appended as its inner run ends; a last line
-  cut short by a kill is dropped on reading.
+  cut short by a kill is dropped on reading, and any other damaged line stops a resume with a
+  message naming it.
 - ``state/checkpoint.pt``: written once a generation is proposed: the proposer's weights,
   optimiser and RNG states, the proposals, the best so far. It is enough to redo the rest of
   the run exactly.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 from typing import Any
@@ -48,14 +50,27 @@ def save_state(out: Path, generation: int, proposer: Proposer, proposals: list[P
 
 
 def read_log(log: Path) -> list[dict[str, Any]]:
-    """The records in ``log``; a last line cut short by a kill is dropped."""
-    records = []
-    if log.exists():
-        for line in log.read_text(encoding="utf-8").splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    """The records in ``log``; a last line cut short by a kill is dropped.
+
+    Any other line that is not a record is damage, not a kill: :class:`ResumeError` names it
+    rather than the line being dropped without a word.
+    """
+    records: list[dict[str, Any]] = []
+    if not log.exists():
+        return records
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break
+            raise ResumeError(f"{log}, line {number}, is not a candidate record (damaged); "
+                              "fix or delete that line, then resume again") from None
+        if not isinstance(record, dict) or not isinstance(record.get("generation"), int):
+            raise ResumeError(f"{log}, line {number}, is JSON but not a candidate record; fix "
+                              "or delete that line, then resume again")
+        records.append(record)
     return records
 
 
@@ -79,7 +94,15 @@ def start_run(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
         if (out / STATE_FILE).exists():
             import torch
 
-            state = torch.load(out / STATE_FILE, weights_only=True)
+            try:
+                state = torch.load(out / STATE_FILE, weights_only=True)
+            except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as err:
+                raise ResumeError(
+                    f"{out / STATE_FILE} cannot be read, it is damaged ({type(err).__name__}); "
+                    "the run cannot resume: start it again with --overwrite") from None
+    log = out / LOG_FILE
+    kept = [] if state is None else [r for r in read_log(log)
+                                     if r["generation"] <= state["generation"]]
     out.mkdir(parents=True, exist_ok=True)
     # Nothing an earlier run (or the unfinished end of this one) left can be scored or reported.
     stale = ("results", "retrained-best") if state is not None else (
@@ -87,12 +110,10 @@ def start_run(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
     for name in stale:
         shutil.rmtree(out / name, ignore_errors=True)
     saved.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-    log = out / LOG_FILE
     if state is None:
         log.unlink(missing_ok=True)
     else:
-        write_jsonl_atomic(log, [r for r in read_log(log)
-                                 if r["generation"] <= state["generation"]])
+        write_jsonl_atomic(log, kept)
     return state
 
 

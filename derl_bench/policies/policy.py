@@ -16,6 +16,7 @@ command for its history).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,30 @@ class LLMPolicy:
         self.backend.sync_weights(self.model)
 
 
+class ModelNotFoundError(FileNotFoundError):
+    """A model given as a local path that does not exist (no hub lookup is tried for it)."""
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+
+
+def model_problem(name_or_path: str | Path) -> str | None:
+    """Why ``name_or_path`` cannot be a model, or None: an existing folder, or a name shaped
+    like a hub id (``gpt2``, ``Qwen/Qwen2.5-1.5B-Instruct``), may be one; anything else that
+    does not exist is a missing folder, not something to look up on the hub.
+
+        >>> model_problem("/no/such/run/final-model")
+        'no such model folder: /no/such/run/final-model'
+        >>> model_problem("Qwen/Qwen2.5-1.5B-Instruct") is None
+        True
+    """
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.exists():
+        return None if path.is_dir() else f"the model {text} is a file, not a model folder"
+    return None if _HUB_ID.fullmatch(text) else f"no such model folder: {text}"
+
+
 def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
                              dtype: str | None = None) -> tuple[Any, Any]:
     """``AutoModelForCausalLM`` and ``AutoTokenizer`` from a name or path, ready for GRPO:
@@ -114,6 +139,9 @@ def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
 
     from derl_bench.policies.lora import is_adapter_dir, load_model_and_adapter
 
+    problem = model_problem(name_or_path)
+    if problem:
+        raise ModelNotFoundError(problem)
     if is_adapter_dir(name_or_path):
         return load_model_and_adapter(name_or_path, device, dtype)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 import zipfile
 from pathlib import Path
 
@@ -152,3 +153,73 @@ def test_cold_start_corpus_missing_says_how_to_download(tmp_path):
 
     with pytest.raises(DataNotFoundError, match="derl-bench data download derl"):
         cold_start_formulas(tmp_path)
+
+
+def _installed_gsm8k(data_root: Path, root: Path) -> dict[str, bytes]:
+    shutil.copytree(data_root / "gsm8k", root / "gsm8k")
+    return {p.name: p.read_bytes() for p in (root / "gsm8k").iterdir()}
+
+
+def test_a_mirror_serving_wrong_content_leaves_good_data_intact(data_root, tmp_path, capsys):
+    # A captive portal answers every path with the same HTML page.
+    portal = tmp_path / "portal"
+    for source in DATASETS["gsm8k"].sources:
+        (portal / source.path).parent.mkdir(parents=True, exist_ok=True)
+        (portal / source.path).write_text("<html><body>Please log in</body></html>\n")
+    root = tmp_path / "root"
+    before = _installed_gsm8k(data_root, root)
+    with serve_directory(portal) as url:
+        status = main(["data", "download", "gsm8k", "--force", "--mirror", url,
+                       "--root", str(root), "--quiet"])
+    assert status == 1
+    assert "checksum mismatch" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in (root / "gsm8k").iterdir()} == before
+    assert main(["data", "verify", "gsm8k", "--root", str(root)]) == 0
+
+
+def test_an_unreachable_mirror_keeps_the_dataset_usable(data_root, tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    before = _installed_gsm8k(data_root, root)
+    with serve_directory(tmp_path / "empty") as url:  # every file is a 404
+        with pytest.raises(dl.DownloadError, match="HTTP 404"):
+            dl.download("gsm8k", root, mirror=url, force=True, show_progress=False)
+    assert {p.name: p.read_bytes() for p in (root / "gsm8k").iterdir()} == before
+    assert dataset_dir("gsm8k", root) == root / "gsm8k"
+
+
+def test_verify_fails_without_the_marker_the_envs_need(data_root, tmp_path, capsys):
+    root = tmp_path / "root"
+    _installed_gsm8k(data_root, root)
+    (root / "gsm8k" / ".complete").unlink()
+    assert main(["data", "verify", "gsm8k", "--root", str(root)]) == 1
+    assert "the download did not finish" in capsys.readouterr().out
+
+
+def test_a_second_concurrent_download_waits_for_the_first(upstream_data, tmp_path):
+    root = tmp_path / "root"
+    waiting = threading.Event()
+    outcome: list[object] = []
+
+    def second() -> None:
+        try:
+            outcome.append(dl.download("gsm8k", root, mirror=url, show_progress=False,
+                                       on_wait=lambda message: waiting.set()))
+        except Exception as err:  # reported through outcome and asserted below
+            outcome.append(err)
+
+    with serve_directory(upstream_data) as url:
+        with dl.dataset_lock("gsm8k", root):
+            thread = threading.Thread(target=second)
+            thread.start()
+            assert waiting.wait(timeout=60)
+            assert not (root / ".gsm8k.download").exists()  # it has not started fetching
+        thread.join(timeout=60)
+    assert len(outcome) == 1 and isinstance(outcome[0], list)
+    assert all(r.ok for r in outcome[0])
+    assert dataset_dir("gsm8k", root).is_dir()
+
+
+def test_download_into_a_root_that_is_a_file_exits_2(tmp_path, capsys):
+    (tmp_path / "root").write_text("not a folder")
+    assert main(["data", "download", "gsm8k", "--root", str(tmp_path / "root"), "--quiet"]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err

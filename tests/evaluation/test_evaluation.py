@@ -187,6 +187,22 @@ def test_cli_rejects_bad_input_without_writing(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_output_that_cannot_be_written_is_refused_before_the_run(tmp_path, capsys):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    # No --limit: the whole eval set would run first, and its results would then be lost.
+    assert main(["evaluate", "--env", "derl/GSM8K-v0", "--level", "L0", "--policy", "random",
+                 "--output", str(folder), "--no-progress"]) == 2
+    assert f"--output: {folder} is a folder; give a file name" in capsys.readouterr().err
+    (tmp_path / "a-file").write_text("x")
+    assert main(["evaluate", "--env", "derl/GSM8K-v0", "--level", "L0", "--policy", "random",
+                 "--output", str(tmp_path / "rec.json"), "--no-progress",
+                 "--trajectories", str(tmp_path / "a-file" / "log.jsonl")]) == 2
+    assert "a-file is a file" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "results"]
+    assert list(folder.iterdir()) == []
+
+
 def test_recipe_and_meta_reward_are_recorded(data_root, tmp_path):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("lr: 1e-6\n")

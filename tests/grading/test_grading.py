@@ -63,6 +63,17 @@ def test_boxed_extraction_handles_nesting_fbox_and_escaped_braces():
     assert all_boxed("\\boxed{a} \\boxed{b}") == ["a", "b"]
 
 
+@pytest.mark.timeout(120)  # the one-pass scan takes well under a second; the old one, hours
+def test_a_megabyte_of_unclosed_boxes_is_scanned_in_one_pass():
+    opened = "\\boxed{" * 150_000  # about 1 MB, no box ever closed
+    assert all_boxed(opened) == []
+    assert last_boxed(opened + "\\boxed{42}") == "42"
+    assert all_boxed("x\\fbox{" * 100_000 + "}") == [""]  # only the innermost box closes
+    grade = grade_math(opened + "\\boxed{42}", "42")
+    assert grade == grade_math("\\boxed{42}", "42") and grade.correct
+    assert extract_gsm8k_answer(opened + "#### 7") == "7"
+
+
 def test_normalize_latex_is_conservative():
     assert normalize_latex("\\left( 3, \\dfrac{\\pi}{2} \\right)") == "(3,\\frac{\\pi}{2})"
     assert normalize_latex("90^\\circ") == normalize_latex("90")

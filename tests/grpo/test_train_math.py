@@ -104,3 +104,44 @@ def test_bad_requests_are_rejected_without_writing(data_root, tmp_path, capsys):
                  "meta_reward=g2"]) == 2
     assert "meta_reward" in capsys.readouterr().err
     assert (run / "metrics.jsonl").read_text() == before
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_run_folder_belongs_to_one_run(data_root, tmp_path, capsys):
+    recipe = str(BASELINES / "gsm8k-outcome.yaml")
+    run = tmp_path / "run"
+    common = ["progress=false", "tensorboard=false", "max_new_tokens=8"]
+    assert main(["train", recipe, "--output", str(run), "steps=1", *common]) == 0
+    capsys.readouterr()
+    before = _tree(run)
+    # Another run into the same folder is refused before anything is touched ...
+    assert main(["train", recipe, "--output", str(run), "steps=1", "seed=7", *common]) == 2
+    assert "already holds another run" in capsys.readouterr().err
+    # ... so is a run whose inputs are wrong, even with --overwrite ...
+    for bad in ("env_kwargs={level: L9}", "env_kwargs={no_such_kwarg: 1}",
+                f"model={tmp_path / 'no-such-model'}"):
+        assert main(["train", recipe, "--output", str(run), "--overwrite", bad, *common]) == 2
+    err = capsys.readouterr().err
+    assert f"no such model folder: {tmp_path / 'no-such-model'}" in err
+    assert "Traceback" not in err
+    assert _tree(run) == before
+    # ... and a folder of unrelated files is not reused either.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert main(["train", recipe, "--output", str(mine), "steps=1", *common]) == 2
+    assert "files that are not a run (notes.txt)" in capsys.readouterr().err
+    assert _tree(mine) == {"notes.txt": b"keep me"}
+    # --overwrite replaces the old run once the new one has passed its checks.
+    assert main(["train", recipe, "--output", str(run), "--overwrite", "steps=1", "seed=7",
+                 *common]) == 0
+    assert load_config(run / "config.yaml").seed == 7
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]
+    file_output = tmp_path / "a-file"
+    file_output.write_text("x")
+    assert main(["train", recipe, "--output", str(file_output / "run"), *common]) == 2
+    assert "is a file" in capsys.readouterr().err

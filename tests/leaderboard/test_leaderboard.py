@@ -241,7 +241,7 @@ BROKEN: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
 
 def _write_case(folder: Path, name: str, mutation: Callable[[dict[str, Any]], Any]) -> Path:
     payload = mutation(base_record())
-    path = folder / f"{name}.json"
+    path = folder / f"random-{name}-L0.json"  # named as a board names the base record
     path.write_text(payload if isinstance(payload, str) else json.dumps(payload),
                     encoding="utf-8")
     return path
@@ -288,8 +288,8 @@ def test_a_tampered_card_declared_data_checksum_is_rejected(tmp_path):
     record = json.loads((BOARDS / "alfworld" / "random-none-L1.json").read_text())
     (key, digest), = record["data_checksums"].items()
     record["data_checksums"][key] = "0" * 64
-    (folder / "tampered.json").write_text(json.dumps(record), encoding="utf-8")
-    problems = validate_file(folder / "tampered.json").problems
+    (folder / "random-tampered-L1.json").write_text(json.dumps(record), encoding="utf-8")
+    problems = validate_file(folder / "random-tampered-L1.json").problems
     assert problems == [f"$.data_checksums.{key}: sha256 '{'0' * 64}' does not match the "
                         f"recorded {digest}"]
 
@@ -324,6 +324,67 @@ def test_oversized_and_binary_files_are_rejected(tmp_path):
     binary.write_bytes(b"\xff\xfe{}")
     assert validate_file(binary).problems == ["malformed JSON: not UTF-8 (invalid start byte)"]
     assert "cannot read" in validate_file(tmp_path / "absent.json").problems[0]
+
+
+def _board_with_base(tmp_path: Path, name: str = "custom-boards") -> Path:
+    # Any folder name: the board's rules do not depend on it being called "leaderboards".
+    board_dir = tmp_path / name
+    (board_dir / "gsm8k").mkdir(parents=True)
+    (board_dir / "gsm8k" / BASE.name).write_bytes(BASE.read_bytes())
+    return board_dir
+
+
+def test_a_symlink_and_a_fifo_among_the_records_are_errors_naming_them(tmp_path, capsys):
+    import os
+
+    board_dir = _board_with_base(tmp_path)
+    (board_dir / "gsm8k" / "random-zero-L1.json").symlink_to("/dev/zero")
+    os.mkfifo(board_dir / "gsm8k" / "random-pipe-L2.json")
+    # Neither is opened: a read would exhaust memory or block forever.
+    assert main(["leaderboard", "validate", "--dir", str(board_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "random-zero-L1.json is a symbolic link; only regular files are read" in out
+    assert "random-pipe-L2.json is a FIFO; only regular files are read" in out
+    assert f"ok        {board_dir / 'gsm8k' / BASE.name}" in out
+    assert main(["leaderboard", "render", "--dir", str(board_dir), "--no-charts"]) == 0
+    err = capsys.readouterr().err
+    assert "skipping invalid" in err and "is a FIFO" in err and "is a symbolic link" in err
+
+
+def test_a_record_whose_file_name_says_otherwise_is_rejected(tmp_path):
+    folder = tmp_path / "leaderboards" / "gsm8k"
+    folder.mkdir(parents=True)
+    (folder / "oracle-none-L2.json").write_bytes(BASE.read_bytes())  # a random L0 record
+    problems = validate_file(folder / "oracle-none-L2.json").problems
+    assert problems == [
+        "file name 'oracle-none-L2.json' does not end in '-L0.json', but its record is level L0",
+        "file name 'oracle-none-L2.json' does not name its record's method 'random' (as "
+        "'random')"]
+    record = base_record()
+    record["method"] = "derl (seed 3)"
+    (folder / "derl-s2-L0.json").write_text(json.dumps(record))
+    assert validate_file(folder / "derl-s2-L0.json").problems == [
+        "file name 'derl-s2-L0.json' does not end in '-s3-L0.json', but its record is level L0 "
+        "of seed 3"]
+
+
+def test_a_duplicate_record_is_an_error(tmp_path, capsys):
+    board_dir = _board_with_base(tmp_path)
+    (board_dir / "gsm8k" / "random-copy-L0.json").write_text(
+        json.dumps(base_record(), indent=4))  # the same record, laid out differently
+    assert main(["leaderboard", "validate", "--dir", str(board_dir)]) == 1
+    assert "duplicate of" in capsys.readouterr().out
+
+
+def test_the_folder_check_runs_under_any_board_folder(tmp_path, capsys):
+    board_dir = _board_with_base(tmp_path)
+    alfworld = BOARDS / "alfworld" / "random-none-L1.json"
+    (board_dir / "gsm8k" / alfworld.name).write_bytes(alfworld.read_bytes())
+    assert main(["leaderboard", "validate", "--dir", str(board_dir)]) == 1
+    assert "file is in folder 'gsm8k', but its benchmark is 'alfworld'" in capsys.readouterr().out
+    assert main(["leaderboard", "validate", "--dir", str(board_dir),
+                 str(board_dir / "gsm8k" / alfworld.name)]) == 1
+    assert "but its benchmark is 'alfworld'" in capsys.readouterr().out
 
 
 def test_schema_accepts_a_fresh_record_and_names_every_field():
@@ -368,7 +429,7 @@ def test_render_writes_tables_charts_and_page(tmp_path):
 def test_render_skips_invalid_records(tmp_path, capsys):
     board_dir = tmp_path / "leaderboards"
     (board_dir / "gsm8k").mkdir(parents=True)
-    (board_dir / "gsm8k" / "good.json").write_bytes(BASE.read_bytes())
+    (board_dir / "gsm8k" / BASE.name).write_bytes(BASE.read_bytes())
     (board_dir / "gsm8k" / "bad.json").write_text("{")
     assert main(["leaderboard", "render", "--dir", str(board_dir), "--no-charts"]) == 0
     assert "skipping invalid" in capsys.readouterr().err
@@ -512,17 +573,17 @@ def test_committed_runs_are_listed_as_run_here_and_an_edit_unlists_one():
 def test_run_here_lists_run_records_only(tmp_path, capsys):
     board = tmp_path / "leaderboards" / "gsm8k"
     board.mkdir(parents=True)
-    run, reported = board / "run.json", board / "paper.json"
+    paper = BOARDS / "gsm8k" / "reported-derl-paper-derl-trained-on-math-only-L0.json"
+    run, reported = board / BASE.name, board / paper.name
     run.write_text(BASE.read_text())
-    reported.write_text((BOARDS / "gsm8k" / "reported-derl-paper-derl-trained-on-math-only-L0.json")
-                        .read_text())
+    reported.write_text(paper.read_text())
     root = str(tmp_path / "leaderboards")
     assert main(["leaderboard", "run-here", "--dir", root, str(run), str(reported)]) == 2
     assert "was not run here" in capsys.readouterr().err
     assert not (tmp_path / "leaderboards" / "run-here.txt").exists()
     assert main(["leaderboard", "run-here", "--dir", root, str(run)]) == 0
     lines = (tmp_path / "leaderboards" / "run-here.txt").read_text().splitlines()
-    assert lines[1].endswith("  gsm8k/run.json") and len(lines) == 2
+    assert lines[1].endswith(f"  gsm8k/{BASE.name}") and len(lines) == 2
 
 
 def test_the_proxy_lists_the_records_it_writes_as_run_here(tmp_path):

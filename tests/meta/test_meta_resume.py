@@ -136,6 +136,55 @@ def test_resume_refuses_a_changed_recipe_and_a_missing_run(uninterrupted, tmp_pa
     assert "no reward-discovery run" in capsys.readouterr().err
 
 
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_new_run_into_a_finished_runs_folder_deletes_nothing(uninterrupted, tmp_path, capsys):
+    before = _tree(uninterrupted)
+    recipe = _write_recipe(tmp_path / "recipe.yaml")
+    assert main(["meta", str(recipe), "--output", str(uninterrupted), "--executor", "local"]) == 2
+    assert "already holds another run" in capsys.readouterr().err
+    # Even --overwrite deletes nothing while the new recipe is wrong: its model is missing.
+    gone = tmp_path / "no-such-model"
+    broken = _write_recipe(tmp_path / "broken.yaml", inner={**INNER, "model": str(gone)})
+    assert main(["meta", str(broken), "--output", str(uninterrupted), "--overwrite"]) == 2
+    assert f"no such model folder: {gone}" in capsys.readouterr().err
+    # Overrides go anywhere on the line, as with train.
+    assert main(["meta", str(recipe), "--output", str(uninterrupted), "--resume",
+                 "population=4"]) == 2
+    assert "population: 3 -> 4" in capsys.readouterr().err
+    assert main(["meta", str(recipe), "--output", str(tmp_path / "new"), "--workers", "0"]) == 2
+    assert "workers must be at least 1" in capsys.readouterr().err
+    assert _tree(uninterrupted) == before
+
+
+def test_a_damaged_candidates_line_or_state_stops_a_resume(uninterrupted, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(uninterrupted, run)
+    saved = run / "config.yaml"  # the copy is a run in its own folder
+    saved.write_text(saved.read_text().replace(str(uninterrupted), str(run)))
+    recipe = _write_recipe(tmp_path / "recipe.yaml")
+    log = run / "candidates.jsonl"
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join([lines[0], "{garbage", *lines[1:]]) + "\n")
+    before = _tree(run)
+    assert main(["meta", str(recipe), "--output", str(run), "--resume"]) == 2
+    assert f"{log}, line 2, is not a candidate record" in capsys.readouterr().err
+    log.write_text("\n".join([lines[0], "[1, 2]", *lines[1:]]) + "\n")
+    assert main(["meta", str(recipe), "--output", str(run), "--resume"]) == 2
+    assert "line 2, is JSON but not a candidate record" in capsys.readouterr().err
+    (run / "state" / "checkpoint.pt").write_bytes(b"garbage")
+    assert main(["meta", str(recipe), "--output", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint.pt cannot be read, it is damaged" in err and "weights_only" not in err
+    assert (run / "results").is_dir() == (uninterrupted / "results").is_dir()
+    assert {k for k in _tree(run)} == set(before)
+
+
 @pytest.mark.parametrize("make", [
     lambda tmp: RandomSearch("math", seed=3),
     lambda tmp: IslandEvolution("math", seed=3, islands=2, island_size=2),
