@@ -187,7 +187,7 @@ def update_settings(config: TrainConfig) -> UpdateSettings:
         clip_eps=config.clip_eps, clip_eps_high=config.clip_eps_high, kl_coef=config.kl_coef,
         aggregation=config.aggregation, updates_per_batch=config.updates_per_batch,
         micro_batch_size=config.micro_batch_size, max_grad_norm=config.max_grad_norm,
-        temperature=config.temperature)
+        temperature=config.temperature, logprob_chunk=config.logprob_chunk)
 
 
 def device_memory(device: str) -> dict[str, float]:
