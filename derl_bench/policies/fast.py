@@ -11,6 +11,8 @@ runs the same arithmetic as a flat sequence of tensor ops on the model's own par
   the left-padded prompts (once per distinct prompt: the G rows of a GRPO group share its
   keys and values), then one decode step per token over all rows, SDPA attention,
   temperature / top-p sampling from a seeded generator, rows stopping at their end token.
+  On a GPU the decode steps run over a static cache as a captured CUDA graph
+  (:mod:`derl_bench.policies.decode`).
 
 The decoder layer, the forward pass and the sampler go through the operations of a weights
 object (embedding, linear maps, RMSNorm, output projection), so the same code runs a
@@ -198,16 +200,24 @@ class _Weights:
                 if q.shape[2] > 1:
                     return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
                                                           enable_gqa=self.kv_heads != self.heads)
-                # One query per row: two small matmuls beat SDPA's CPU kernel here. Query heads
-                # are grouped under their key/value head instead of repeating the cache.
-                batch, groups = q.shape[0], self.heads // self.kv_heads
-                qg = q.view(batch, self.kv_heads, groups, self.head_dim)
-                scores = (qg @ keys.transpose(-1, -2)) * self.head_dim ** -0.5
-                scores = scores.masked_fill(~mask, float("-inf")).softmax(-1)
-                return (scores @ values).view(batch, self.heads, 1, self.head_dim)
+                return one_query_attention(self, q, keys, values, mask)
 
             x = _layer_forward(layer, x, cos, sin, self, attend)
         return self.head(self.final(x[:, -1]))
+
+
+def one_query_attention(w: _Weights, q: torch.Tensor, keys: torch.Tensor,
+                        values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Attention of one query per row ``(B, heads, 1, D)`` over ``keys``/``values``
+    ``(B, kv_heads, L, D)`` where ``mask`` ``(B, 1, 1, L)`` is true.
+
+    Two small matmuls beat SDPA's CPU kernel here. Query heads are grouped under their
+    key/value head instead of repeating the cache."""
+    batch, groups = q.shape[0], w.heads // w.kv_heads
+    qg = q.view(batch, w.kv_heads, groups, w.head_dim)
+    scores = (qg @ keys.transpose(-1, -2)) * w.head_dim ** -0.5
+    scores = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+    return (scores @ values).view(batch, w.heads, 1, w.head_dim)
 
 
 def _layer_forward(w: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -404,13 +414,18 @@ def sample_rows(w: _Weights, prompts: Sequence[Sequence[int]], max_new_tokens: i
                 temperature: float, top_p: float,
                 generators: Sequence[torch.Generator | None], eos_ids: Sequence[int],
                 pad_id: int, logits_hook: LogitsHook | None = None,
-                share_prefix: bool = True) -> list[list[int]]:
+                share_prefix: bool = True, static: bool | None = None) -> list[list[int]]:
     """One completion per prompt from the model(s) of ``w`` (see :class:`FastSampler`).
 
     Rows are member-major, ``len(prompts) // w.members`` per member, and member ``m`` draws
     from ``generators[m]`` (``None``: the global torch RNG) exactly the uniforms its rows
     would draw sampled alone: one per row and token, and none once all its rows have ended.
+    ``static`` decodes over a static cache (:mod:`derl_bench.policies.decode`; ``None``:
+    :func:`~derl_bench.policies.decode.use_static` decides, a CUDA graph on a GPU); the
+    tokens are the same either way, up to float rounding.
     """
+    from derl_bench.policies.decode import static_decoder, use_static
+
     members = w.members
     device, dtype = w.embed.device, w.embed.dtype
     batch = len(prompts)
@@ -429,8 +444,13 @@ def sample_rows(w: _Weights, prompts: Sequence[Sequence[int]], max_new_tokens: i
     next_position = positions[:, -1:] + 1
     layers = w.packed()
     cos_table, sin_table = w.rope(total, dtype)
+    decoder = None
+    if use_static(device, static) and max_new_tokens > 1:
+        decoder, rows_at = static_decoder(w, batch, total)
 
-    shape = (batch, w.kv_heads, total, w.head_dim)
+    # The static decoder has its own cache: the prompts' keys and values go there after the
+    # prefill, which then needs only their columns.
+    shape = (batch, w.kv_heads, total if decoder is None else width, w.head_dim)
     cache = [(torch.empty(shape, dtype=dtype, device=device),
               torch.empty(shape, dtype=dtype, device=device)) for _ in w.layers]
     # Prefill: causal and padding-aware; a padding query sees itself so no row is all -inf.
@@ -454,6 +474,9 @@ def sample_rows(w: _Weights, prompts: Sequence[Sequence[int]], max_new_tokens: i
         for (k_cache, v_cache), (k_pre, v_pre) in zip(cache, prefix, strict=True):
             k_cache[:, :, :width] = k_pre[inverse]
             v_cache[:, :, :width] = v_pre[inverse]
+
+    if decoder is not None:
+        decoder.begin(layers, cache, valid[:, :width], rows_at)
 
     completions: list[list[int]] = [[] for _ in range(batch)]
     done = torch.zeros(batch, dtype=torch.bool, device=device)
@@ -480,10 +503,14 @@ def sample_rows(w: _Weights, prompts: Sequence[Sequence[int]], max_new_tokens: i
         if bool(done.all()) or t == max_new_tokens - 1:
             break
         column = width + t
-        valid[:, column] = True
-        logits = w.step(layers, token.unsqueeze(1), cos_table[next_position],
-                        sin_table[next_position], cache, column,
-                        valid[:, None, None, :column + 1])
+        if decoder is not None:
+            logits = decoder.step(token, cos_table[next_position], sin_table[next_position],
+                                  column)
+        else:
+            valid[:, column] = True
+            logits = w.step(layers, token.unsqueeze(1), cos_table[next_position],
+                            sin_table[next_position], cache, column,
+                            valid[:, None, None, :column + 1])
         next_position = next_position + 1
     out = torch.stack(tokens_out, 1).tolist() if tokens_out else [[] for _ in range(batch)]
     eos_set = set(eos.tolist())
@@ -519,13 +546,13 @@ class FastSampler:
                temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
                generator: torch.Generator | None = None,
                logits_hook: LogitsHook | None = None,
-               share_prefix: bool = True) -> list[list[int]]:
+               share_prefix: bool = True, static: bool | None = None) -> list[list[int]]:
         """One completion per prompt, each ending at (and including) its first end token.
 
         The same ``seed`` (or the same state of the global torch RNG when no seed or generator
         is given) and the same prompts give the same completions. Rows with the same prompt
         (a GRPO group) prefill it once unless ``share_prefix`` is off; the draws are the same
-        either way.
+        either way. ``static`` picks the decode step (see :func:`sample_rows`).
         """
         if not prompts:
             return []
@@ -533,9 +560,9 @@ class FastSampler:
         if generator is None and seed is not None:
             generator = torch.Generator(device=w.embed.device).manual_seed(int(seed))
         return sample_rows(w, prompts, max_new_tokens, temperature, top_p, [generator],
-                           self.eos.tolist(), self.pad_id, logits_hook, share_prefix)
+                           self.eos.tolist(), self.pad_id, logits_hook, share_prefix, static)
 
 
 __all__ = ["SUPPORTED_TYPES", "FastSampler", "causal_hidden", "causal_logits", "hidden_states",
-           "lm_head", "prefixed_hidden", "sample_rows", "sample_tokens", "shared_prefixes",
-           "supports", "supports_config"]
+           "lm_head", "one_query_attention", "prefixed_hidden", "sample_rows", "sample_tokens",
+           "shared_prefixes", "supports", "supports_config"]
