@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from derl_bench.policies.shapes import SHAPES
+
 
 def _rss_kib(field: str) -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -38,7 +40,7 @@ def measure(args: argparse.Namespace, chunk: int) -> dict:
     import torch
 
     from derl_bench.grpo.update import UpdateSettings, grpo_update, make_optimizer
-    from derl_bench.policies.shapes import SHAPES, build_shape_model
+    from derl_bench.policies.shapes import build_shape_model
     from derl_bench.rollout import Episode, Step, collate
 
     torch.set_num_threads(args.threads)
@@ -78,7 +80,7 @@ def measure(args: argparse.Namespace, chunk: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", default="qwen2.5-0.5b-short")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b-short")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--rows", type=int, default=64)
@@ -94,10 +96,13 @@ def main() -> None:
     results = []
     for chunk in args.chunks:
         # A process per chunk size, so one's peak never hides in another's.
-        child = [a for a in sys.argv[1:]]
-        out = subprocess.run([sys.executable, __file__, *child, "--child", str(chunk)],
-                             check=True, capture_output=True, text=True).stdout
-        results.append(json.loads(out.strip().splitlines()[-1]))
+        done = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--child", str(chunk)],
+                              capture_output=True, text=True)
+        if done.returncode == 0:
+            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        else:  # e.g. out of memory: that is the finding
+            tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+            results.append({"chunk": chunk, "error": tail})
     print(json.dumps({"shape": args.shape, "device": args.device, "dtype": args.dtype,
                       "rows": args.rows, "prompt_tokens": args.prompt_tokens,
                       "new_tokens": args.new_tokens, "results": results}, indent=2))
