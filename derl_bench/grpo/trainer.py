@@ -47,13 +47,8 @@ from derl_bench.policies import (
     load_model_and_tokenizer,
     make_backend,
 )
-from derl_bench.policies.lora import (
-    FrozenBase,
-    LoraSpec,
-    adapter_spec,
-    apply_lora,
-    is_peft_model,
-)
+from derl_bench.policies.decoder import FrozenBase, is_peft_model
+from derl_bench.policies.lora import LoraSpec, adapter_spec, apply_lora
 from derl_bench.policies.threads import configure_threads
 from derl_bench.rollout import Episode, collate, rollout_multi_turn, rollout_single_step
 

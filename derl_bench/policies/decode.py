@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from derl_bench.policies.fast import _layer_forward, _Weights, one_query_attention
+from derl_bench.policies.fast import Weights, _layer_forward, one_query_attention
 
 STATIC_ENV = "DERL_BENCH_STATIC_DECODE"
 """``0``: every device decodes with the default step; ``1``: every device decodes over the
@@ -79,7 +79,7 @@ class StaticDecoder:
     """One decode step over a static cache of ``rows`` rows and ``length`` columns for the
     model(s) of ``w`` (see the module docstring); ``graph`` captures it as a CUDA graph."""
 
-    def __init__(self, w: _Weights, rows: int, length: int, graph: bool) -> None:
+    def __init__(self, w: Weights, rows: int, length: int, graph: bool) -> None:
         device, dtype = w.embed.device, w.embed.dtype
         self.w, self.rows, self.length, self.graph = w, rows, length, graph
         shape = (rows, w.kv_heads, length, w.head_dim)
@@ -168,11 +168,11 @@ class StaticDecoder:
         return w.head(w.final(x[:, -1]))
 
 
-_DECODERS: weakref.WeakKeyDictionary[_Weights, dict[tuple[int, int], StaticDecoder]] = (
+_DECODERS: weakref.WeakKeyDictionary[Weights, dict[tuple[int, int], StaticDecoder]] = (
     weakref.WeakKeyDictionary())
 
 
-def static_decoder(w: _Weights, rows: int, columns: int,
+def static_decoder(w: Weights, rows: int, columns: int,
                    ) -> tuple[StaticDecoder, torch.Tensor]:
     """The decoder of ``w``'s bucket for ``rows`` real rows (member-major, ``w.members``
     blocks) and ``columns`` cache columns, and where each real row sits in its cache."""

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from derl_bench.policies.lora import decoder_view, lean_allowed, lean_parameters
+from derl_bench.policies.decoder import decoder_view, lean_allowed, lean_parameters
 
 SUPPORTED_TYPES = ("qwen2", "llama")
 """``config.model_type`` values whose decoder layers this module reproduces exactly."""
@@ -89,7 +89,7 @@ def _weight(w: Any) -> torch.Tensor:
     return w() if callable(w) else w
 
 
-class _Weights:
+class Weights:
     """The decoder's parameters and shape, gathered once per model (the tensors stay live), and
     the four operations that touch them: embedding, linear maps, RMSNorm and the output
     projection. :class:`~derl_bench.policies.population.StackedWeights` gives the same
@@ -206,7 +206,7 @@ class _Weights:
         return self.head(self.final(x[:, -1]))
 
 
-def one_query_attention(w: _Weights, q: torch.Tensor, keys: torch.Tensor,
+def one_query_attention(w: Weights, q: torch.Tensor, keys: torch.Tensor,
                         values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Attention of one query per row ``(B, heads, 1, D)`` over ``keys``/``values``
     ``(B, kv_heads, L, D)`` where ``mask`` ``(B, 1, 1, L)`` is true.
@@ -221,7 +221,7 @@ def one_query_attention(w: _Weights, q: torch.Tensor, keys: torch.Tensor,
 
 
 def _layer_forward(w: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                   ops: _Weights,
+                   ops: Weights,
                    attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
                    ) -> torch.Tensor:
     """One decoder layer on ``x`` ``(B, T, hidden)``; ``cos``/``sin`` are ``(B, T, 1, D)``."""
@@ -242,23 +242,23 @@ def _layer_forward(w: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
     return x + ops.linear(F.silu(gate) * up, wd)
 
 
-_WEIGHTS: dict[int, tuple[Any, _Weights]] = {}
+_WEIGHTS: dict[int, tuple[Any, Weights]] = {}
 
 
-def _weights(model: Any) -> _Weights:
+def _weights(model: Any) -> Weights:
     # Parameters are replaced only by loading another model, so one gathering per model object
     # serves every call; the tensors themselves are the live, trained ones.
     key = id(model)
     cached = _WEIGHTS.get(key)
     if cached is None or cached[0] is not model:
-        cached = (model, _Weights(model))
+        cached = (model, Weights(model))
         _WEIGHTS[key] = cached
         if len(_WEIGHTS) > 16:
             _WEIGHTS.pop(next(iter(_WEIGHTS)))
     return cached[1]
 
 
-def hidden_states(w: _Weights, input_ids: torch.Tensor) -> torch.Tensor:
+def hidden_states(w: Weights, input_ids: torch.Tensor) -> torch.Tensor:
     """Final hidden states ``(rows, T, hidden)`` of right-padded rows under causal attention,
     through the operations of ``w`` (one model, or a stacked population: rows member-major)."""
     batch, length = input_ids.shape
@@ -275,7 +275,7 @@ def hidden_states(w: _Weights, input_ids: torch.Tensor) -> torch.Tensor:
     return w.final(x)
 
 
-def prefixed_hidden(w: _Weights, prefix_ids: torch.Tensor, prefix_lengths: torch.Tensor,
+def prefixed_hidden(w: Weights, prefix_ids: torch.Tensor, prefix_lengths: torch.Tensor,
                     suffix_ids: torch.Tensor, owner: torch.Tensor,
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """Final hidden states of rows that continue shared prefixes, each prefix run once.
@@ -410,7 +410,7 @@ def shared_prefixes(prompts: Sequence[Sequence[int]], members: int = 1,
     return unique, inverse
 
 
-def sample_rows(w: _Weights, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: int,
                 temperature: float, top_p: float,
                 generators: Sequence[torch.Generator | None], eos_ids: Sequence[int],
                 pad_id: int, logits_hook: LogitsHook | None = None,
@@ -563,6 +563,6 @@ class FastSampler:
                            self.eos.tolist(), self.pad_id, logits_hook, share_prefix, static)
 
 
-__all__ = ["SUPPORTED_TYPES", "FastSampler", "causal_hidden", "causal_logits", "hidden_states",
-           "lm_head", "one_query_attention", "prefixed_hidden", "sample_rows", "sample_tokens",
-           "shared_prefixes", "supports", "supports_config"]
+__all__ = ["SUPPORTED_TYPES", "FastSampler", "Weights", "causal_hidden", "causal_logits",
+           "hidden_states", "lm_head", "one_query_attention", "prefixed_hidden", "sample_rows",
+           "sample_tokens", "shared_prefixes", "supports", "supports_config"]

@@ -24,8 +24,8 @@ from typing import Any
 from derl_bench.family import FamilySpec, family_spec
 from derl_bench.observers.think_action import parse_think_action
 from derl_bench.policies.backends import GenerationBackend, SamplingConfig, make_backend
+from derl_bench.policies.loading import load_model_and_tokenizer
 from derl_bench.policies.prompts import AgentPrompt, AgentTurn, MathPrompt, Messages, render
-from derl_bench.progress import quiet_transformers
 
 
 @dataclass(frozen=True)
@@ -100,30 +100,3 @@ class LLMPolicy:
     def sync(self) -> None:
         """Push the model's current weights to the generation backend."""
         self.backend.sync_weights(self.model)
-
-
-def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
-                             dtype: str | None = None) -> tuple[Any, Any]:
-    """``AutoModelForCausalLM`` and ``AutoTokenizer`` from a name or path, ready for GRPO:
-    left padding for generation and a pad token (the end token when the model has none).
-
-    A LoRA adapter checkpoint loads as its base model plus the adapter, trainable
-    (:func:`~derl_bench.policies.lora.load_model_and_adapter`)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from derl_bench.policies.lora import is_adapter_dir, load_model_and_adapter
-
-    if is_adapter_dir(name_or_path):
-        return load_model_and_adapter(name_or_path, device, dtype)
-
-    tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    torch_dtype = getattr(torch, dtype) if dtype and dtype != "auto" else (
-        "auto" if dtype == "auto" else torch.float32)
-    with quiet_transformers():
-        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch_dtype)
-    # transformers annotates PreTrainedModel.to through a decorator mypy cannot follow
-    return model.to(device), tokenizer  # type: ignore[arg-type]

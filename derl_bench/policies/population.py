@@ -41,11 +41,11 @@ import torch
 import torch.nn.functional as F
 
 from derl_bench.policies.backends import GENERATION_BATCH
-from derl_bench.policies.fast import _Weights, hidden_states, sample_rows, supports
+from derl_bench.policies.fast import Weights, hidden_states, sample_rows, supports
 
 
-class StackedWeights(_Weights):
-    """The operations of :class:`~derl_bench.policies.fast._Weights` for ``members`` models
+class StackedWeights(Weights):
+    """The operations of :class:`~derl_bench.policies.fast.Weights` for ``members`` models
     whose parameters are stacked along a leading axis; a batch's rows are member-major (the
     first ``rows / members`` belong to member 0, and so on)."""
 

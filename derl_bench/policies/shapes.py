@@ -5,7 +5,7 @@ air-gapped cluster), yet memory, speed and shape bugs only show at the real size
 writes a HF model folder with the exact Qwen2.5 configuration of a named shape, random weights
 in safetensors, and a tokenizer built in code that has the real vocabulary size and the real
 special tokens at their real ids, so it loads through
-:func:`~derl_bench.policies.policy.load_model_and_tokenizer` exactly like
+:func:`~derl_bench.policies.loading.load_model_and_tokenizer` exactly like
 ``Qwen/Qwen2.5-0.5B-Instruct``::
 
     >>> SHAPES["qwen2.5-0.5b"].hidden_size, SHAPES["qwen2.5-0.5b"].num_hidden_layers
