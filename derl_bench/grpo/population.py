@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import numpy as np
 import torch
 
 from derl_bench.family import family_spec
@@ -58,13 +57,12 @@ from derl_bench.grpo.loss import (
 )
 from derl_bench.grpo.runlog import RunLogger
 from derl_bench.grpo.trainer import (
-    device_memory,
     initial_model_path,
     make_env,
     meta_reward_fn,
     record_config,
+    step_metrics,
     step_seeds,
-    success_rate,
     update_settings,
 )
 from derl_bench.grpo.update import UpdateSettings, make_optimizer, micro_batch_weights
@@ -444,25 +442,9 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
             done = step + 1
             save = done == first.steps or bool(first.save_every and done % first.save_every == 0)
             for m, config in enumerate(configs):
-                eps, sums = episodes[m], stats[m]
-                lengths = [len(s.completion_ids) for e in eps for s in e.steps]
-                metrics = {
-                    "reward/mean": float(np.mean(rewards[m])),
-                    "reward/std": float(np.std(rewards[m])),
-                    "success/mean": success_rate(eps, spec),
-                    "advantage/zero_fraction": float(np.mean(advantages[m] == 0)),
-                    **{k: sums[k] for k in ("loss", "policy_loss", "kl", "clip_fraction",
-                                            "entropy")},
-                    "grad_norm": sums["grad_norm"],
-                    "length/completion_mean": float(np.mean(lengths)),
-                    "length/episode_mean": float(np.mean([e.length for e in eps])),
-                    "time/rollout_s": t_rollout / members,
-                    "time/update_s": t_update / members,
-                    "time/reference_s": sums["reference_s"],
-                    "tokens/trained": float(batches[m].attention_mask.sum()),
-                    "tokens/generated": float(sum(lengths)),
-                    **device_memory(first.device),
-                }
+                metrics = step_metrics(episodes[m], rewards[m], advantages[m], spec, stats[m],
+                                       batches[m], t_rollout / members, t_update / members,
+                                       first.device)
                 loggers[m].log(step, metrics)
                 if save:
                     save_checkpoint(config.run_dir, done, population.member(m), tokenizer,
