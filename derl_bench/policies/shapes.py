@@ -141,7 +141,8 @@ class ModelShape:
 
 
 def step_cost(shape: ModelShape, rows: int, prompt_tokens: int, new_tokens: int,
-              dtype: str = "bfloat16", lora_r: int | None = None, kl: bool = True) -> dict:
+              dtype: str = "bfloat16", lora_r: int | None = None, kl: bool = True,
+              logprob_chunk: int | None = 1024) -> dict:
     """COMPUTED cost of one GRPO step (one update per batch) of :mod:`derl_bench.grpo`.
 
     ``rows`` sequences of ``prompt_tokens + new_tokens`` positions. Sampling runs a prefill of
@@ -151,7 +152,8 @@ def step_cost(shape: ModelShape, rows: int, prompt_tokens: int, new_tokens: int,
     attention's score and value products included). Memory in bytes: weights, gradients and
     AdamW's two moments (in the parameters' dtype, as torch keeps them), the reference (a
     second copy of the weights for full fine-tuning, none for LoRA: the adapter switched
-    off), the sampler's KV cache, the loss's logits (plus their float32 copy) and the
+    off), the sampler's KV cache, the loss's logits (plus their float32 copy) of at most
+    ``logprob_chunk`` positions at a time (``None``: every completion token's at once) and the
     activations the backward keeps (inputs of every projection, the attention's q/k/v and
     output, the MLP's gate and up: ``5h + 3i + 2 kv_dim`` values per token per layer; SDPA
     keeps no ``T x T`` matrix) and the lean forward's packed weight copies.
@@ -190,7 +192,9 @@ def step_cost(shape: ModelShape, rows: int, prompt_tokens: int, new_tokens: int,
         train_state = adapters * 4 * 4  # float32 adapter, its gradient and two moments
         ref_bytes = 0
     activations = tokens * layers * (5 * h + 3 * shape.intermediate_size + 2 * kv_dim) * width
-    logits = rows * new_tokens * vocab * (width + (0 if width == 4 else 4))
+    positions = rows * new_tokens if logprob_chunk is None else min(rows * new_tokens,
+                                                                     logprob_chunk)
+    logits = positions * vocab * (width + (0 if width == 4 else 4))
     kv_cache = 2 * layers * rows * length * kv_dim * width
     # The lean forward concatenates q/k/v and gate/up into new matrices (with LoRA every
     # projection is a new ``W + scaling B A``); autograd keeps them until the backward.
