@@ -3,7 +3,8 @@
 Each ``--chunks`` value runs in its own process: a randomly initialised model of ``--shape``
 (built in code, nothing downloaded), a batch of ``--rows`` rows of ``--prompt-tokens`` prompt
 and ``--new-tokens`` completion tokens (random ids), a KL reference (a copy of the model), and
-one :func:`~derl_bench.grpo.update.grpo_update` with AdamW, the whole batch in one micro-batch.
+one :func:`~derl_bench.grpo.update.grpo_update` with AdamW, the whole batch in one micro-batch
+(``--recompute``: decoder layers recomputed in the backward pass).
 Reported per chunk size: the update's peak memory above what the process held before it (on a
 CPU the resident set's high-water mark, reset just before the update; on a GPU
 ``torch.cuda.max_memory_allocated``, reset likewise) and the update's seconds. A chunk size at
@@ -57,7 +58,8 @@ def measure(args: argparse.Namespace, chunk: int) -> dict:
     advantages = torch.randn(args.rows, generator=generator).tolist()
     batch = collate(episodes, advantages, 151643).to(args.device)
     optimizer = make_optimizer(model, 1e-5)
-    settings = UpdateSettings(kl_coef=0.01, micro_batch_size=args.rows, logprob_chunk=chunk)
+    settings = UpdateSettings(kl_coef=0.01, micro_batch_size=args.rows, logprob_chunk=chunk,
+                              recompute_activations=args.recompute)
     cuda = args.device.startswith("cuda")
     if cuda:
         torch.cuda.synchronize()
@@ -88,6 +90,8 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--chunks", type=int, nargs="+", default=[1_000_000, 256])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--recompute", action="store_true",
+                        help="keep only each layer's input for the backward pass")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -104,6 +108,7 @@ def main() -> None:
             tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
             results.append({"chunk": chunk, "error": tail})
     print(json.dumps({"shape": args.shape, "device": args.device, "dtype": args.dtype,
+                      "recompute_activations": args.recompute,
                       "rows": args.rows, "prompt_tokens": args.prompt_tokens,
                       "new_tokens": args.new_tokens, "results": results}, indent=2))
 

@@ -85,6 +85,10 @@ class TrainConfig:
     """Completion tokens whose vocabulary-wide logits the update holds at once: log-probs are
     computed from the hidden states this many positions at a time, so a micro-batch's whole
     ``[rows, tokens, vocabulary]`` logits never exist (see ``docs/gpu.md``)."""
+    recompute_activations: bool = False
+    """Keep only each decoder layer's input for the backward pass and run the layer again
+    there: about a third more update FLOPs for a fraction of the activations' memory (the lean
+    path; see ``docs/gpu.md``)."""
     max_grad_norm: float = 1.0
     num_threads: int | None = None
     """torch intra-op threads; empty picks them from the model size and free cores

@@ -187,7 +187,7 @@ def chunked_logprobs(head: Callable[[torch.Tensor], torch.Tensor], states: torch
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
                    attention_mask: torch.Tensor, with_entropy: bool = False,
                    temperature: float = 1.0, loss_mask: torch.Tensor | None = None,
-                   chunk_size: int = LOGPROB_CHUNK,
+                   chunk_size: int = LOGPROB_CHUNK, recompute: bool = False,
                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probability of each token given the ones before it, shape ``(N, T)``.
 
@@ -200,15 +200,16 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
     Right-padded rows of a Qwen2/Llama-shaped model take the lean forward pass of
     :mod:`derl_bench.policies.fast`, and with a ``loss_mask`` the output projection runs only on
     the positions the loss reads (elsewhere the result is 0), ``chunk_size`` positions at a
-    time (:func:`chunked_logprobs`); any other model runs its own forward on every position
-    and holds its whole logits.
+    time (:func:`chunked_logprobs`), and ``recompute`` keeps only each decoder layer's input
+    for the backward pass (the layer runs again there); any other model runs its own forward
+    on every position and holds its whole logits.
     """
     from derl_bench.policies.fast import causal_hidden, lm_head, supports
 
     targets = input_ids[:, 1:]
     right_padded = bool((attention_mask[:, 1:] <= attention_mask[:, :-1]).all())
     if right_padded and supports(model):
-        hidden = causal_hidden(model, input_ids)[:, :-1]
+        hidden = causal_hidden(model, input_ids, recompute)[:, :-1]
         where = loss_mask[:, 1:] > 0 if loss_mask is not None else None
         states = hidden[where] if where is not None else hidden.flatten(0, 1)
         flat_targets = targets[where] if where is not None else targets.flatten()

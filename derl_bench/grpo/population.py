@@ -196,6 +196,7 @@ def _shared_prompts(input_ids: torch.Tensor, loss_mask: torch.Tensor,
 def population_token_logprobs(weights: StackedWeights, input_ids: torch.Tensor,
                               loss_mask: torch.Tensor, temperature: float = 1.0,
                               with_entropy: bool = False, chunk_size: int = LOGPROB_CHUNK,
+                              recompute: bool = False,
                               ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`~derl_bench.grpo.loss.token_logprobs` of right-padded ``[P, N, T]`` rows, member
     ``m``'s rows under member ``m``: ``[P, N, T]``, 0 wherever ``loss_mask`` is 0.
@@ -205,19 +206,20 @@ def population_token_logprobs(weights: StackedWeights, input_ids: torch.Tensor,
     the completions. The output projection runs only on the positions the loss reads: each
     member's, gathered into a ``[P, M, hidden]`` block (``M`` the most any member has), and
     holds the logits of ``chunk_size`` positions in all at a time
-    (:func:`~derl_bench.grpo.loss.chunked_logprobs`, ``chunk_size / P`` of each member's).
+    (:func:`~derl_bench.grpo.loss.chunked_logprobs`, ``chunk_size / P`` of each member's);
+    ``recompute`` keeps only each decoder layer's input for the backward pass.
     """
     members = input_ids.shape[0]
     where = loss_mask[:, :, 1:] > 0
     shared = _shared_prompts(input_ids, loss_mask)
     if shared is None:
-        hidden = population_hidden(weights, input_ids)[:, :, :-1]
+        hidden = population_hidden(weights, input_ids, recompute)[:, :, :-1]
         states, read = hidden.flatten(1, 2), where.flatten(1)
         targets = input_ids[:, :, 1:].flatten(1)
     else:
         prefix_ids, prefix_lengths, suffix_ids, owner, lengths = shared
         prefix_hidden, suffix_hidden = prefixed_hidden(weights, prefix_ids, prefix_lengths,
-                                                       suffix_ids, owner)
+                                                       suffix_ids, owner, recompute)
         # Completion token j is predicted by the state before it: the prompt's last one for
         # j = 0, the completion's own j - 1 after that.
         last = prefix_hidden[owner, prefix_lengths[owner] - 1]
@@ -314,7 +316,8 @@ def population_update(population: Population, optimizer: torch.optim.Optimizer,
             mask = loss_mask[:, rows, :width]
             logp, entropy = population_token_logprobs(population.weights, ids[:, rows, :width],
                                                       mask, s.temperature, with_entropy=True,
-                                                      chunk_size=s.logprob_chunk)
+                                                      chunk_size=s.logprob_chunk,
+                                                      recompute=s.recompute_activations)
             terms = token_terms(
                 logp, old_logp[:, rows, :width] if old_logp is not None else logp.detach(),
                 advantages[:, rows],

@@ -182,7 +182,8 @@ def update_settings(config: TrainConfig) -> UpdateSettings:
         clip_eps=config.clip_eps, clip_eps_high=config.clip_eps_high, kl_coef=config.kl_coef,
         aggregation=config.aggregation, updates_per_batch=config.updates_per_batch,
         micro_batch_size=config.micro_batch_size, max_grad_norm=config.max_grad_norm,
-        temperature=config.temperature, logprob_chunk=config.logprob_chunk)
+        temperature=config.temperature, logprob_chunk=config.logprob_chunk,
+        recompute_activations=config.recompute_activations)
 
 
 UPDATE_METRICS = ("loss", "policy_loss", "kl", "clip_fraction", "entropy")

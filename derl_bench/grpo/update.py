@@ -44,6 +44,7 @@ class UpdateSettings:
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     logprob_chunk: int = LOGPROB_CHUNK
+    recompute_activations: bool = False
 
 
 def micro_batch_weights(mask: torch.Tensor, batch_mask: torch.Tensor,
@@ -101,7 +102,8 @@ def grpo_update(model: Any, optimizer: torch.optim.Optimizer, batch: Any,
             width = mb.input_ids.shape[1]
             logp, entropy = token_logprobs(model, mb.input_ids, mb.attention_mask,
                                            with_entropy=True, temperature=s.temperature,
-                                           loss_mask=mb.loss_mask, chunk_size=s.logprob_chunk)
+                                           loss_mask=mb.loss_mask, chunk_size=s.logprob_chunk,
+                                           recompute=s.recompute_activations)
             out = grpo_loss(
                 logp, old_logp[rows, :width] if old_logp is not None else logp.detach(),
                 mb.advantages, mb.loss_mask,

@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from derl_bench.policies.decoder import decoder_view, lean_allowed, lean_parameters
 
@@ -242,6 +243,19 @@ def _layer_forward(w: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
     return x + ops.linear(F.silu(gate) * up, wd)
 
 
+def _run_layer(layer: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+               ops: Weights,
+               attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+               recompute: bool) -> torch.Tensor:
+    """:func:`_layer_forward`; with ``recompute`` (and gradients on) the layer keeps only its
+    input for the backward pass and runs again there, instead of keeping every activation."""
+    if recompute and torch.is_grad_enabled():
+        out: torch.Tensor = checkpoint(_layer_forward, layer, x, cos, sin, ops, attend,
+                                       use_reentrant=False)
+        return out
+    return _layer_forward(layer, x, cos, sin, ops, attend)
+
+
 _WEIGHTS: dict[int, tuple[Any, Weights]] = {}
 
 
@@ -258,9 +272,11 @@ def _weights(model: Any) -> Weights:
     return cached[1]
 
 
-def hidden_states(w: Weights, input_ids: torch.Tensor) -> torch.Tensor:
+def hidden_states(w: Weights, input_ids: torch.Tensor, recompute: bool = False,
+                  ) -> torch.Tensor:
     """Final hidden states ``(rows, T, hidden)`` of right-padded rows under causal attention,
-    through the operations of ``w`` (one model, or a stacked population: rows member-major)."""
+    through the operations of ``w`` (one model, or a stacked population: rows member-major).
+    ``recompute`` keeps only each layer's input for the backward pass (:func:`_run_layer`)."""
     batch, length = input_ids.shape
     x = w.embed_ids(input_ids)
     cos, sin = w.rope(length, x.dtype)
@@ -271,12 +287,12 @@ def hidden_states(w: Weights, input_ids: torch.Tensor) -> torch.Tensor:
                                               enable_gqa=w.kv_heads != w.heads)
 
     for layer in w.packed():
-        x = _layer_forward(layer, x, cos, sin, w, attend)
+        x = _run_layer(layer, x, cos, sin, w, attend, recompute)
     return w.final(x)
 
 
 def prefixed_hidden(w: Weights, prefix_ids: torch.Tensor, prefix_lengths: torch.Tensor,
-                    suffix_ids: torch.Tensor, owner: torch.Tensor,
+                    suffix_ids: torch.Tensor, owner: torch.Tensor, recompute: bool = False,
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """Final hidden states of rows that continue shared prefixes, each prefix run once.
 
@@ -286,7 +302,7 @@ def prefixed_hidden(w: Weights, prefix_ids: torch.Tensor, prefix_lengths: torch.
     the suffixes' ``(R, Ts, hidden)``: what :func:`hidden_states` gives the concatenated rows,
     with the prefix computed once instead of once per row. Gradients reach each prefix from
     every row that continues it. Rows (and prefixes) are member-major, as in
-    :func:`hidden_states`. Differentiable.
+    :func:`hidden_states`; ``recompute`` as there. Differentiable.
     """
     prefix_width = prefix_ids.shape[1]
     suffix_width = suffix_ids.shape[1]
@@ -296,13 +312,17 @@ def prefixed_hidden(w: Weights, prefix_ids: torch.Tensor, prefix_lengths: torch.
     gqa = w.kv_heads != w.heads
     keys_values: list[tuple[torch.Tensor, torch.Tensor]] = []
 
-    def attend_prefix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        keys_values.append((k, v))
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-
     cos, sin = cos_table[None, :prefix_width, None], sin_table[None, :prefix_width, None]
-    for layer in layers:
-        x = _layer_forward(layer, x, cos, sin, w, attend_prefix)
+    for i, layer in enumerate(layers):
+        def attend_prefix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          i: int = i) -> torch.Tensor:
+            # By layer, not appended: a recomputed layer (``recompute``) runs this again in
+            # the backward pass, after the suffix has read the keys and values.
+            if i == len(keys_values):
+                keys_values.append((k, v))
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+
+        x = _run_layer(layer, x, cos, sin, w, attend_prefix, recompute)
     # A suffix token sees its prefix's real tokens and the suffix tokens up to itself.
     lengths = prefix_lengths[owner]
     positions = lengths[:, None] + torch.arange(suffix_width, device=lengths.device)
@@ -323,17 +343,19 @@ def prefixed_hidden(w: Weights, prefix_ids: torch.Tensor, prefix_lengths: torch.
             return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
                                                   enable_gqa=gqa)
 
-        y = _layer_forward(layer, y, cos, sin, w, attend)
+        y = _run_layer(layer, y, cos, sin, w, attend, recompute)
     return w.final(x), w.final(y)
 
 
-def causal_hidden(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
+def causal_hidden(model: Any, input_ids: torch.Tensor, recompute: bool = False,
+                  ) -> torch.Tensor:
     """Final hidden states ``(N, T, hidden)`` of right-padded rows under causal attention.
 
     Right padding never changes the states of the real tokens before it, so no mask is needed:
-    positions are ``0..T-1`` for every row. Differentiable.
+    positions are ``0..T-1`` for every row. Differentiable; ``recompute`` keeps only each
+    layer's input for the backward pass.
     """
-    return hidden_states(_weights(model), input_ids)
+    return hidden_states(_weights(model), input_ids, recompute)
 
 
 def lm_head(model: Any, hidden: torch.Tensor) -> torch.Tensor:

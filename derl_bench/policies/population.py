@@ -83,11 +83,13 @@ class StackedWeights(Weights):
         return out.reshape(x.shape)
 
 
-def population_hidden(weights: StackedWeights, input_ids: torch.Tensor) -> torch.Tensor:
+def population_hidden(weights: StackedWeights, input_ids: torch.Tensor,
+                      recompute: bool = False) -> torch.Tensor:
     """Final hidden states ``[P, N, T, hidden]`` of right-padded rows ``[P, N, T]`` (member
-    ``m``'s rows through member ``m``'s weights). Differentiable."""
+    ``m``'s rows through member ``m``'s weights). Differentiable; ``recompute`` keeps only
+    each layer's input for the backward pass."""
     members, rows, length = input_ids.shape
-    hidden = hidden_states(weights, input_ids.reshape(members * rows, length))
+    hidden = hidden_states(weights, input_ids.reshape(members * rows, length), recompute)
     return hidden.reshape(members, rows, length, -1)
 
 

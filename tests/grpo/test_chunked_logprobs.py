@@ -141,3 +141,67 @@ def test_chunked_population_log_probs_and_gradients_equal_the_whole(shared):
     torch.testing.assert_close(ent_b, ent_a)
     for grad_b, grad_a in zip(grads_b, grads_a, strict=True):
         torch.testing.assert_close(grad_b, grad_a, rtol=1e-4, atol=1e-6)
+
+
+def test_recomputed_layers_give_the_same_loss_and_gradients():
+    model, tok = _model(seed=6)
+    batch = _batch(tok)
+    results = []
+    for recompute in (False, True):
+        model.zero_grad()
+        logp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask,
+                                 loss_mask=batch.loss_mask, chunk_size=4, recompute=recompute)
+        out = grpo_loss(logp, logp.detach() - 0.1, batch.advantages, batch.loss_mask)
+        out.loss.backward()
+        results.append((out.loss.detach(), {n: p.grad.clone()
+                                            for n, p in model.named_parameters()}))
+    (loss_a, grads_a), (loss_b, grads_b) = results
+    torch.testing.assert_close(loss_b, loss_a)
+    for name, grad in grads_a.items():
+        torch.testing.assert_close(grads_b[name], grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["distinct-prompts", "group-prompts"])
+def test_recomputed_population_layers_give_the_same_gradients(shared):
+    models = [_model(seed)[0] for seed in (0, 1)]
+    torch.manual_seed(2)
+    ids = torch.randint(3, 500, (2, 3, 10))
+    mask = torch.zeros(2, 3, 10)
+    mask[:, :, 4:] = 1
+    if shared:
+        ids[:, 1, :4] = ids[:, 0, :4]
+    results = []
+    for recompute in (False, True):
+        population = Population.stack(models)
+        logp, _ = population_token_logprobs(population.weights, ids, mask, 1.0, False,
+                                            recompute=recompute)
+        (logp * mask * torch.linspace(-1, 1, 10)).sum().backward()
+        results.append((logp.detach(), [p.grad.clone() for p in population.parameters()]))
+    (logp_a, grads_a), (logp_b, grads_b) = results
+    torch.testing.assert_close(logp_b, logp_a)
+    for grad_b, grad_a in zip(grads_b, grads_a, strict=True):
+        torch.testing.assert_close(grad_b, grad_a, rtol=1e-4, atol=1e-6)
+
+
+def _saved_bytes(model, batch, **options) -> int:
+    """Bytes of the tensors autograd keeps for the backward pass of one loss."""
+    total = 0
+
+    def pack(tensor):
+        nonlocal total
+        total += tensor.numel() * tensor.element_size()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        logp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask,
+                                 loss_mask=batch.loss_mask, **options)
+    return total
+
+
+def test_chunks_and_recomputed_layers_keep_less_for_the_backward_pass():
+    model, tok = _model(seed=7)
+    batch = _batch(tok)
+    whole = _saved_bytes(model, batch, chunk_size=WHOLE)
+    chunked = _saved_bytes(model, batch, chunk_size=4)
+    recomputed = _saved_bytes(model, batch, chunk_size=4, recompute=True)
+    assert recomputed < chunked < whole
