@@ -26,7 +26,6 @@ path is tested against the default path and ``generate``. :func:`use_static` say
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -168,10 +167,6 @@ class StaticDecoder:
         return w.head(w.final(x[:, -1]))
 
 
-_DECODERS: weakref.WeakKeyDictionary[Weights, dict[tuple[int, int], StaticDecoder]] = (
-    weakref.WeakKeyDictionary())
-
-
 def static_decoder(w: Weights, rows: int, columns: int,
                    ) -> tuple[StaticDecoder, torch.Tensor]:
     """The decoder of ``w``'s bucket for ``rows`` real rows (member-major, ``w.members``
@@ -181,7 +176,9 @@ def static_decoder(w: Weights, rows: int, columns: int,
     block = row_bucket(per)
     length = length_bucket(columns)
     device = w.embed.device
-    kept = _DECODERS.setdefault(w, {})
+    # Kept on the weights object, so they go with it (a decoder refers to its weights, so a
+    # table keyed by weights would keep every model it ever decoded alive).
+    kept: dict[tuple[int, int], StaticDecoder] = w.__dict__.setdefault("static_decoders", {})
     key = (members * block, length)
     decoder = kept.pop(key, None)
     if decoder is None:
