@@ -10,6 +10,15 @@ log-probs, update) and the fraction of the machine's matrix-multiply rate it rea
     python benchmarks/grpo_throughput.py                      # tiny model on CPU
     python benchmarks/grpo_throughput.py --contend            # with another process busy on a core
     python benchmarks/grpo_throughput.py --shape qwen2.5-0.5b --device cuda --max-new-tokens 256
+    python benchmarks/grpo_throughput.py --sweep --no-trl    # rows 16, 64 and 256, per phase
+
+Per phase (``phases`` in the JSON, one row of the printed table per batch): decode
+milliseconds per step over the static cache and over the default step
+(:mod:`derl_bench.policies.decode`), the share of the measured copy bandwidth a decode step
+reaches (bytes of the weights and of the key/value cache columns it reads, over the rate of a
+large tensor copy), the update's share of the measured matrix-multiply rate and of the H100's
+dense bf16 peak (989 TFLOP/s), and peak GPU memory. The GPU-only figures read "n/a on CPU" on
+a CPU.
 
 ``--shape qwen2.5-0.5b`` builds a randomly initialised model of Qwen2.5-0.5B's shape (24 layers,
 hidden 896, vocabulary 151,936) and its tokenizer in code (``derl-bench model init``);
@@ -59,6 +68,12 @@ def build_model(shape: str, path: Path) -> Path:
     return init_shape_model(path, shape)
 
 
+H100_BF16_PEAK = 989e12
+"""An H100 SXM's dense bf16 matrix rate, FLOP/s (NVIDIA's datasheet, without sparsity)."""
+SWEEP_ROWS = (16, 64, 256)
+NOT_ON_CPU = "n/a on CPU"
+
+
 def run_compact(model_path: Path, args: argparse.Namespace, out: Path) -> dict:
     from derl_bench.grpo import TrainConfig, train
 
@@ -67,7 +82,9 @@ def run_compact(model_path: Path, args: argparse.Namespace, out: Path) -> dict:
                          prompts_per_step=args.prompts, steps=args.steps, learning_rate=1e-5,
                          kl_coef=0.01, max_new_tokens=args.max_new_tokens, save_every=0,
                          tensorboard=False, progress=False, output_dir=str(out),
-                         micro_batch_size=args.group_size * args.prompts)
+                         micro_batch_size=getattr(args, "micro_batch", None)
+                         or args.group_size * args.prompts,
+                         logprob_chunk=getattr(args, "logprob_chunk", 1024))
     reward = lambda eps: np.array([e.steps[-1].primitives["outcome"] for e in eps])  # noqa: E731
     history = train(config, env_factory=ToyEnv, reward_fn=reward, family="math")
     history = history[1:] if len(history) > 2 else history  # the first step warms caches up
@@ -83,11 +100,116 @@ def run_compact(model_path: Path, args: argparse.Namespace, out: Path) -> dict:
     # more forward for the reference model when there is a KL term.
     flops = 2 * params * tokens + 6 * params * trained + (2 * params * trained if ref else 0)
     peak = matmul_flops_per_s(args.device, args.dtype)
+    update_flops_per_s = 6 * params * trained / max(upd - ref, 1e-9)
+    peaks = [m["memory/device_peak_gib"] for m in history if "memory/device_peak_gib" in m]
     return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds,
             "phase_s": {"generation": gen, "reference": ref, "update": upd - ref},
             "gen_tokens_per_s": tokens / gen, "train_tokens_per_s": tokens / upd,
+            "trained_tokens_per_s": trained / max(upd - ref, 1e-9),
             "flops_per_s": flops / seconds, "peak_matmul_flops_per_s": peak,
-            "fraction_of_peak": flops / seconds / peak, "params": params}
+            "fraction_of_peak": flops / seconds / peak, "params": params,
+            "update_flops_per_s": update_flops_per_s,
+            "update_share_of_matmul": update_flops_per_s / peak,
+            "update_share_of_h100_bf16": update_flops_per_s / H100_BF16_PEAK
+            if args.device.startswith("cuda") else NOT_ON_CPU,
+            "peak_gpu_gib": max(peaks) if peaks else NOT_ON_CPU}
+
+
+def copy_bandwidth(device: str, rounds: int = 5) -> float:
+    """Bytes per second a large tensor copy moves (each byte read once and written once):
+    256 MiB on a CPU, 2 GiB on a GPU."""
+    import torch
+
+    size = (2 << 30 if device.startswith("cuda") else 256 << 20) // 4
+    a = torch.empty(size, device=device)
+    b = torch.empty_like(a)
+    best = float("inf")
+    for _ in range(rounds):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        b.copy_(a)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size * 4 / best
+
+
+def measure_decode(model_path: Path, args: argparse.Namespace, rows: int,
+                   bandwidth: float) -> dict:
+    """Decode milliseconds per step at ``rows`` rows over the static cache and over the
+    default step, and the share of ``bandwidth`` each reaches: (time of ``max_new_tokens``
+    tokens - time of 1) / (``max_new_tokens`` - 1), no row stopping early."""
+    import torch
+
+    from derl_bench.policies import load_model_and_tokenizer
+    from derl_bench.policies.decode import length_bucket, row_bucket
+    from derl_bench.policies.fast import FastSampler
+
+    model, tokenizer = load_model_and_tokenizer(str(model_path), args.device, args.dtype)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}],
+                                           tokenize=True, add_generation_prompt=True)
+    prompt = list(getattr(prompt, "input_ids", prompt))
+    sampler = FastSampler(model, set(), tokenizer.pad_token_id)  # no end token: every step runs
+    new = args.max_new_tokens
+    config = model.config
+    width = 2 if args.dtype in ("bfloat16", "float16") else 4
+    weight_bytes = sum(p.numel() for p in model.parameters()) * width
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    column_bytes = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * width
+
+    def seconds(tokens: int, static: bool) -> float:
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        sampler.sample([prompt] * rows, tokens, temperature=1.0, seed=0, static=static)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    out = {}
+    for static in (True, False):
+        seconds(new, static)  # warm-up (and the graph's capture)
+        step = (seconds(new, static) - seconds(1, static)) / max(1, new - 1)
+        if static:
+            cache = row_bucket(rows) * length_bucket(len(prompt) + new) * column_bytes
+        else:  # the default step reads the columns written so far: on average half the new
+            cache = rows * (len(prompt) + new / 2) * column_bytes
+        name = "static" if static else "default"
+        out[f"decode_ms_per_step_{name}"] = step * 1e3
+        out[f"decode_bandwidth_share_{name}"] = (weight_bytes + cache) / step / bandwidth
+    return out
+
+
+def phase_row(rows: int, ours: dict, decode: dict) -> dict:
+    """The per-phase figures of one batch (see the module docstring)."""
+    return {"rows": rows, **decode,
+            "generation_tokens_per_s": ours["gen_tokens_per_s"],
+            "update_trained_tokens_per_s": ours["trained_tokens_per_s"],
+            "whole_step_tokens_per_s": ours["tokens_per_s"],
+            "update_share_of_matmul": ours["update_share_of_matmul"],
+            "update_share_of_h100_bf16": ours["update_share_of_h100_bf16"],
+            "peak_gpu_gib": ours["peak_gpu_gib"]}
+
+
+def print_phases(phases: list[dict]) -> None:
+    """The per-phase table, one row per batch, on stderr (stdout holds the JSON)."""
+    def cell(value: object, fmt: str) -> str:
+        return format(value, fmt) if isinstance(value, float) else str(value)
+
+    head = ("rows", "decode ms static", "decode ms default", "bandwidth static",
+            "whole step tok/s", "update tok/s", "update/matmul", "update/H100 bf16",
+            "peak GPU GiB")
+    print(" | ".join(head), file=sys.stderr)
+    for p in phases:
+        print(" | ".join([
+            str(p["rows"]), cell(p["decode_ms_per_step_static"], ".2f"),
+            cell(p["decode_ms_per_step_default"], ".2f"),
+            cell(p["decode_bandwidth_share_static"], ".1%"),
+            cell(p["whole_step_tokens_per_s"], ",.0f"),
+            cell(p["update_trained_tokens_per_s"], ",.0f"),
+            cell(p["update_share_of_matmul"], ".1%"), cell(p["update_share_of_h100_bf16"], ".1%"),
+            cell(p["peak_gpu_gib"], ".1f")]), file=sys.stderr)
 
 
 def count_params(model_path: Path) -> int:
@@ -162,23 +284,52 @@ def main() -> None:
     parser.add_argument("--contend", action="store_true",
                         help="keep one core busy with another process while measuring")
     parser.add_argument("--no-trl", action="store_true", help="measure the compact trainer only")
+    parser.add_argument("--micro-batch", type=int, default=None,
+                        help="rows per forward/backward (default: the whole batch)")
+    parser.add_argument("--logprob-chunk", type=int, default=1024,
+                        help="completion tokens whose logits the update holds at once "
+                             "(1000000: the whole micro-batch's)")
+    parser.add_argument("--sweep", action="store_true",
+                        help=f"rows {', '.join(map(str, SWEEP_ROWS))} (prompts = rows / "
+                             "group size), per phase; TRL runs at the first only")
     args = parser.parse_args()
+    if args.sweep and any(rows % args.group_size for rows in SWEEP_ROWS):
+        parser.error(f"--sweep needs a group size dividing {SWEEP_ROWS}")
     busy = None
     if args.contend:
         busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    batches = ([rows // args.group_size for rows in SWEEP_ROWS] if args.sweep
+               else [args.prompts])
+    runs, phases = [], []
+    theirs = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
             model_path = build_model(args.shape, Path(tmp) / "model")
-            ours = run_compact(model_path, args, Path(tmp) / "compact")
-            theirs = None if args.no_trl else run_trl(model_path, args, Path(tmp) / "trl")
+            bandwidth = copy_bandwidth(args.device)
+            for i, prompts in enumerate(batches):
+                args.prompts = prompts
+                rows = prompts * args.group_size
+                if args.device.startswith("cuda"):
+                    import torch
+
+                    torch.cuda.reset_peak_memory_stats()
+                ours = run_compact(model_path, args, Path(tmp) / f"compact-{rows}")
+                runs.append(ours)
+                phases.append(phase_row(rows, ours, measure_decode(model_path, args, rows,
+                                                                   bandwidth)))
+                if i == 0 and not args.no_trl:
+                    theirs = run_trl(model_path, args, Path(tmp) / "trl")
     finally:
         if busy is not None:
             busy.kill()
-    result = {"shape": args.shape, "device": args.device, "steps": args.steps,
-              "batch": args.group_size * args.prompts, "max_new_tokens": args.max_new_tokens,
-              "contended": args.contend, "compact": ours, "trl": theirs,
+    ours = runs[0]
+    result = {"shape": args.shape, "device": args.device, "dtype": args.dtype,
+              "steps": args.steps, "batch": batches[0] * args.group_size,
+              "max_new_tokens": args.max_new_tokens, "contended": args.contend,
+              "copy_bandwidth_bytes_per_s": bandwidth, "compact": ours, "trl": theirs,
               "ratio_tokens_per_s": ours["tokens_per_s"] / theirs["tokens_per_s"]
-              if theirs else None}
+              if theirs else None, "phases": phases}
+    print_phases(phases)
     print(json.dumps(result, indent=2))
 
 

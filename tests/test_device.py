@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from derl_bench.policies.backends import SamplingConfig, TransformersBackend
+from derl_bench.policies.decoder import FrozenBase
 from derl_bench.policies.fast import FastSampler, causal_logits, lm_head
-from derl_bench.policies.lora import FrozenBase, LoraSpec, apply_lora
+from derl_bench.policies.lora import LoraSpec, apply_lora
 from derl_bench.policies.tiny import build_tiny_model, build_tiny_tokenizer
 
 

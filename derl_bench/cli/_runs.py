@@ -40,7 +40,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 def check_run(run_dir: Path, models: Iterable[str], args: argparse.Namespace) -> bool:
     """Refuse (:class:`RunDirError`) an output folder or a model the run cannot use; returns
     whether an old run is to be removed (``--overwrite``) once everything else is checked."""
-    from derl_bench.policies.policy import model_problem
+    from derl_bench.policies.loading import model_problem
 
     replace = claim_run_dir(run_dir, resume=args.resume, overwrite=args.overwrite)
     for model in models:

@@ -90,7 +90,7 @@ def greedy_agreement(model_path: str, dtype: str, prompts: int = 4,
     import derl_bench  # noqa: F401  (registers the env ids)
     from derl_bench.policies import LLMPolicy, SamplingConfig, load_model_and_tokenizer
     from derl_bench.policies.backends import TransformersBackend
-    from derl_bench.policies.lora import LEAN_ENV
+    from derl_bench.policies.decoder import LEAN_ENV
 
     model, tokenizer = load_model_and_tokenizer(model_path, device, dtype)
     model.eval()

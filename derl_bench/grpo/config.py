@@ -81,6 +81,14 @@ class TrainConfig:
     aggregation: str = "token"
     updates_per_batch: int = 1
     micro_batch_size: int = 16
+    logprob_chunk: int = 1024
+    """Completion tokens whose vocabulary-wide logits the update holds at once: log-probs are
+    computed from the hidden states this many positions at a time, so a micro-batch's whole
+    ``[rows, tokens, vocabulary]`` logits never exist (see ``docs/gpu.md``)."""
+    recompute_activations: bool = False
+    """Keep only each decoder layer's input for the backward pass and run the layer again
+    there: about a third more update FLOPs for a fraction of the activations' memory (the lean
+    path; see ``docs/gpu.md``)."""
     max_grad_norm: float = 1.0
     num_threads: int | None = None
     """torch intra-op threads; empty picks them from the model size and free cores
@@ -125,6 +133,7 @@ class TrainConfig:
             "max_episode_steps": self.max_episode_steps >= 1,
             "updates_per_batch": self.updates_per_batch >= 1,
             "micro_batch_size": self.micro_batch_size >= 1,
+            "logprob_chunk": self.logprob_chunk >= 1,
             "save_every": self.save_every >= 0,
             "keep_checkpoints": self.keep_checkpoints >= 1,
         }

@@ -29,7 +29,7 @@ def run_training(config: TrainConfig, resume: bool = False,
         return history, config.run_dir / "final-model"
     from derl_bench.grpo.checkpoint import checkpoints_dir
     from derl_bench.grpo.trainer import initial_model_path, train
-    from derl_bench.policies.lora import is_adapter_dir
+    from derl_bench.policies.loading import is_adapter_dir
 
     history = train(config, resume=resume)
     if config.steps == 0:

@@ -16,9 +16,16 @@ sequence first (the original GRPO).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch.utils.checkpoint import checkpoint
+
+LOGPROB_CHUNK = 1024
+"""Token positions whose vocabulary-wide logits exist at once when log-probs are computed
+from hidden states (:func:`chunked_logprobs`): at Qwen2.5's 151,936 entries, 1024 positions
+are 0.6 GB of float32 logits, whatever the batch."""
 
 
 @dataclass
@@ -134,9 +141,53 @@ def target_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: fl
     return picked, ent
 
 
+def chunked_logprobs(head: Callable[[torch.Tensor], torch.Tensor], states: torch.Tensor,
+                     targets: torch.Tensor, temperature: float = 1.0,
+                     with_entropy: bool = False, chunk_size: int = LOGPROB_CHUNK,
+                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`target_logprobs` of ``head(states)``, ``chunk_size`` positions at a time.
+
+    ``states`` is ``(..., M, hidden)`` and ``targets`` ``(..., M)``; positions (axis -2 of
+    ``states``) are cut into chunks, so the ``(..., M, V)`` logits never exist whole: each
+    chunk's logits are made, reduced to one log-prob (and entropy) per position, and dropped.
+    With gradients on, each chunk is checkpointed: the backward pass makes that chunk's logits
+    again (one more output projection) instead of keeping every chunk's. ``M <= chunk_size``
+    runs as one block, exactly as :func:`target_logprobs` of the whole.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    length = states.shape[-2]
+    if length <= chunk_size:
+        return target_logprobs(head(states), targets, temperature, with_entropy)
+    recomputing: set[int] = set()
+
+    def piece(start: int, part: torch.Tensor, picked_targets: torch.Tensor,
+              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        # The backward pass runs this again for the gradient; the entropy (no gradient) was
+        # kept from the first run, so the second skips it.
+        again = start in recomputing
+        recomputing.add(start)
+        return target_logprobs(head(part), picked_targets, temperature,
+                               with_entropy and not again)
+
+    picked, entropy = [], []
+    for start in range(0, length, chunk_size):
+        part = states[..., start:start + chunk_size, :]
+        part_targets = targets[..., start:start + chunk_size]
+        if torch.is_grad_enabled():
+            p, e = checkpoint(piece, start, part, part_targets, use_reentrant=False)
+        else:
+            p, e = piece(start, part, part_targets)
+        picked.append(p)
+        if e is not None:
+            entropy.append(e)
+    return torch.cat(picked, -1), torch.cat(entropy, -1) if with_entropy else None
+
+
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
                    attention_mask: torch.Tensor, with_entropy: bool = False,
                    temperature: float = 1.0, loss_mask: torch.Tensor | None = None,
+                   chunk_size: int = LOGPROB_CHUNK, recompute: bool = False,
                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probability of each token given the ones before it, shape ``(N, T)``.
 
@@ -148,26 +199,29 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
 
     Right-padded rows of a Qwen2/Llama-shaped model take the lean forward pass of
     :mod:`derl_bench.policies.fast`, and with a ``loss_mask`` the output projection runs only on
-    the positions the loss reads (elsewhere the result is 0); any other model runs its own
-    forward on every position.
+    the positions the loss reads (elsewhere the result is 0), ``chunk_size`` positions at a
+    time (:func:`chunked_logprobs`), and ``recompute`` keeps only each decoder layer's input
+    for the backward pass (the layer runs again there); any other model runs its own forward
+    on every position and holds its whole logits.
     """
     from derl_bench.policies.fast import causal_hidden, lm_head, supports
 
     targets = input_ids[:, 1:]
     right_padded = bool((attention_mask[:, 1:] <= attention_mask[:, :-1]).all())
     if right_padded and supports(model):
-        hidden = causal_hidden(model, input_ids)[:, :-1]
-        if loss_mask is not None:
-            where = loss_mask[:, 1:] > 0
-            logits = lm_head(model, hidden[where])
-            targets = targets[where]
-        else:
-            where = None
-            logits = lm_head(model, hidden)
+        hidden = causal_hidden(model, input_ids, recompute)[:, :-1]
+        where = loss_mask[:, 1:] > 0 if loss_mask is not None else None
+        states = hidden[where] if where is not None else hidden.flatten(0, 1)
+        flat_targets = targets[where] if where is not None else targets.flatten()
+        picked, ent = chunked_logprobs(lambda h: lm_head(model, h), states, flat_targets,
+                                       temperature, with_entropy, chunk_size)
+        if where is None:
+            picked = picked.view(targets.shape)
+            ent = None if ent is None else ent.view(targets.shape)
     else:
         where = None
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    picked, ent = target_logprobs(logits, targets, temperature, with_entropy)
+        picked, ent = target_logprobs(logits, targets, temperature, with_entropy)
     if where is not None:
         full = picked.new_zeros(where.shape)
         picked = full.masked_scatter(where, picked)

@@ -42,23 +42,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import numpy as np
 import torch
 
 from derl_bench.family import family_spec
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.checkpoint import checkpoints_dir, quiet_transformers, save_checkpoint
 from derl_bench.grpo.config import TINY_MODEL, TrainConfig
-from derl_bench.grpo.loss import aggregate, masked_mean, target_logprobs, token_terms
+from derl_bench.grpo.loss import (
+    LOGPROB_CHUNK,
+    aggregate,
+    chunked_logprobs,
+    masked_mean,
+    token_terms,
+)
 from derl_bench.grpo.runlog import RunLogger
 from derl_bench.grpo.trainer import (
-    device_memory,
     initial_model_path,
     make_env,
     meta_reward_fn,
     record_config,
+    step_metrics,
     step_seeds,
-    success_rate,
     update_settings,
 )
 from derl_bench.grpo.update import UpdateSettings, make_optimizer, micro_batch_weights
@@ -191,7 +195,8 @@ def _shared_prompts(input_ids: torch.Tensor, loss_mask: torch.Tensor,
 
 def population_token_logprobs(weights: StackedWeights, input_ids: torch.Tensor,
                               loss_mask: torch.Tensor, temperature: float = 1.0,
-                              with_entropy: bool = False,
+                              with_entropy: bool = False, chunk_size: int = LOGPROB_CHUNK,
+                              recompute: bool = False,
                               ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`~derl_bench.grpo.loss.token_logprobs` of right-padded ``[P, N, T]`` rows, member
     ``m``'s rows under member ``m``: ``[P, N, T]``, 0 wherever ``loss_mask`` is 0.
@@ -199,19 +204,22 @@ def population_token_logprobs(weights: StackedWeights, input_ids: torch.Tensor,
     Rows that are a prompt followed by a completion run each member's distinct prompts once
     (a group's G rows share one: :func:`~derl_bench.policies.fast.prefixed_hidden`), then
     the completions. The output projection runs only on the positions the loss reads: each
-    member's, gathered into a ``[P, M, hidden]`` block (``M`` the most any member has).
+    member's, gathered into a ``[P, M, hidden]`` block (``M`` the most any member has), and
+    holds the logits of ``chunk_size`` positions in all at a time
+    (:func:`~derl_bench.grpo.loss.chunked_logprobs`, ``chunk_size / P`` of each member's);
+    ``recompute`` keeps only each decoder layer's input for the backward pass.
     """
     members = input_ids.shape[0]
     where = loss_mask[:, :, 1:] > 0
     shared = _shared_prompts(input_ids, loss_mask)
     if shared is None:
-        hidden = population_hidden(weights, input_ids)[:, :, :-1]
+        hidden = population_hidden(weights, input_ids, recompute)[:, :, :-1]
         states, read = hidden.flatten(1, 2), where.flatten(1)
         targets = input_ids[:, :, 1:].flatten(1)
     else:
         prefix_ids, prefix_lengths, suffix_ids, owner, lengths = shared
         prefix_hidden, suffix_hidden = prefixed_hidden(weights, prefix_ids, prefix_lengths,
-                                                       suffix_ids, owner)
+                                                       suffix_ids, owner, recompute)
         # Completion token j is predicted by the state before it: the prompt's last one for
         # j = 0, the completion's own j - 1 after that.
         last = prefix_hidden[owner, prefix_lengths[owner] - 1]
@@ -227,8 +235,8 @@ def population_token_logprobs(weights: StackedWeights, input_ids: torch.Tensor,
     # layouts list a member's positions row by row, in the order of ``where``.
     order = torch.argsort((~read).to(torch.uint8), dim=1, stable=True)[:, :most]
     picked_states = states.gather(1, order.unsqueeze(-1).expand(-1, -1, states.shape[-1]))
-    logits = weights.head(picked_states)
-    picked, ent = target_logprobs(logits, targets.gather(1, order), temperature, with_entropy)
+    picked, ent = chunked_logprobs(weights.head, picked_states, targets.gather(1, order),
+                                   temperature, with_entropy, max(1, chunk_size // members))
     kept = torch.arange(most, device=counts.device).unsqueeze(0) < counts.unsqueeze(1)
     zeros = picked.new_zeros(where.shape)
     lead = picked.new_zeros(where.shape[:2] + (1,))
@@ -241,7 +249,8 @@ def population_token_logprobs(weights: StackedWeights, input_ids: torch.Tensor,
 
 def population_logprobs(weights: StackedWeights, ids: torch.Tensor, attention: torch.Tensor,
                         loss_mask: torch.Tensor, micro_batch_size: int,
-                        temperature: float = 1.0) -> torch.Tensor:
+                        temperature: float = 1.0, chunk_size: int = LOGPROB_CHUNK,
+                        ) -> torch.Tensor:
     """Detached log-probs of every row, padded to the batch width (as
     :func:`~derl_bench.grpo.update.batch_logprobs`, per member)."""
     out = torch.zeros_like(loss_mask)
@@ -250,7 +259,8 @@ def population_logprobs(weights: StackedWeights, ids: torch.Tensor, attention: t
             rows = slice(start, start + micro_batch_size)
             width = int(attention[:, rows].sum(-1).max())
             logp, _ = population_token_logprobs(weights, ids[:, rows, :width],
-                                                loss_mask[:, rows, :width], temperature)
+                                                loss_mask[:, rows, :width], temperature,
+                                                chunk_size=chunk_size)
             out[:, rows, :width] = logp
     return out
 
@@ -290,10 +300,10 @@ def population_update(population: Population, optimizer: torch.optim.Optimizer,
     use_kl = reference is not None and s.kl_coef > 0
     started = time.perf_counter()
     old_logp = (population_logprobs(population.weights, ids, attention, loss_mask, rows_each,
-                                    s.temperature)
+                                    s.temperature, s.logprob_chunk)
                 if s.updates_per_batch > 1 else None)
     ref_logp = (population_logprobs(reference.weights, ids, attention, loss_mask, rows_each,
-                                    s.temperature)
+                                    s.temperature, s.logprob_chunk)
                 if use_kl and reference is not None else None)
     reference_s = time.perf_counter() - started
     names = ("loss", "policy_loss", "kl", "clip_fraction", "entropy", "grad_norm")
@@ -305,7 +315,9 @@ def population_update(population: Population, optimizer: torch.optim.Optimizer,
             width = int(attention[:, rows].sum(-1).max())
             mask = loss_mask[:, rows, :width]
             logp, entropy = population_token_logprobs(population.weights, ids[:, rows, :width],
-                                                      mask, s.temperature, with_entropy=True)
+                                                      mask, s.temperature, with_entropy=True,
+                                                      chunk_size=s.logprob_chunk,
+                                                      recompute=s.recompute_activations)
             terms = token_terms(
                 logp, old_logp[:, rows, :width] if old_logp is not None else logp.detach(),
                 advantages[:, rows],
@@ -433,25 +445,9 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
             done = step + 1
             save = done == first.steps or bool(first.save_every and done % first.save_every == 0)
             for m, config in enumerate(configs):
-                eps, sums = episodes[m], stats[m]
-                lengths = [len(s.completion_ids) for e in eps for s in e.steps]
-                metrics = {
-                    "reward/mean": float(np.mean(rewards[m])),
-                    "reward/std": float(np.std(rewards[m])),
-                    "success/mean": success_rate(eps, spec),
-                    "advantage/zero_fraction": float(np.mean(advantages[m] == 0)),
-                    **{k: sums[k] for k in ("loss", "policy_loss", "kl", "clip_fraction",
-                                            "entropy")},
-                    "grad_norm": sums["grad_norm"],
-                    "length/completion_mean": float(np.mean(lengths)),
-                    "length/episode_mean": float(np.mean([e.length for e in eps])),
-                    "time/rollout_s": t_rollout / members,
-                    "time/update_s": t_update / members,
-                    "time/reference_s": sums["reference_s"],
-                    "tokens/trained": float(batches[m].attention_mask.sum()),
-                    "tokens/generated": float(sum(lengths)),
-                    **device_memory(first.device),
-                }
+                metrics = step_metrics(episodes[m], rewards[m], advantages[m], spec, stats[m],
+                                       batches[m], t_rollout / members, t_update / members,
+                                       first.device)
                 loggers[m].log(step, metrics)
                 if save:
                     save_checkpoint(config.run_dir, done, population.member(m), tokenizer,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +47,8 @@ from derl_bench.policies import (
     load_model_and_tokenizer,
     make_backend,
 )
-from derl_bench.policies.lora import (
-    FrozenBase,
-    LoraSpec,
-    adapter_spec,
-    apply_lora,
-    is_peft_model,
-)
+from derl_bench.policies.decoder import FrozenBase, is_peft_model
+from derl_bench.policies.lora import LoraSpec, adapter_spec, apply_lora
 from derl_bench.policies.threads import configure_threads
 from derl_bench.rollout import Episode, collate, rollout_multi_turn, rollout_single_step
 
@@ -187,7 +182,37 @@ def update_settings(config: TrainConfig) -> UpdateSettings:
         clip_eps=config.clip_eps, clip_eps_high=config.clip_eps_high, kl_coef=config.kl_coef,
         aggregation=config.aggregation, updates_per_batch=config.updates_per_batch,
         micro_batch_size=config.micro_batch_size, max_grad_norm=config.max_grad_norm,
-        temperature=config.temperature)
+        temperature=config.temperature, logprob_chunk=config.logprob_chunk,
+        recompute_activations=config.recompute_activations)
+
+
+UPDATE_METRICS = ("loss", "policy_loss", "kl", "clip_fraction", "entropy")
+"""The update's statistics logged as they are (see :func:`step_metrics`)."""
+
+
+def step_metrics(episodes: Sequence[Episode], rewards: np.ndarray, advantages: np.ndarray,
+                 spec: FamilySpec, update: Mapping[str, float], batch: Any, rollout_s: float,
+                 update_s: float, device: str) -> dict[str, float]:
+    """What a step logs: reward, success, advantages, the update's statistics (``update`` as
+    :func:`~derl_bench.grpo.update.grpo_update` returns them), lengths, phase times, token
+    counts and the device's memory peak."""
+    lengths = [len(s.completion_ids) for e in episodes for s in e.steps]
+    return {
+        "reward/mean": float(np.mean(rewards)),
+        "reward/std": float(np.std(rewards)),
+        "success/mean": success_rate(episodes, spec),
+        "advantage/zero_fraction": float(np.mean(advantages == 0)),
+        **{k: float(update[k]) for k in UPDATE_METRICS},
+        "grad_norm": float(update["grad_norm"]),
+        "length/completion_mean": float(np.mean(lengths)),
+        "length/episode_mean": float(np.mean([e.length for e in episodes])),
+        "time/rollout_s": rollout_s,
+        "time/update_s": update_s,
+        "time/reference_s": float(update["reference_s"]),
+        "tokens/trained": float(batch.attention_mask.sum()),
+        "tokens/generated": float(sum(lengths)),
+        **device_memory(device),
+    }
 
 
 def device_memory(device: str) -> dict[str, float]:
@@ -292,29 +317,12 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
             # 5. Clipped-ratio updates (one forward/backward per micro-batch).
             t1 = time.perf_counter()
             sums = grpo_update(model, optimizer, batch, settings, reference)
-            grad_norm = sums.pop("grad_norm")
-            t_reference = sums.pop("reference_s")
             policy.sync()
             t_update = time.perf_counter() - t1
 
             # 6. Log and checkpoint.
-            completion_lengths = [len(s.completion_ids) for e in episodes for s in e.steps]
-            metrics = {
-                "reward/mean": float(np.mean(rewards)),
-                "reward/std": float(np.std(rewards)),
-                "success/mean": success_rate(episodes, spec),
-                "advantage/zero_fraction": float(np.mean(advantages == 0)),
-                **sums,
-                "grad_norm": float(grad_norm),
-                "length/completion_mean": float(np.mean(completion_lengths)),
-                "length/episode_mean": float(np.mean([e.length for e in episodes])),
-                "time/rollout_s": t_rollout,
-                "time/update_s": t_update,
-                "time/reference_s": t_reference,
-                "tokens/trained": float(batch.attention_mask.sum()),
-                "tokens/generated": float(sum(completion_lengths)),
-                **device_memory(config.device),
-            }
+            metrics = step_metrics(episodes, rewards, advantages, spec, sums, batch, t_rollout,
+                                   t_update, config.device)
             logger.log(step, metrics)
             if config.progress:
                 steps.set_postfix(reward=f"{metrics['reward/mean']:.3f}",

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from derl_bench.grpo.loss import grpo_loss, token_logprobs
+from derl_bench.grpo.loss import LOGPROB_CHUNK, grpo_loss, token_logprobs
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class UpdateSettings:
     micro_batch_size: int = 16
     max_grad_norm: float = 1.0
     temperature: float = 1.0
+    logprob_chunk: int = LOGPROB_CHUNK
+    recompute_activations: bool = False
 
 
 def micro_batch_weights(mask: torch.Tensor, batch_mask: torch.Tensor,
@@ -61,14 +63,15 @@ def micro_batch_weight(mask: torch.Tensor, batch_mask: torch.Tensor, aggregation
 
 
 def batch_logprobs(model: Any, batch: Any, micro_batch_size: int,
-                   temperature: float = 1.0) -> torch.Tensor:
+                   temperature: float = 1.0, chunk_size: int = LOGPROB_CHUNK) -> torch.Tensor:
     """Detached log-probs of every row of ``batch``, padded to the batch width."""
     out = torch.zeros_like(batch.loss_mask)
     with torch.no_grad():
         for start in range(0, len(batch), micro_batch_size):
             mb = batch.slice(slice(start, start + micro_batch_size))
             logp, _ = token_logprobs(model, mb.input_ids, mb.attention_mask,
-                                     temperature=temperature, loss_mask=mb.loss_mask)
+                                     temperature=temperature, loss_mask=mb.loss_mask,
+                                     chunk_size=chunk_size)
             out[start:start + micro_batch_size, :logp.shape[1]] = logp
     return out
 
@@ -81,9 +84,11 @@ def grpo_update(model: Any, optimizer: torch.optim.Optimizer, batch: Any,
     s = settings
     use_kl = reference is not None and s.kl_coef > 0
     started = time.perf_counter()
-    old_logp = (batch_logprobs(model, batch, s.micro_batch_size, s.temperature)
+    old_logp = (batch_logprobs(model, batch, s.micro_batch_size, s.temperature,
+                               s.logprob_chunk)
                 if s.updates_per_batch > 1 else None)
-    ref_logp = (batch_logprobs(reference, batch, s.micro_batch_size, s.temperature)
+    ref_logp = (batch_logprobs(reference, batch, s.micro_batch_size, s.temperature,
+                               s.logprob_chunk)
                 if use_kl else None)
     sums = dict.fromkeys(("loss", "policy_loss", "kl", "clip_fraction", "entropy",
                           "grad_norm"), 0.0)
@@ -97,7 +102,8 @@ def grpo_update(model: Any, optimizer: torch.optim.Optimizer, batch: Any,
             width = mb.input_ids.shape[1]
             logp, entropy = token_logprobs(model, mb.input_ids, mb.attention_mask,
                                            with_entropy=True, temperature=s.temperature,
-                                           loss_mask=mb.loss_mask)
+                                           loss_mask=mb.loss_mask, chunk_size=s.logprob_chunk,
+                                           recompute=s.recompute_activations)
             out = grpo_loss(
                 logp, old_logp[rows, :width] if old_logp is not None else logp.detach(),
                 mb.advantages, mb.loss_mask,

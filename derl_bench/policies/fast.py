@@ -11,6 +11,8 @@ runs the same arithmetic as a flat sequence of tensor ops on the model's own par
   the left-padded prompts (once per distinct prompt: the G rows of a GRPO group share its
   keys and values), then one decode step per token over all rows, SDPA attention,
   temperature / top-p sampling from a seeded generator, rows stopping at their end token.
+  On a GPU the decode steps run over a static cache as a captured CUDA graph
+  (:mod:`derl_bench.policies.decode`).
 
 The decoder layer, the forward pass and the sampler go through the operations of a weights
 object (embedding, linear maps, RMSNorm, output projection), so the same code runs a
@@ -40,8 +42,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
-from derl_bench.policies.lora import decoder_view, lean_allowed, lean_parameters
+from derl_bench.policies.decoder import decoder_view, lean_allowed, lean_parameters
 
 SUPPORTED_TYPES = ("qwen2", "llama")
 """``config.model_type`` values whose decoder layers this module reproduces exactly."""
@@ -87,7 +90,7 @@ def _weight(w: Any) -> torch.Tensor:
     return w() if callable(w) else w
 
 
-class _Weights:
+class Weights:
     """The decoder's parameters and shape, gathered once per model (the tensors stay live), and
     the four operations that touch them: embedding, linear maps, RMSNorm and the output
     projection. :class:`~derl_bench.policies.population.StackedWeights` gives the same
@@ -198,20 +201,28 @@ class _Weights:
                 if q.shape[2] > 1:
                     return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
                                                           enable_gqa=self.kv_heads != self.heads)
-                # One query per row: two small matmuls beat SDPA's CPU kernel here. Query heads
-                # are grouped under their key/value head instead of repeating the cache.
-                batch, groups = q.shape[0], self.heads // self.kv_heads
-                qg = q.view(batch, self.kv_heads, groups, self.head_dim)
-                scores = (qg @ keys.transpose(-1, -2)) * self.head_dim ** -0.5
-                scores = scores.masked_fill(~mask, float("-inf")).softmax(-1)
-                return (scores @ values).view(batch, self.heads, 1, self.head_dim)
+                return one_query_attention(self, q, keys, values, mask)
 
             x = _layer_forward(layer, x, cos, sin, self, attend)
         return self.head(self.final(x[:, -1]))
 
 
+def one_query_attention(w: Weights, q: torch.Tensor, keys: torch.Tensor,
+                        values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Attention of one query per row ``(B, heads, 1, D)`` over ``keys``/``values``
+    ``(B, kv_heads, L, D)`` where ``mask`` ``(B, 1, 1, L)`` is true.
+
+    Two small matmuls beat SDPA's CPU kernel here. Query heads are grouped under their
+    key/value head instead of repeating the cache."""
+    batch, groups = q.shape[0], w.heads // w.kv_heads
+    qg = q.view(batch, w.kv_heads, groups, w.head_dim)
+    scores = (qg @ keys.transpose(-1, -2)) * w.head_dim ** -0.5
+    scores = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+    return (scores @ values).view(batch, w.heads, 1, w.head_dim)
+
+
 def _layer_forward(w: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                   ops: _Weights,
+                   ops: Weights,
                    attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
                    ) -> torch.Tensor:
     """One decoder layer on ``x`` ``(B, T, hidden)``; ``cos``/``sin`` are ``(B, T, 1, D)``."""
@@ -232,25 +243,40 @@ def _layer_forward(w: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
     return x + ops.linear(F.silu(gate) * up, wd)
 
 
-_WEIGHTS: dict[int, tuple[Any, _Weights]] = {}
+def _run_layer(layer: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+               ops: Weights,
+               attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+               recompute: bool) -> torch.Tensor:
+    """:func:`_layer_forward`; with ``recompute`` (and gradients on) the layer keeps only its
+    input for the backward pass and runs again there, instead of keeping every activation."""
+    if recompute and torch.is_grad_enabled():
+        out: torch.Tensor = checkpoint(_layer_forward, layer, x, cos, sin, ops, attend,
+                                       use_reentrant=False)
+        return out
+    return _layer_forward(layer, x, cos, sin, ops, attend)
 
 
-def _weights(model: Any) -> _Weights:
+_WEIGHTS: dict[int, tuple[Any, Weights]] = {}
+
+
+def _weights(model: Any) -> Weights:
     # Parameters are replaced only by loading another model, so one gathering per model object
     # serves every call; the tensors themselves are the live, trained ones.
     key = id(model)
     cached = _WEIGHTS.get(key)
     if cached is None or cached[0] is not model:
-        cached = (model, _Weights(model))
+        cached = (model, Weights(model))
         _WEIGHTS[key] = cached
         if len(_WEIGHTS) > 16:
             _WEIGHTS.pop(next(iter(_WEIGHTS)))
     return cached[1]
 
 
-def hidden_states(w: _Weights, input_ids: torch.Tensor) -> torch.Tensor:
+def hidden_states(w: Weights, input_ids: torch.Tensor, recompute: bool = False,
+                  ) -> torch.Tensor:
     """Final hidden states ``(rows, T, hidden)`` of right-padded rows under causal attention,
-    through the operations of ``w`` (one model, or a stacked population: rows member-major)."""
+    through the operations of ``w`` (one model, or a stacked population: rows member-major).
+    ``recompute`` keeps only each layer's input for the backward pass (:func:`_run_layer`)."""
     batch, length = input_ids.shape
     x = w.embed_ids(input_ids)
     cos, sin = w.rope(length, x.dtype)
@@ -261,12 +287,12 @@ def hidden_states(w: _Weights, input_ids: torch.Tensor) -> torch.Tensor:
                                               enable_gqa=w.kv_heads != w.heads)
 
     for layer in w.packed():
-        x = _layer_forward(layer, x, cos, sin, w, attend)
+        x = _run_layer(layer, x, cos, sin, w, attend, recompute)
     return w.final(x)
 
 
-def prefixed_hidden(w: _Weights, prefix_ids: torch.Tensor, prefix_lengths: torch.Tensor,
-                    suffix_ids: torch.Tensor, owner: torch.Tensor,
+def prefixed_hidden(w: Weights, prefix_ids: torch.Tensor, prefix_lengths: torch.Tensor,
+                    suffix_ids: torch.Tensor, owner: torch.Tensor, recompute: bool = False,
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """Final hidden states of rows that continue shared prefixes, each prefix run once.
 
@@ -276,7 +302,7 @@ def prefixed_hidden(w: _Weights, prefix_ids: torch.Tensor, prefix_lengths: torch
     the suffixes' ``(R, Ts, hidden)``: what :func:`hidden_states` gives the concatenated rows,
     with the prefix computed once instead of once per row. Gradients reach each prefix from
     every row that continues it. Rows (and prefixes) are member-major, as in
-    :func:`hidden_states`. Differentiable.
+    :func:`hidden_states`; ``recompute`` as there. Differentiable.
     """
     prefix_width = prefix_ids.shape[1]
     suffix_width = suffix_ids.shape[1]
@@ -286,13 +312,17 @@ def prefixed_hidden(w: _Weights, prefix_ids: torch.Tensor, prefix_lengths: torch
     gqa = w.kv_heads != w.heads
     keys_values: list[tuple[torch.Tensor, torch.Tensor]] = []
 
-    def attend_prefix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        keys_values.append((k, v))
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-
     cos, sin = cos_table[None, :prefix_width, None], sin_table[None, :prefix_width, None]
-    for layer in layers:
-        x = _layer_forward(layer, x, cos, sin, w, attend_prefix)
+    for i, layer in enumerate(layers):
+        def attend_prefix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          i: int = i) -> torch.Tensor:
+            # By layer, not appended: a recomputed layer (``recompute``) runs this again in
+            # the backward pass, after the suffix has read the keys and values.
+            if i == len(keys_values):
+                keys_values.append((k, v))
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+
+        x = _run_layer(layer, x, cos, sin, w, attend_prefix, recompute)
     # A suffix token sees its prefix's real tokens and the suffix tokens up to itself.
     lengths = prefix_lengths[owner]
     positions = lengths[:, None] + torch.arange(suffix_width, device=lengths.device)
@@ -313,17 +343,19 @@ def prefixed_hidden(w: _Weights, prefix_ids: torch.Tensor, prefix_lengths: torch
             return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
                                                   enable_gqa=gqa)
 
-        y = _layer_forward(layer, y, cos, sin, w, attend)
+        y = _run_layer(layer, y, cos, sin, w, attend, recompute)
     return w.final(x), w.final(y)
 
 
-def causal_hidden(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
+def causal_hidden(model: Any, input_ids: torch.Tensor, recompute: bool = False,
+                  ) -> torch.Tensor:
     """Final hidden states ``(N, T, hidden)`` of right-padded rows under causal attention.
 
     Right padding never changes the states of the real tokens before it, so no mask is needed:
-    positions are ``0..T-1`` for every row. Differentiable.
+    positions are ``0..T-1`` for every row. Differentiable; ``recompute`` keeps only each
+    layer's input for the backward pass.
     """
-    return hidden_states(_weights(model), input_ids)
+    return hidden_states(_weights(model), input_ids, recompute)
 
 
 def lm_head(model: Any, hidden: torch.Tensor) -> torch.Tensor:
@@ -400,17 +432,22 @@ def shared_prefixes(prompts: Sequence[Sequence[int]], members: int = 1,
     return unique, inverse
 
 
-def sample_rows(w: _Weights, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: int,
                 temperature: float, top_p: float,
                 generators: Sequence[torch.Generator | None], eos_ids: Sequence[int],
                 pad_id: int, logits_hook: LogitsHook | None = None,
-                share_prefix: bool = True) -> list[list[int]]:
+                share_prefix: bool = True, static: bool | None = None) -> list[list[int]]:
     """One completion per prompt from the model(s) of ``w`` (see :class:`FastSampler`).
 
     Rows are member-major, ``len(prompts) // w.members`` per member, and member ``m`` draws
     from ``generators[m]`` (``None``: the global torch RNG) exactly the uniforms its rows
     would draw sampled alone: one per row and token, and none once all its rows have ended.
+    ``static`` decodes over a static cache (:mod:`derl_bench.policies.decode`; ``None``:
+    :func:`~derl_bench.policies.decode.use_static` decides, a CUDA graph on a GPU); the
+    tokens are the same either way, up to float rounding.
     """
+    from derl_bench.policies.decode import static_decoder, use_static
+
     members = w.members
     device, dtype = w.embed.device, w.embed.dtype
     batch = len(prompts)
@@ -429,8 +466,13 @@ def sample_rows(w: _Weights, prompts: Sequence[Sequence[int]], max_new_tokens: i
     next_position = positions[:, -1:] + 1
     layers = w.packed()
     cos_table, sin_table = w.rope(total, dtype)
+    decoder = None
+    if use_static(device, static) and max_new_tokens > 1:
+        decoder, rows_at = static_decoder(w, batch, total)
 
-    shape = (batch, w.kv_heads, total, w.head_dim)
+    # The static decoder has its own cache: the prompts' keys and values go there after the
+    # prefill, which then needs only their columns.
+    shape = (batch, w.kv_heads, total if decoder is None else width, w.head_dim)
     cache = [(torch.empty(shape, dtype=dtype, device=device),
               torch.empty(shape, dtype=dtype, device=device)) for _ in w.layers]
     # Prefill: causal and padding-aware; a padding query sees itself so no row is all -inf.
@@ -454,6 +496,9 @@ def sample_rows(w: _Weights, prompts: Sequence[Sequence[int]], max_new_tokens: i
         for (k_cache, v_cache), (k_pre, v_pre) in zip(cache, prefix, strict=True):
             k_cache[:, :, :width] = k_pre[inverse]
             v_cache[:, :, :width] = v_pre[inverse]
+
+    if decoder is not None:
+        decoder.begin(layers, cache, valid[:, :width], rows_at)
 
     completions: list[list[int]] = [[] for _ in range(batch)]
     done = torch.zeros(batch, dtype=torch.bool, device=device)
@@ -480,10 +525,14 @@ def sample_rows(w: _Weights, prompts: Sequence[Sequence[int]], max_new_tokens: i
         if bool(done.all()) or t == max_new_tokens - 1:
             break
         column = width + t
-        valid[:, column] = True
-        logits = w.step(layers, token.unsqueeze(1), cos_table[next_position],
-                        sin_table[next_position], cache, column,
-                        valid[:, None, None, :column + 1])
+        if decoder is not None:
+            logits = decoder.step(token, cos_table[next_position], sin_table[next_position],
+                                  column)
+        else:
+            valid[:, column] = True
+            logits = w.step(layers, token.unsqueeze(1), cos_table[next_position],
+                            sin_table[next_position], cache, column,
+                            valid[:, None, None, :column + 1])
         next_position = next_position + 1
     out = torch.stack(tokens_out, 1).tolist() if tokens_out else [[] for _ in range(batch)]
     eos_set = set(eos.tolist())
@@ -519,13 +568,13 @@ class FastSampler:
                temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
                generator: torch.Generator | None = None,
                logits_hook: LogitsHook | None = None,
-               share_prefix: bool = True) -> list[list[int]]:
+               share_prefix: bool = True, static: bool | None = None) -> list[list[int]]:
         """One completion per prompt, each ending at (and including) its first end token.
 
         The same ``seed`` (or the same state of the global torch RNG when no seed or generator
         is given) and the same prompts give the same completions. Rows with the same prompt
         (a GRPO group) prefill it once unless ``share_prefix`` is off; the draws are the same
-        either way.
+        either way. ``static`` picks the decode step (see :func:`sample_rows`).
         """
         if not prompts:
             return []
@@ -533,9 +582,9 @@ class FastSampler:
         if generator is None and seed is not None:
             generator = torch.Generator(device=w.embed.device).manual_seed(int(seed))
         return sample_rows(w, prompts, max_new_tokens, temperature, top_p, [generator],
-                           self.eos.tolist(), self.pad_id, logits_hook, share_prefix)
+                           self.eos.tolist(), self.pad_id, logits_hook, share_prefix, static)
 
 
-__all__ = ["SUPPORTED_TYPES", "FastSampler", "causal_hidden", "causal_logits", "hidden_states",
-           "lm_head", "prefixed_hidden", "sample_rows", "sample_tokens", "shared_prefixes",
-           "supports", "supports_config"]
+__all__ = ["SUPPORTED_TYPES", "FastSampler", "Weights", "causal_hidden", "causal_logits",
+           "hidden_states", "lm_head", "one_query_attention", "prefixed_hidden", "sample_rows",
+           "sample_tokens", "shared_prefixes", "supports", "supports_config"]

@@ -16,7 +16,6 @@ command for its history).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,8 @@ from typing import Any
 from derl_bench.family import FamilySpec, family_spec
 from derl_bench.observers.think_action import parse_think_action
 from derl_bench.policies.backends import GenerationBackend, SamplingConfig, make_backend
+from derl_bench.policies.loading import load_model_and_tokenizer
 from derl_bench.policies.prompts import AgentPrompt, AgentTurn, MathPrompt, Messages, render
-from derl_bench.progress import quiet_transformers
 
 
 @dataclass(frozen=True)
@@ -101,57 +100,3 @@ class LLMPolicy:
     def sync(self) -> None:
         """Push the model's current weights to the generation backend."""
         self.backend.sync_weights(self.model)
-
-
-class ModelNotFoundError(FileNotFoundError):
-    """A model given as a local path that does not exist (no hub lookup is tried for it)."""
-
-
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
-
-
-def model_problem(name_or_path: str | Path) -> str | None:
-    """Why ``name_or_path`` cannot be a model, or None: an existing folder, or a name shaped
-    like a hub id (``gpt2``, ``Qwen/Qwen2.5-1.5B-Instruct``), may be one; anything else that
-    does not exist is a missing folder, not something to look up on the hub.
-
-        >>> model_problem("/no/such/run/final-model")
-        'no such model folder: /no/such/run/final-model'
-        >>> model_problem("Qwen/Qwen2.5-1.5B-Instruct") is None
-        True
-    """
-    text = str(name_or_path)
-    path = Path(text).expanduser()
-    if path.exists():
-        return None if path.is_dir() else f"the model {text} is a file, not a model folder"
-    return None if _HUB_ID.fullmatch(text) else f"no such model folder: {text}"
-
-
-def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
-                             dtype: str | None = None) -> tuple[Any, Any]:
-    """``AutoModelForCausalLM`` and ``AutoTokenizer`` from a name or path, ready for GRPO:
-    left padding for generation and a pad token (the end token when the model has none).
-
-    A LoRA adapter checkpoint loads as its base model plus the adapter, trainable
-    (:func:`~derl_bench.policies.lora.load_model_and_adapter`)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from derl_bench.policies.lora import is_adapter_dir, load_model_and_adapter
-
-    problem = model_problem(name_or_path)
-    if problem:
-        raise ModelNotFoundError(problem)
-    if is_adapter_dir(name_or_path):
-        return load_model_and_adapter(name_or_path, device, dtype)
-
-    tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    torch_dtype = getattr(torch, dtype) if dtype and dtype != "auto" else (
-        "auto" if dtype == "auto" else torch.float32)
-    with quiet_transformers():
-        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch_dtype)
-    # transformers annotates PreTrainedModel.to through a decorator mypy cannot follow
-    return model.to(device), tokenizer  # type: ignore[arg-type]

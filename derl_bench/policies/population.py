@@ -41,11 +41,11 @@ import torch
 import torch.nn.functional as F
 
 from derl_bench.policies.backends import GENERATION_BATCH
-from derl_bench.policies.fast import _Weights, hidden_states, sample_rows, supports
+from derl_bench.policies.fast import Weights, hidden_states, sample_rows, supports
 
 
-class StackedWeights(_Weights):
-    """The operations of :class:`~derl_bench.policies.fast._Weights` for ``members`` models
+class StackedWeights(Weights):
+    """The operations of :class:`~derl_bench.policies.fast.Weights` for ``members`` models
     whose parameters are stacked along a leading axis; a batch's rows are member-major (the
     first ``rows / members`` belong to member 0, and so on)."""
 
@@ -83,11 +83,13 @@ class StackedWeights(_Weights):
         return out.reshape(x.shape)
 
 
-def population_hidden(weights: StackedWeights, input_ids: torch.Tensor) -> torch.Tensor:
+def population_hidden(weights: StackedWeights, input_ids: torch.Tensor,
+                      recompute: bool = False) -> torch.Tensor:
     """Final hidden states ``[P, N, T, hidden]`` of right-padded rows ``[P, N, T]`` (member
-    ``m``'s rows through member ``m``'s weights). Differentiable."""
+    ``m``'s rows through member ``m``'s weights). Differentiable; ``recompute`` keeps only
+    each layer's input for the backward pass."""
     members, rows, length = input_ids.shape
-    hidden = hidden_states(weights, input_ids.reshape(members * rows, length))
+    hidden = hidden_states(weights, input_ids.reshape(members * rows, length), recompute)
     return hidden.reshape(members, rows, length, -1)
 
 

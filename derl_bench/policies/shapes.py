@@ -5,7 +5,7 @@ air-gapped cluster), yet memory, speed and shape bugs only show at the real size
 writes a HF model folder with the exact Qwen2.5 configuration of a named shape, random weights
 in safetensors, and a tokenizer built in code that has the real vocabulary size and the real
 special tokens at their real ids, so it loads through
-:func:`~derl_bench.policies.policy.load_model_and_tokenizer` exactly like
+:func:`~derl_bench.policies.loading.load_model_and_tokenizer` exactly like
 ``Qwen/Qwen2.5-0.5B-Instruct``::
 
     >>> SHAPES["qwen2.5-0.5b"].hidden_size, SHAPES["qwen2.5-0.5b"].num_hidden_layers
@@ -141,7 +141,8 @@ class ModelShape:
 
 
 def step_cost(shape: ModelShape, rows: int, prompt_tokens: int, new_tokens: int,
-              dtype: str = "bfloat16", lora_r: int | None = None, kl: bool = True) -> dict:
+              dtype: str = "bfloat16", lora_r: int | None = None, kl: bool = True,
+              logprob_chunk: int | None = 1024, recompute: bool = False) -> dict:
     """COMPUTED cost of one GRPO step (one update per batch) of :mod:`derl_bench.grpo`.
 
     ``rows`` sequences of ``prompt_tokens + new_tokens`` positions. Sampling runs a prefill of
@@ -151,10 +152,14 @@ def step_cost(shape: ModelShape, rows: int, prompt_tokens: int, new_tokens: int,
     attention's score and value products included). Memory in bytes: weights, gradients and
     AdamW's two moments (in the parameters' dtype, as torch keeps them), the reference (a
     second copy of the weights for full fine-tuning, none for LoRA: the adapter switched
-    off), the sampler's KV cache, the loss's logits (plus their float32 copy) and the
+    off), the sampler's KV cache, the loss's logits (plus their float32 copy) of at most
+    ``logprob_chunk`` positions at a time (``None``: every completion token's at once; more
+    positions than a chunk make the logits again in the backward pass) and the
     activations the backward keeps (inputs of every projection, the attention's q/k/v and
     output, the MLP's gate and up: ``5h + 3i + 2 kv_dim`` values per token per layer; SDPA
-    keeps no ``T x T`` matrix) and the lean forward's packed weight copies.
+    keeps no ``T x T`` matrix; with ``recompute`` only every layer's input, and one layer's
+    activations at a time) and the lean forward's packed weight copies. ``recompute`` adds a
+    forward pass of the layers to the update's FLOPs.
 
         >>> cost = step_cost(SHAPES["qwen2.5-0.5b"], rows=8, prompt_tokens=224, new_tokens=32)
         >>> round(cost["kv_cache_bytes"] / 2**20)
@@ -189,8 +194,16 @@ def step_cost(shape: ModelShape, rows: int, prompt_tokens: int, new_tokens: int,
         weights = params * width
         train_state = adapters * 4 * 4  # float32 adapter, its gradient and two moments
         ref_bytes = 0
-    activations = tokens * layers * (5 * h + 3 * shape.intermediate_size + 2 * kv_dim) * width
-    logits = rows * new_tokens * vocab * (width + (0 if width == 4 else 4))
+    per_layer = tokens * (5 * h + 3 * shape.intermediate_size + 2 * kv_dim) * width
+    activations = (tokens * layers * h * width + per_layer if recompute
+                   else per_layer * layers)
+    if recompute:
+        backward += tokens * (linear + attention)
+    if logprob_chunk is not None and rows * new_tokens > logprob_chunk:
+        backward += rows * new_tokens * head  # each chunk's logits made again
+    positions = rows * new_tokens if logprob_chunk is None else min(rows * new_tokens,
+                                                                     logprob_chunk)
+    logits = positions * vocab * (width + (0 if width == 4 else 4))
     kv_cache = 2 * layers * rows * length * kv_dim * width
     # The lean forward concatenates q/k/v and gate/up into new matrices (with LoRA every
     # projection is a new ``W + scaling B A``); autograd keeps them until the backward.

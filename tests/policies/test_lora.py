@@ -16,8 +16,9 @@ from derl_bench.grpo.config import ConfigError, TrainConfig, replace
 from derl_bench.grpo.loss import token_logprobs
 from derl_bench.grpo.runlog import read_metrics
 from derl_bench.policies import load_model_and_tokenizer
+from derl_bench.policies.decoder import FrozenBase, is_peft_model
 from derl_bench.policies.fast import FastSampler, causal_logits, supports
-from derl_bench.policies.lora import FrozenBase, LoraSpec, apply_lora, is_peft_model
+from derl_bench.policies.lora import LoraSpec, apply_lora
 from derl_bench.policies.tiny import build_tiny_model, build_tiny_tokenizer
 
 LORA = {"r": 4, "alpha": 8, "dropout": 0.0,

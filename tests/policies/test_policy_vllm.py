@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.gpu]
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="vllm needs a CUDA device")
 def test_vllm_backend_samples_and_syncs_weights(tmp_path):
     from derl_bench.policies import SamplingConfig, VLLMBackend, init_tiny_model
-    from derl_bench.policies.policy import load_model_and_tokenizer
+    from derl_bench.policies.loading import load_model_and_tokenizer
 
     path = init_tiny_model(tmp_path / "tiny")
     model, tokenizer = load_model_and_tokenizer(path, device="cuda")
