@@ -8,12 +8,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "derl_bench"
 
-KNOWN_CYCLES: set[frozenset[str]] = {
-    # The policies' decoder and loaders are being moved out of lora.py and policy.py; this
-    # entry goes when policies/decoder.py and policies/loading.py land.
-    frozenset({"derl_bench.policies.backends", "derl_bench.policies.fast",
-               "derl_bench.policies.lora", "derl_bench.policies.policy"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 """Cycles (as the set of their modules) known and being removed; the test fails on any other."""
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from derl_bench.policies.fast import Weights, _layer_forward, one_query_attention
+from derl_bench.policies.lean import Weights, _layer_forward, one_query_attention
 
 STATIC_ENV = "DERL_BENCH_STATIC_DECODE"
 """``0``: every device decodes with the default step; ``1``: every device decodes over the
