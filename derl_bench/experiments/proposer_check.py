@@ -56,7 +56,7 @@ import numpy as np
 from derl_bench.experiments.stats import mean_ci, mean_sd, paired_difference
 from derl_bench.files import write_text_atomic
 from derl_bench.grpo.config import TrainConfig
-from derl_bench.meta.config import MetaConfig
+from derl_bench.meta.config import MetaConfig, OptimizerConfig
 from derl_bench.meta.probe import ProbeSet, probe_set
 from derl_bench.meta.search import Proposer
 from derl_bench.reward import MetaReward, MetaRewardError, compile_reward, primitive_set
@@ -65,22 +65,6 @@ PROPOSERS = ("derl", "derl-frozen", "random", "revolve")
 LEARNERS = ("derl", "derl-frozen")
 RULE_KINDS = ("rank", "pays")
 OPTIMUM = 1.0 - 1e-9
-
-
-@dataclass(frozen=True)
-class OuterSettings:
-    """The Meta-Optimizer's outer loop: the ``optimizer_*`` fields of a meta recipe, with the
-    recipe's defaults (the settings this check selected, docs/proposer-check.md)."""
-
-    learning_rate: float = MetaConfig.optimizer_learning_rate
-    kl_coef: float = MetaConfig.optimizer_kl_coef
-    epochs: int = MetaConfig.optimizer_epochs
-    reference_reset: bool = MetaConfig.optimizer_reference_reset
-    advantage: str = MetaConfig.optimizer_advantage
-    temperature: float = MetaConfig.optimizer_temperature
-    max_new_tokens: int = MetaConfig.optimizer_max_new_tokens
-    sft_examples: int = MetaConfig.optimizer_sft_examples
-    sft_steps: int = MetaConfig.optimizer_sft_steps
 
 
 @dataclass
@@ -103,7 +87,10 @@ class CheckConfig:
     noise_n: int = 200
     noise_low: float = 0.0
     noise_high: float = 0.1
-    outer: OuterSettings = field(default_factory=OuterSettings)
+    outer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    """The Meta-Optimizer's settings, a meta recipe's ``optimizer`` with its defaults (the
+    settings this check selected, docs/proposer-check.md). The check sets the model (a tiny
+    one, shared through ``cache``) and the cold-start corpora (``cold_starts``) itself."""
     max_depth: int = 3
     """``random``/``revolve``: deepest expression tree drawn from the grammar."""
     cache: str | None = None
@@ -122,7 +109,7 @@ class CheckConfig:
         if not 0 <= self.endpoint_from < self.generations:
             raise ValueError("endpoint_from must name a generation of the run")
         if isinstance(self.outer, dict):
-            self.outer = OuterSettings(**self.outer)
+            self.outer = OptimizerConfig(**self.outer)
 
 
 SMALL: dict[str, Any] = {"seeds": [0, 1], "generations": 3, "population": 4, "endpoint_from": 1,
@@ -227,16 +214,12 @@ def _proposer(config: CheckConfig, name: str, cold_start: str | None, seed: int,
     meta = MetaConfig(
         name="proposer-check", method=name, seed=seed, population=config.population,
         inner=TrainConfig(env_id=config.env_id, seed=seed), max_depth=config.max_depth,
-        optimizer_model=str(_cache(config) / "meta-optimizer-init"),
-        optimizer_learning_rate=outer.learning_rate, optimizer_kl_coef=outer.kl_coef,
-        optimizer_epochs=outer.epochs, optimizer_reference_reset=outer.reference_reset,
-        optimizer_advantage=outer.advantage, optimizer_temperature=outer.temperature,
-        optimizer_max_new_tokens=outer.max_new_tokens, invalid_score=worst,
-        output_dir=str(workdir), progress=False, executor="local")
-    proposer = make_proposer(meta, config.env_id, warm_start=False)
+        optimizer=replace(outer, model=str(_cache(config) / "meta-optimizer-init")),
+        invalid_score=worst, output_dir=str(workdir), progress=False, executor="local")
+    proposer = make_proposer(meta, config.env_id, cold_start=False)
     if name in LEARNERS and cold_start is not None and outer.sft_steps:
         # One cold start per corpus, shared by every seed (see the module docstring).
-        cast(MetaOptimizer, proposer).warm_start(outer.sft_examples, outer.sft_steps, seed=0,
+        cast(MetaOptimizer, proposer).cold_start(outer.sft_examples, outer.sft_steps, seed=0,
                                                  corpus=cold_start, cache=_cache(config))
     return proposer
 
@@ -500,5 +483,5 @@ def small(config: CheckConfig) -> CheckConfig:
     return replace(config, **SMALL, outer=replace(config.outer, sft_steps=10, sft_examples=32))
 
 
-__all__ = ["CheckConfig", "OuterSettings", "PROPOSERS", "Rule", "label", "parse_rule",
+__all__ = ["CheckConfig", "PROPOSERS", "Rule", "label", "parse_rule",
            "run_check", "small", "spearman", "summarize"]
