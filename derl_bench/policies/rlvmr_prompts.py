@@ -32,20 +32,28 @@ _ACTIONS = [f'{{{{"action": "{template}", "description": "{description}"}}}}'
 _ACTION_LINES = ["[", *(f"{line}," for line in _ACTIONS[:-1]), _ACTIONS[-1], "]"]
 """RLVMR's action list, one JSON object a line, braces doubled for ``str.format``."""
 
-SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
+_SCIWORLD_OPENING = [
     '',
     ('You are an expert agent operating in the ScienceWorld environment, which is a text-based '
      'virtual environment centered around accomplishing tasks from the elementary science '
      'curriculum.'),
     'Your current task is: {task_description}',
     '',
-    'Your current observation is: {current_observation}',
+]
+_SCIWORLD_ACTIONS = [
     'Here are the actions you may take:',
     *_ACTION_LINES,
     '',
     'Current available actions:',
     '{available_actions}',
     '',
+]
+"""The parts both ScienceWorld prompts share: the opening, and the actions."""
+
+SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
+    *_SCIWORLD_OPENING,
+    'Your current observation is: {current_observation}',
+    *_SCIWORLD_ACTIONS,
     "Now it's your turn to take an action.",
     ('You should first reason step-by-step about the current situation. This reasoning process '
      'MUST be enclosed within <think> </think> tags. '),
@@ -55,21 +63,11 @@ SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
 ])
 
 SCIWORLD_TEMPLATE = "\n".join([
-    '',
-    ('You are an expert agent operating in the ScienceWorld environment, which is a text-based '
-     'virtual environment centered around accomplishing tasks from the elementary science '
-     'curriculum.'),
-    'Your current task is: {task_description}',
-    '',
+    *_SCIWORLD_OPENING,
     ('Prior to this step, you have already taken {step_count} step(s). Below are the most recent '
      '{history_length} observations and the corresponding actions you took: {action_history}'),
     'You are now at step {current_step} and your current observation is: {current_observation}',
-    'Here are the actions you may take:',
-    *_ACTION_LINES,
-    '',
-    'Current available actions:',
-    '{available_actions}',
-    '',
+    *_SCIWORLD_ACTIONS,
     ("Now it's your turn to take an action. You should first reason step-by-step about the "
      "current situation. This reasoning process MUST be enclosed within <think> </think> tags."),
     ("Once you've finished your reasoning, you should choose an appropriate action for the "
@@ -77,10 +75,7 @@ SCIWORLD_TEMPLATE = "\n".join([
     '',
 ])
 
-ALFWORLD_TEMPLATE_NO_HIS = "\n".join([
-    '',
-    'You are an expert agent operating in the ALFRED Embodied Environment.',
-    'Your current observation is: {current_observation}',
+_ALFWORLD_ACTIONS_AND_ANSWER = [
     'Your admissible actions of the current situation are: [{admissible_actions}].',
     '',
     "Now it's your turn to take an action.",
@@ -89,6 +84,14 @@ ALFWORLD_TEMPLATE_NO_HIS = "\n".join([
     ("Once you've finished your reasoning, you should choose an admissible action for current "
      "step and present it within <action> </action> tags."),
     '',
+]
+"""The end of both ALFWorld prompts: the admissible actions and how to answer."""
+
+ALFWORLD_TEMPLATE_NO_HIS = "\n".join([
+    '',
+    'You are an expert agent operating in the ALFRED Embodied Environment.',
+    'Your current observation is: {current_observation}',
+    *_ALFWORLD_ACTIONS_AND_ANSWER,
 ])
 
 ALFWORLD_TEMPLATE = "\n".join([
@@ -98,14 +101,7 @@ ALFWORLD_TEMPLATE = "\n".join([
     ('Prior to this step, you have already taken {step_count} step(s). Below are the most recent '
      '{history_length} observaitons and the corresponding actions you took: {action_history}'),
     'You are now at step {current_step} and your current observation is: {current_observation}',
-    'Your admissible actions of the current situation are: [{admissible_actions}].',
-    '',
-    "Now it's your turn to take an action.",
-    ('You should first reason step-by-step about the current situation. This reasoning process '
-     'MUST be enclosed within <think> </think> tags. '),
-    ("Once you've finished your reasoning, you should choose an admissible action for current "
-     "step and present it within <action> </action> tags."),
-    '',
+    *_ALFWORLD_ACTIONS_AND_ANSWER,
 ])
 
 def scienceworld_text(turn: AgentTurn, available: str, observations_shown: int) -> str:
