@@ -108,8 +108,9 @@ def test_a_derl_generation_on_a_gpu(tmp_path, batch_inner):
     from derl_bench.meta import MetaConfig, run_meta
 
     config = MetaConfig(name="gpu", method="derl", outer_steps=2, population=2,
-                        validation_episodes=4, seed=0, optimizer_sft_examples=16,
-                        optimizer_sft_steps=2, progress=False, executor="local",
+                        validation_episodes=4, seed=0,
+                        optimizer={"sft_examples": 16, "sft_steps": 2}, progress=False,
+                        executor="local",
                         batch_inner=batch_inner, output_dir=str(tmp_path),
                         inner={"env_id": "derl/Arithmetic-v0", "model": "tiny", "steps": 1,
                                "group_size": 4, "prompts_per_step": 2, "max_new_tokens": 8,

@@ -11,7 +11,6 @@ def _run(args: argparse.Namespace) -> int:
     from derl_bench.experiments.proposer_check import (
         PROPOSERS,
         CheckConfig,
-        OuterSettings,
         run_check,
         small,
     )
@@ -32,7 +31,6 @@ def _run(args: argparse.Namespace) -> int:
             if v is not None}
         config = replace(config, **changes, outer=replace(config.outer, **outer)
                          if outer else config.outer)
-        OuterSettings(**vars(config.outer))
     except (TypeError, ValueError) as err:
         print(f"derl-bench proposer-check: {err} (proposers: {', '.join(PROPOSERS)})",
               file=sys.stderr)

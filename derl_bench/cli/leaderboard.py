@@ -85,7 +85,9 @@ def run_render(args: argparse.Namespace) -> int:
     """Render from the valid records; invalid ones are reported and left out."""
     from derl_bench.evaluation.record import read_run_here
     from derl_bench.leaderboard import render_html, render_markdown, validate_board
-    from derl_bench.leaderboard.render import build_boards, collect_citations, render_all
+    from derl_bench.leaderboard.board import build_boards
+    from derl_bench.leaderboard.markdown import collect_citations
+    from derl_bench.leaderboard.render import render_all
 
     records = []
     for report in validate_board(args.dir):

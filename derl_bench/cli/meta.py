@@ -30,7 +30,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         config = load_meta_config(args.recipe, overrides)
-        models = [m for m in (config.inner.model, config.optimizer_model) if m != TINY_MODEL]
+        models = [m for m in (config.inner.model, config.optimizer.model) if m != TINY_MODEL]
         if check_run(config.run_dir, models, args):
             clear_run_dir(config.run_dir)
     except (ConfigError, RunDirError) as err:

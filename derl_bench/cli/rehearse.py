@@ -209,7 +209,7 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
                     code, wall, rss = run_measured(
                         [*base_cmd, "meta", str(REPO_BASELINES / "meta-derl-gsm8k.yaml"),
                          "outer_steps=1", "population=2", "validation_episodes=2",
-                         "optimizer_sft_examples=16", "optimizer_sft_steps=2", "progress=false",
+                         "optimizer.sft_examples=16", "optimizer.sft_steps=2", "progress=false",
                          # A barely cold-started Meta-Optimizer often writes a constant reward:
                          # train it anyway, so every rehearsal runs its inner runs; and keep the
                          # closing evaluation of the best policy short.

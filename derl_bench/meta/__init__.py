@@ -10,9 +10,15 @@
 See :func:`run_meta` and ``docs/meta-loop.md``.
 """
 
-from derl_bench.meta.config import METHODS, MetaConfig, load_meta_config, meta_config_from_dict
+from derl_bench.meta.config import (
+    METHODS,
+    MetaConfig,
+    OptimizerConfig,
+    load_meta_config,
+    meta_config_from_dict,
+)
 from derl_bench.meta.loop import MetaResult, run_meta
 from derl_bench.meta.search import IslandEvolution, Proposal, RandomSearch
 
-__all__ = ["METHODS", "IslandEvolution", "MetaConfig", "MetaResult", "Proposal", "RandomSearch",
-           "load_meta_config", "meta_config_from_dict", "run_meta"]
+__all__ = ["METHODS", "IslandEvolution", "MetaConfig", "MetaResult", "OptimizerConfig", "Proposal",
+           "RandomSearch", "load_meta_config", "meta_config_from_dict", "run_meta"]

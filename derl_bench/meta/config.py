@@ -9,6 +9,8 @@
       env_id: derl/GSM8K-v0
       model: tiny
       steps: 2
+    optimizer:              # OptimizerConfig fields: the Meta-Optimizer (derl, derl-pop, ...)
+      max_new_tokens: 24    # or flat, as optimizer_max_new_tokens: 24
 """
 
 from __future__ import annotations
@@ -36,24 +38,25 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
     "derl-official": {
         "outer_steps": 20,                          # grpo_coordinator.py:28
         "population": 8,                            # grpo_coordinator.py:29
-        "optimizer_decoder": "whitelist",           # constrained_rollout.py:66-118, :236
-        "optimizer_temperature": 0.7,               # constrained_rollout.py:229
-        "optimizer_max_new_tokens": 128,            # constrained_rollout.py:232
+        "optimizer.decoder": "whitelist",           # constrained_rollout.py:66-118, :236
+        "optimizer.temperature": 0.7,               # constrained_rollout.py:229
+        "optimizer.max_new_tokens": 128,            # constrained_rollout.py:232
         "invalid_score": -1.0,                      # expression_check.py:57-61
-        "optimizer_invalid": "drop",                # ray_trainer.py:955-960
+        "optimizer.invalid": "drop",                # ray_trainer.py:955-960
         "constant_rewards": "train",                # every valid formula is trained
-        "optimizer_learning_rate": 1e-6,            # run_qwen2_5_05b_instr_math_meta_rl.sh:35
-        "optimizer_kl_coef": 0.001,                 # :39-41, low_var_kl = k3
-        "optimizer_epochs": 4,                      # :43
-        "optimizer_reference_reset": True,          # :34, the iteration's model
-        "optimizer_advantage": "raw",               # ray_trainer.py:1034, core_algos.py:206-208
-        "optimizer_cold_start": "paper",            # dataset/cold_start_training_data.json
+        "optimizer.learning_rate": 1e-6,            # run_qwen2_5_05b_instr_math_meta_rl.sh:35
+        "optimizer.kl_coef": 0.001,                 # :39-41, low_var_kl = k3
+        "optimizer.epochs": 4,                      # :43
+        "optimizer.reference_reset": True,          # :34, the iteration's model
+        "optimizer.advantage": "raw",               # ray_trainer.py:1034, core_algos.py:206-208
+        "optimizer.cold_start": "paper",            # dataset/cold_start_training_data.json
         "warm_start_from": "previous",              # grpo_coordinator_population.py:322-371
         "inner.reward_semantics": "derl-official",  # verl/utils/reward_score/__init__.py:36-48
     },
 }
 """Each protocol's values for the recipe fields it sets (``inner.X`` is the inner recipe's
-field ``X``); a field the recipe sets itself keeps the recipe's value."""
+field ``X``, ``optimizer.X`` the Meta-Optimizer's); a field the recipe sets itself keeps the
+recipe's value."""
 PROTOCOL_METHOD_VALUES: dict[tuple[str, str], dict[str, Any]] = {
     ("derl-official", "derl-pop"): {"outer_steps": 50},  # grpo_coordinator_population.py:29
 }
@@ -72,6 +75,67 @@ PLACEMENT_FIELDS = ("executor", "ray_address", "workers", "num_cpus", "num_gpus"
                     "progress")
 """Fields that say where and how visibly a run executes, not what it computes: a resumed run
 may change them (move to a cluster, say)."""
+
+
+COLD_STARTS = ("paper", "generator")
+"""The Meta-Optimizer's cold-start corpora
+(:meth:`~derl_bench.meta.optimizer.MetaOptimizer.cold_start`)."""
+
+
+@dataclass
+class OptimizerConfig:
+    """The Meta-Optimizer: its model, sampler, outer update and cold start.
+
+    The outer update's settings default to what the proposer check selected
+    (docs/proposer-check.md): learning rate 1e-3, KL 0.001 to a reference reset before every
+    update, 4 epochs, leave-one-out advantages."""
+
+    model: str = "tiny"
+    """A HF name, a local path, or ``tiny`` (a tiny model written under the run directory)."""
+    learning_rate: float = 1e-3
+    """The outer update's learning rate; ``derl-frozen`` trains at 0."""
+    kl_coef: float = 0.001
+    max_new_tokens: int = 48
+    """Longest expression in tokens (the grammar decoder always closes it within this)."""
+    temperature: float = 1.0
+    epochs: int = 4
+    """Optimiser passes over each generation's group (the official code: 4 PPO epochs)."""
+    reference_reset: bool = True
+    """Make the current Meta-Optimizer the KL reference before every update (the official
+    code resets it each iteration); otherwise the reference stays the cold-started model."""
+    advantage: str = "rloo"
+    """``grpo`` (group mean and std), ``rloo`` (leave-one-out baseline, unscaled) or ``raw``
+    (the score itself, no baseline: the official code's one-member groups)."""
+    decoder: str = "grammar"
+    """``grammar`` (derl-bench's prompt and grammar-constrained decoding) or ``whitelist``
+    (the official prompt, token whitelist, first-line formula and validity check;
+    :mod:`derl_bench.reward.whitelist`)."""
+    invalid: str = "score"
+    """An invalid proposal is learnt from at the run's ``invalid_score`` (``score``), or
+    ``drop``-ped from the update, the group refilled with copies of the first valid proposal
+    (the official update)."""
+    cold_start: str = "generator"
+    """The cold-start corpus: ``paper`` (the DERL paper's 206 formulas, those that compile in
+    the env's domain; needs ``derl-bench data download derl``) or ``generator`` (draws from
+    the grammar)."""
+    sft_examples: int = 206
+    """Cold start from the generator: how many expressions it draws (the paper's corpus has
+    206); 0 skips the cold start."""
+    sft_steps: int = 150
+    cache: str | None = None
+    """A folder where cold-started Meta-Optimizers are kept, keyed by everything that
+    determines them, so runs that share a cold start fine-tune once (``None``: no cache)."""
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("advantage", ESTIMATORS), ("decoder", DECODERS),
+                              ("invalid", INVALID_RULES), ("cold_start", COLD_STARTS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"optimizer {name} must be one of {', '.join(allowed)}, got "
+                                  f"{getattr(self, name)!r}")
+        if self.epochs < 1:
+            raise ConfigError(f"optimizer epochs must be at least 1, got {self.epochs!r}")
+        if self.sft_examples < 0 or self.sft_steps < 0:
+            raise ConfigError("optimizer sft_examples and sft_steps must be >= 0")
 
 
 @dataclass
@@ -125,41 +189,10 @@ class MetaConfig:
     """Evaluate on the first this-many episodes of each eval set (``None``: all of them)."""
     seed: int = 0
 
-    optimizer_model: str = "tiny"
-    optimizer_learning_rate: float = 1e-3
-    """The outer update's settings default to what the proposer check selected
-    (docs/proposer-check.md): learning rate 1e-3, KL 0.001 to a reference reset before every
-    update, 4 epochs, leave-one-out advantages."""
-    optimizer_kl_coef: float = 0.001
-    optimizer_max_new_tokens: int = 48
-    optimizer_temperature: float = 1.0
-    optimizer_epochs: int = 4
-    """Optimiser passes over each generation's group (the official code: 4 PPO epochs)."""
-    optimizer_reference_reset: bool = True
-    """Make the current Meta-Optimizer the KL reference before every update (the official
-    code resets it each iteration); otherwise the reference stays the cold-started model."""
-    optimizer_advantage: str = "rloo"
-    """``grpo`` (group mean and std), ``rloo`` (leave-one-out baseline, unscaled) or ``raw``
-    (the score itself, no baseline: the official code's one-member groups)."""
-    optimizer_decoder: str = "grammar"
-    """``grammar`` (derl-bench's prompt and grammar-constrained decoding) or ``whitelist``
-    (the official prompt, token whitelist, first-line formula and validity check;
-    :mod:`derl_bench.reward.whitelist`)."""
-    optimizer_invalid: str = "score"
-    """An invalid proposal is learnt from at ``invalid_score`` (``score``), or ``drop``-ped
-    from the update, the group refilled with copies of the first valid proposal (the
-    official update)."""
-    optimizer_cold_start: str = "generator"
-    """The cold-start corpus: ``paper`` (the DERL paper's 206 formulas, those that compile in
-    the env's domain; needs ``derl-bench data download derl``) or ``generator`` (draws from
-    the grammar)."""
-    optimizer_sft_examples: int = 206
-    """Cold start from the generator: how many expressions it draws (the paper's corpus has
-    206); 0 skips the cold start."""
-    optimizer_sft_steps: int = 150
-    optimizer_cache: str | None = None
-    """A folder where cold-started Meta-Optimizers are kept, keyed by everything that
-    determines them, so runs that share a cold start fine-tune once (``None``: no cache)."""
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    """The Meta-Optimizer's settings (``derl``, ``derl-pop``, ``derl-frozen``); a mapping of
+    :class:`OptimizerConfig` fields is accepted and checked. A recipe may also give them flat,
+    as ``optimizer_<field>`` (:func:`meta_config_from_dict`)."""
     invalid_score: float = 0.0
     constant_rewards: str = "skip"
     """A reward constant on the probe set trains nothing: ``skip`` scores it ``invalid_score``
@@ -215,9 +248,8 @@ class MetaConfig:
             raise ConfigError(f"batch_inner must be one of {BATCH_INNER}, got {self.batch_inner!r}")
         if self.method not in METHODS:
             raise ConfigError(f"method must be one of {METHODS}, got {self.method!r}")
-        if self.retries < 0 or self.optimizer_sft_examples < 0 or self.optimizer_sft_steps < 0:
-            raise ConfigError("retries, optimizer_sft_examples and optimizer_sft_steps must be "
-                              ">= 0")
+        if self.retries < 0:
+            raise ConfigError(f"retries must be >= 0, got {self.retries!r}")
         for name in ("outer_steps", "population", "validation_episodes", "islands"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)!r}")
@@ -230,9 +262,6 @@ class MetaConfig:
         if self.method == "fixed" and not self.reward:
             raise ConfigError("method fixed needs a reward expression")
         for name, allowed in (("protocol", tuple(PROTOCOLS)),
-                              ("optimizer_advantage", ESTIMATORS),
-                              ("optimizer_decoder", DECODERS),
-                              ("optimizer_invalid", INVALID_RULES),
                               ("constant_rewards", ("skip", "train")),
                               ("inner_seeds", ("slot", "run")),
                               ("warm_start_from", ("best", "previous"))):
@@ -243,18 +272,20 @@ class MetaConfig:
             raise ConfigError(f"protocol derl-official reproduces the released DERL code, which "
                               f"has the methods {', '.join(OFFICIAL_METHODS)}, not "
                               f"{self.method!r}")
-        if self.optimizer_cold_start not in ("paper", "generator"):
-            raise ConfigError("optimizer_cold_start must be paper or generator, got "
-                              f"{self.optimizer_cold_start!r}")
-        if self.optimizer_epochs < 1:
-            raise ConfigError(f"optimizer_epochs must be at least 1, got {self.optimizer_epochs!r}")
         if self.method in LEARNING_METHODS and self.population < 2:
             raise ConfigError("derl needs population >= 2: GRPO compares rewards within a group")
         if isinstance(self.inner, dict):
             self.inner = config_from_dict({"seed": self.seed, **self.inner})
         elif not isinstance(self.inner, TrainConfig):
             raise ConfigError("inner must be a mapping of TrainConfig fields")
-        if self.optimizer_decoder == "whitelist" or self.protocol == "derl-official":
+        if isinstance(self.optimizer, dict):
+            unknown = sorted(set(self.optimizer) - {f.name for f in fields(OptimizerConfig)})
+            if unknown:
+                raise ConfigError(f"unknown optimizer fields: {', '.join(unknown)}")
+            self.optimizer = OptimizerConfig(**self.optimizer)
+        elif not isinstance(self.optimizer, OptimizerConfig):
+            raise ConfigError("optimizer must be a mapping of OptimizerConfig fields")
+        if self.optimizer.decoder == "whitelist" or self.protocol == "derl-official":
             from derl_bench.reward import MetaRewardError, primitive_set
             from derl_bench.reward.semantics import official_primitives
 
@@ -278,15 +309,45 @@ class MetaConfig:
         return asdict(self)
 
 
+SECTIONS = ("inner", "optimizer")
+"""The recipe fields that are mappings of their own dataclass's fields; ``SECTION.X`` names
+field ``X`` of one in overrides and :data:`PROTOCOLS`."""
+FLAT_OPTIMIZER = "optimizer_"
+"""The prefix of the Meta-Optimizer's fields written flat (``optimizer_learning_rate``)."""
+
+
+def nest_flat_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (a recipe's fields) with every flat ``optimizer_X`` moved into its
+    ``optimizer`` mapping; a field given both ways is refused.
+
+        >>> nest_flat_keys({"population": 2, "optimizer_learning_rate": 0.1,
+        ...                 "optimizer": {"epochs": 2}})
+        {'population': 2, 'optimizer': {'epochs': 2, 'learning_rate': 0.1}}
+    """
+    flat = {k[len(FLAT_OPTIMIZER):]: v for k, v in values.items()
+            if k.startswith(FLAT_OPTIMIZER)}
+    if not flat:
+        return values
+    section = values.get("optimizer", {})
+    if not isinstance(section, dict):
+        raise ConfigError("optimizer must be a mapping of OptimizerConfig fields")
+    twice = sorted(set(flat) & set(section))
+    if twice:
+        raise ConfigError(f"optimizer fields given both flat and nested: {', '.join(twice)}")
+    nested = {k: v for k, v in values.items() if not k.startswith(FLAT_OPTIMIZER)}
+    nested["optimizer"] = {**section, **flat}
+    return nested
+
+
 def apply_protocol(values: dict[str, Any]) -> dict[str, Any]:
     """``values`` (a recipe's fields) with its ``protocol``'s values (:data:`PROTOCOLS`) for
     every field it does not set itself; an explicit field wins over the protocol.
 
         >>> apply_protocol({"protocol": "derl-official", "method": "derl-pop",
-        ...                 "optimizer_learning_rate": 1e-3})["optimizer_learning_rate"]
+        ...                 "optimizer": {"learning_rate": 1e-3}})["optimizer"]["learning_rate"]
         0.001
         >>> v = apply_protocol({"protocol": "derl-official", "method": "derl-pop"})
-        >>> v["outer_steps"], v["optimizer_temperature"], v["inner"]["reward_semantics"]
+        >>> v["outer_steps"], v["optimizer"]["temperature"], v["inner"]["reward_semantics"]
         (50, 0.7, 'derl-official')
     """
     protocol = values.get("protocol", "derl")
@@ -296,33 +357,44 @@ def apply_protocol(values: dict[str, Any]) -> dict[str, Any]:
               **PROTOCOL_METHOD_VALUES.get((protocol, values.get("method", "derl")), {})}
     filled = {**values}
     for key, value in preset.items():
-        if key.startswith("inner."):
-            inner = filled.get("inner", {})
-            if isinstance(inner, dict):
-                filled["inner"] = {key[len("inner."):]: value, **inner}
+        section, dot, name = key.partition(".")
+        if dot:
+            mapping = filled.get(section, {})
+            if isinstance(mapping, dict):
+                filled[section] = {name: value, **mapping}
         else:
             filled.setdefault(key, value)
     return filled
 
 
 def meta_config_from_dict(values: dict[str, Any]) -> MetaConfig:
-    """A MetaConfig from a recipe's fields: unknown keys are refused and the recipe's
-    ``protocol`` fills what the recipe leaves unset (:func:`apply_protocol`)."""
+    """A MetaConfig from a recipe's fields: flat ``optimizer_X`` fields are nested
+    (:func:`nest_flat_keys`), unknown keys are refused and the recipe's ``protocol`` fills what
+    the recipe leaves unset (:func:`apply_protocol`)."""
+    values = nest_flat_keys(values)
     known = {f.name for f in fields(MetaConfig)}
     unknown = sorted(set(values) - known)
     if unknown:
         raise ConfigError(f"unknown meta recipe keys: {', '.join(unknown)}")
-    if not isinstance(values.get("inner", {}), dict):
-        raise ConfigError("inner must be a mapping of TrainConfig fields")
+    for section in SECTIONS:
+        if not isinstance(values.get(section, {}), dict):
+            raise ConfigError(f"{section} must be a mapping of its fields")
     return MetaConfig(**apply_protocol(values))
 
 
 def load_meta_config(path: str | Path, overrides: list[str] | None = None) -> MetaConfig:
-    """Read a YAML meta recipe; ``key=value`` overrides (``inner.steps=3`` reaches inside)."""
-    values = read_recipe(path)
+    """Read a YAML meta recipe; ``key=value`` overrides (``inner.steps=3`` and
+    ``optimizer.epochs=2`` reach inside)."""
+    values = nest_flat_keys(read_recipe(path))
     for key, value in parse_overrides(overrides or []).items():
-        if key.startswith("inner."):
-            values.setdefault("inner", {})[key[len("inner."):]] = value
+        if key.startswith(FLAT_OPTIMIZER):  # an override wins over the recipe, flat or not
+            key = "optimizer." + key[len(FLAT_OPTIMIZER):]
+        section, dot, name = key.partition(".")
+        if dot and section in SECTIONS:
+            mapping = values.setdefault(section, {})
+            if not isinstance(mapping, dict):
+                raise ConfigError(f"{section} must be a mapping of its fields")
+            mapping[name] = value
         else:
             values[key] = value
     return meta_config_from_dict(values)

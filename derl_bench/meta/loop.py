@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -72,9 +72,9 @@ from derl_bench.meta.workers import Executor, InnerJob, JobOutcome, executor_for
 from derl_bench.reward import MetaRewardError, compile_reward
 
 
-def make_proposer(config: MetaConfig, env_id: str, warm_start: bool = True) -> Proposer:
+def make_proposer(config: MetaConfig, env_id: str, cold_start: bool = True) -> Proposer:
     """The proposer of ``config.method``; it proposes rewards over exactly the primitives
-    ``env_id`` emits. ``warm_start=False`` skips the Meta-Optimizer's cold-start fine-tuning (a
+    ``env_id`` emits. ``cold_start=False`` skips the Meta-Optimizer's cold-start fine-tuning (a
     resumed run loads its weights instead)."""
     if config.method == "random":
         return RandomSearch(env_id, config.seed, config.max_depth)
@@ -86,22 +86,14 @@ def make_proposer(config: MetaConfig, env_id: str, warm_start: bool = True) -> P
                                config.crossover_rate, config.migrate_every, config.max_depth)
     from derl_bench.meta.optimizer import MetaOptimizer
 
-    frozen = config.method == "derl-frozen"
-    optimizer = MetaOptimizer(env_id, config.optimizer_model, config.run_dir, config.seed,
-                              0.0 if frozen else config.optimizer_learning_rate,
-                              config.optimizer_kl_coef,
-                              max_new_tokens=config.optimizer_max_new_tokens,
-                              temperature=config.optimizer_temperature,
-                              invalid_score=config.invalid_score,
-                              device=config.inner.device, epochs=config.optimizer_epochs,
-                              reference_reset=config.optimizer_reference_reset,
-                              advantage=config.optimizer_advantage,
-                              decoder=config.optimizer_decoder,
-                              invalid=config.optimizer_invalid)
-    if config.optimizer_sft_examples and warm_start:
-        optimizer.warm_start(config.optimizer_sft_examples, config.optimizer_sft_steps,
-                             seed=config.seed, corpus=config.optimizer_cold_start,
-                             cache=config.optimizer_cache)
+    settings = config.optimizer
+    if config.method == "derl-frozen":
+        settings = replace(settings, learning_rate=0.0)
+    optimizer = MetaOptimizer(env_id, settings, config.run_dir, config.seed,
+                              invalid_score=config.invalid_score, device=config.inner.device)
+    if settings.sft_examples and cold_start:
+        optimizer.cold_start(settings.sft_examples, settings.sft_steps, seed=config.seed,
+                             corpus=settings.cold_start, cache=settings.cache)
     return optimizer
 
 
@@ -267,7 +259,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
     make_env(inner_config(config, "0", out / "inner" / "check", None)).close()
     shutil.rmtree(out / "inner" / "check", ignore_errors=True)
     # Proposals use, and compile against, exactly the primitives the inner env emits.
-    proposer = make_proposer(config, env_id, warm_start=state is None)
+    proposer = make_proposer(config, env_id, cold_start=state is None)
     # Single-step rewards are keyed by behaviour; a probe episode has one step, so it cannot
     # tell trajectory terms apart (mean and last agree on it): agents keep the canonical hash.
     probe = None if family_spec(env_id).multi_turn else probe_set(env_id)

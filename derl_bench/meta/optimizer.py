@@ -11,7 +11,7 @@ validation scores of the inner policies they trained, and the update is the shar
 (:func:`derl_bench.grpo.update.grpo_update`) that trains the inner policies.
 
 Before its first GRPO step the Meta-Optimizer is cold-started, as in the paper, by supervised
-fine-tuning (:meth:`MetaOptimizer.warm_start`) on one of two corpora: ``paper``, the DERL
+fine-tuning (:meth:`MetaOptimizer.cold_start`) on one of two corpora: ``paper``, the DERL
 paper's 206 hand-written formulas (the ``derl`` dataset) that compile in the env's domain, or
 ``generator``, valid Meta-Rewards drawn from the project's own expression generator. A
 cold-started model is cached by everything that determines it, so runs that share a cold start
@@ -24,12 +24,12 @@ current model before every update (``reference_reset``), and the advantage estim
 baseline, ``r_i - mean_{j != i} r_j``, unscaled, so a small score difference stays a small
 advantage; ``raw``: the score itself, no baseline, as in the official code).
 
-``decoder="whitelist"`` samples as the released DERL code does instead
+``decoder: whitelist`` samples as the released DERL code does instead
 (:mod:`derl_bench.reward.whitelist`): the official prompt (the cold-start corpus's
 instruction, naming ``g1..g4`` and ``+ - * /``), a fixed token whitelist in place of the
 grammar, the first line of each sample as its formula and the official validity check; the
 update trains on the formula's text tokenized again, without an end token, as the official
-update does. ``invalid="drop"`` drops the invalid samples from the update and refills the group
+update does. ``invalid: drop`` drops the invalid samples from the update and refills the group
 to its size with copies of the first valid sample and its score (the official update).
 """
 
@@ -49,10 +49,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from derl_bench.grpo.advantage import ESTIMATORS, outer_advantages
+from derl_bench.grpo.advantage import outer_advantages
 from derl_bench.grpo.loss import token_logprobs
 from derl_bench.grpo.update import UpdateSettings, batch_logprobs, grpo_update, make_optimizer
-from derl_bench.meta.config import DECODERS, INVALID_RULES
+from derl_bench.meta.config import COLD_STARTS, OptimizerConfig
 from derl_bench.meta.search import Proposal
 from derl_bench.policies import (
     SamplingConfig,
@@ -89,7 +89,6 @@ TIGHT_MARGIN = 12
 tokens are checked one by one; earlier, no single token can use up the slack."""
 TIGHT_CANDIDATES = 16
 """In the tight region, the most likely allowed tokens that are checked."""
-COLD_STARTS = ("paper", "generator")
 SFT_LEARNING_RATE = 3e-3
 
 
@@ -163,38 +162,21 @@ class MetaOptimizer:
 
     Args:
         domain: the env id (or family, or ``"math"``/``"agent"``) whose primitives it writes.
-        model: a HF name or local path, or ``"tiny"`` for a tiny model written to ``workdir``.
+        config: its model, sampler and outer update (:class:`OptimizerConfig`); a learning
+            rate of 0 gives the frozen control (``derl-frozen``): the same sampler that never
+            learns. The cold start is :meth:`cold_start`'s, called by the owner.
         workdir: where the tiny model is written.
-        learning_rate, kl_coef, clip_eps: the outer update's settings; a learning rate of 0
-            gives the frozen control (``derl-frozen``): the same sampler that never learns.
-        epochs: optimiser passes over each generation's group (the official code's 4 PPO
-            epochs).
-        reference_reset: make the current model the KL reference before every update (as the
-            official code does each iteration), instead of keeping the cold-started model.
-        advantage: ``grpo``, ``rloo`` or ``raw`` (see the module docstring).
-        max_new_tokens: longest expression in tokens (the grammar decoder always closes the
-            expression within it).
-        decoder: ``grammar`` or ``whitelist`` (the official prompt, whitelist and validity
-            rule; see the module docstring).
-        invalid: ``score`` (an invalid proposal is learnt from at ``invalid_score``) or
-            ``drop`` (dropped, and the group refilled with copies of the first valid one).
+        invalid_score: what an invalid proposal scores in the update (``config.invalid``
+            ``score``).
     """
 
-    def __init__(self, domain: str, model: str = "tiny", workdir: str | Path = ".",
-                 seed: int = 0, learning_rate: float = 1e-3, kl_coef: float = 0.001,
-                 clip_eps: float = 0.2, max_new_tokens: int = 48, temperature: float = 1.0,
-                 invalid_score: float = 0.0, device: str = "cpu", epochs: int = 4,
-                 reference_reset: bool = True, advantage: str = "rloo",
-                 decoder: str = "grammar", invalid: str = "score") -> None:
-        if advantage not in ESTIMATORS:
-            raise ValueError(f"advantage must be one of {ESTIMATORS}, got {advantage!r}")
-        if decoder not in DECODERS:
-            raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
-        if invalid not in INVALID_RULES:
-            raise ValueError(f"invalid must be one of {INVALID_RULES}, got {invalid!r}")
-        self.decoder, self.invalid = decoder, invalid
-        if epochs < 1:
-            raise ValueError(f"epochs must be at least 1, got {epochs!r}")
+    def __init__(self, domain: str, config: OptimizerConfig | None = None,
+                 workdir: str | Path = ".", seed: int = 0, invalid_score: float = 0.0,
+                 device: str = "cpu") -> None:
+        config = config or OptimizerConfig()
+        self.config = config
+        self.decoder, self.invalid = config.decoder, config.invalid
+        model = config.model
         self.domain = domain
         self.model_source = model
         if model == "tiny":
@@ -205,15 +187,15 @@ class MetaOptimizer:
         self.model, self.tokenizer = load_model_and_tokenizer(model, device)
         configure_threads(self.model)
         self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self.optimizer = make_optimizer(self.model, learning_rate)
-        self.learning_rate = learning_rate
-        self.settings = UpdateSettings(clip_eps=clip_eps, kl_coef=kl_coef,
-                                       micro_batch_size=64, temperature=temperature,
-                                       updates_per_batch=epochs)
-        self.reference_reset, self.advantage = reference_reset, advantage
+        self.learning_rate = config.learning_rate
+        self.optimizer = make_optimizer(self.model, self.learning_rate)
+        self.settings = UpdateSettings(kl_coef=config.kl_coef, micro_batch_size=64,
+                                       temperature=config.temperature,
+                                       updates_per_batch=config.epochs)
+        self.reference_reset, self.advantage = config.reference_reset, config.advantage
         # The cold-started model, kept to measure how far learning has moved the sampler.
         self.start = self.reference
-        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self.max_new_tokens, self.temperature = config.max_new_tokens, config.temperature
         self.invalid_score = invalid_score
         self.device = device
         # On the model's device: sampling on a GPU refuses a CPU generator.
@@ -222,7 +204,7 @@ class MetaOptimizer:
         self.token_text = vocab
         self.eos_id = self.tokenizer.eos_token_id
         self.backend = TransformersBackend(self.model, self.tokenizer)
-        if decoder == "whitelist":
+        if self.decoder == "whitelist":
             self.whitelist = whitelist_ids(self.tokenizer)
             messages = official_prompt()
         else:
@@ -373,7 +355,7 @@ class MetaOptimizer:
                              "tokens in this domain")
         return encoded
 
-    def warm_start(self, examples: int, steps: int, seed: int = 0, batch_size: int = 32,
+    def cold_start(self, examples: int, steps: int, seed: int = 0, batch_size: int = 32,
                    corpus: str = "generator", cache: str | Path | None = None,
                    ) -> dict[str, float]:
         """Supervised fine-tuning on the ``corpus`` (see :meth:`cold_start_corpus`) for
@@ -444,7 +426,7 @@ class MetaOptimizer:
         Returns the update's statistics: ``meta/kl`` (to the KL reference, during the update),
         ``meta/kl_from_start`` (per token, from the cold-started model, on this group's
         samples after the update: how far learning has moved the sampler), the advantages'
-        spread, and with ``invalid="drop"`` how many proposals were valid (``meta/valid``)
+        spread, and with ``invalid: drop`` how many proposals were valid (``meta/valid``)
         and how many copies refilled the group (``meta/padded``)."""
         if valid is None:
             valid = [bool(p.extra.get("complete")) for p in proposals]

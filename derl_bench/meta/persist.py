@@ -22,7 +22,7 @@ import yaml
 
 from derl_bench.files import write_jsonl_atomic
 from derl_bench.grpo.trainer import ResumeError, check_unchanged
-from derl_bench.meta.config import PLACEMENT_FIELDS, MetaConfig
+from derl_bench.meta.config import PLACEMENT_FIELDS, MetaConfig, nest_flat_keys
 from derl_bench.meta.search import Proposal, Proposer
 from derl_bench.meta.types import MetaResult
 
@@ -90,7 +90,9 @@ def start_run(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
     if resume:
         if not saved.exists():
             raise ResumeError(f"--resume: no reward-discovery run at {out}")
-        check_unchanged(yaml.safe_load(saved.read_text()) or {}, current, PLACEMENT_FIELDS)
+        # A run saved with flat optimizer_* fields compares as the nested recipe it is.
+        check_unchanged(nest_flat_keys(yaml.safe_load(saved.read_text()) or {}), current,
+                        PLACEMENT_FIELDS)
         if (out / STATE_FILE).exists():
             import torch
 

@@ -23,48 +23,37 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from derl_bench.family import family_spec
-from derl_bench.policies.prompts import AgentTurn, Messages
+from derl_bench.policies.prompts import SCIENCEWORLD_ACTION_TABLE, AgentTurn, Messages
 
-SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
+RLVMR_OMITS = ("teleport to LOC",)
+"""ScienceWorld action templates that RLVMR's list leaves out."""
+_ACTIONS = [f'{{{{"action": "{template}", "description": "{description}"}}}}'
+            for template, description in SCIENCEWORLD_ACTION_TABLE if template not in RLVMR_OMITS]
+_ACTION_LINES = ["[", *(f"{line}," for line in _ACTIONS[:-1]), _ACTIONS[-1], "]"]
+"""RLVMR's action list, one JSON object a line, braces doubled for ``str.format``."""
+
+_SCIWORLD_OPENING = [
     '',
     ('You are an expert agent operating in the ScienceWorld environment, which is a text-based '
      'virtual environment centered around accomplishing tasks from the elementary science '
      'curriculum.'),
     'Your current task is: {task_description}',
     '',
-    'Your current observation is: {current_observation}',
+]
+_SCIWORLD_ACTIONS = [
     'Here are the actions you may take:',
-    '[',
-    '{{"action": "open OBJ", "description": "open a container"}},',
-    '{{"action": "close OBJ", "description": "close a container"}},',
-    '{{"action": "activate OBJ", "description": "activate a device"}},',
-    '{{"action": "deactivate OBJ", "description": "deactivate a device"}},',
-    '{{"action": "connect OBJ to OBJ", "description": "connect electrical components"}},',
-    '{{"action": "disconnect OBJ", "description": "disconnect electrical components"}},',
-    '{{"action": "use OBJ [on OBJ]", "description": "use a device/item"}},',
-    '{{"action": "look around", "description": "describe the current room"}},',
-    '{{"action": "look at OBJ", "description": "describe an object in detail"}},',
-    '{{"action": "look in OBJ", "description": "describe a container\'s contents"}},',
-    '{{"action": "read OBJ", "description": "read a note or book"}},',
-    '{{"action": "move OBJ to OBJ", "description": "move an object to a container"}},',
-    '{{"action": "pick up OBJ", "description": "move an object to the inventory"}},',
-    '{{"action": "put down OBJ", "description": "drop an inventory item"}},',
-    '{{"action": "pour OBJ into OBJ", "description": "pour a liquid into a container"}},',
-    '{{"action": "dunk OBJ into OBJ", "description": "dunk a container into a liquid"}},',
-    '{{"action": "mix OBJ", "description": "chemically mix a container"}},',
-    '{{"action": "go to LOC", "description": "move to a new location"}},',
-    '{{"action": "eat OBJ", "description": "eat a food"}},',
-    '{{"action": "flush OBJ", "description": "flush a toilet"}},',
-    '{{"action": "focus on OBJ", "description": "signal intent on a task object"}},',
-    '{{"action": "wait", "description": "take no action for 10 iterations"}},',
-    '{{"action": "wait1", "description": "take no action for 1 iteration"}},',
-    '{{"action": "task", "description": "describe current task"}},',
-    '{{"action": "inventory", "description": "list your inventory"}}',
-    ']',
+    *_ACTION_LINES,
     '',
     'Current available actions:',
     '{available_actions}',
     '',
+]
+"""The parts both ScienceWorld prompts share: the opening, and the actions."""
+
+SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
+    *_SCIWORLD_OPENING,
+    'Your current observation is: {current_observation}',
+    *_SCIWORLD_ACTIONS,
     "Now it's your turn to take an action.",
     ('You should first reason step-by-step about the current situation. This reasoning process '
      'MUST be enclosed within <think> </think> tags. '),
@@ -74,47 +63,11 @@ SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
 ])
 
 SCIWORLD_TEMPLATE = "\n".join([
-    '',
-    ('You are an expert agent operating in the ScienceWorld environment, which is a text-based '
-     'virtual environment centered around accomplishing tasks from the elementary science '
-     'curriculum.'),
-    'Your current task is: {task_description}',
-    '',
+    *_SCIWORLD_OPENING,
     ('Prior to this step, you have already taken {step_count} step(s). Below are the most recent '
      '{history_length} observations and the corresponding actions you took: {action_history}'),
     'You are now at step {current_step} and your current observation is: {current_observation}',
-    'Here are the actions you may take:',
-    '[',
-    '{{"action": "open OBJ", "description": "open a container"}},',
-    '{{"action": "close OBJ", "description": "close a container"}},',
-    '{{"action": "activate OBJ", "description": "activate a device"}},',
-    '{{"action": "deactivate OBJ", "description": "deactivate a device"}},',
-    '{{"action": "connect OBJ to OBJ", "description": "connect electrical components"}},',
-    '{{"action": "disconnect OBJ", "description": "disconnect electrical components"}},',
-    '{{"action": "use OBJ [on OBJ]", "description": "use a device/item"}},',
-    '{{"action": "look around", "description": "describe the current room"}},',
-    '{{"action": "look at OBJ", "description": "describe an object in detail"}},',
-    '{{"action": "look in OBJ", "description": "describe a container\'s contents"}},',
-    '{{"action": "read OBJ", "description": "read a note or book"}},',
-    '{{"action": "move OBJ to OBJ", "description": "move an object to a container"}},',
-    '{{"action": "pick up OBJ", "description": "move an object to the inventory"}},',
-    '{{"action": "put down OBJ", "description": "drop an inventory item"}},',
-    '{{"action": "pour OBJ into OBJ", "description": "pour a liquid into a container"}},',
-    '{{"action": "dunk OBJ into OBJ", "description": "dunk a container into a liquid"}},',
-    '{{"action": "mix OBJ", "description": "chemically mix a container"}},',
-    '{{"action": "go to LOC", "description": "move to a new location"}},',
-    '{{"action": "eat OBJ", "description": "eat a food"}},',
-    '{{"action": "flush OBJ", "description": "flush a toilet"}},',
-    '{{"action": "focus on OBJ", "description": "signal intent on a task object"}},',
-    '{{"action": "wait", "description": "take no action for 10 iterations"}},',
-    '{{"action": "wait1", "description": "take no action for 1 iteration"}},',
-    '{{"action": "task", "description": "describe current task"}},',
-    '{{"action": "inventory", "description": "list your inventory"}}',
-    ']',
-    '',
-    'Current available actions:',
-    '{available_actions}',
-    '',
+    *_SCIWORLD_ACTIONS,
     ("Now it's your turn to take an action. You should first reason step-by-step about the "
      "current situation. This reasoning process MUST be enclosed within <think> </think> tags."),
     ("Once you've finished your reasoning, you should choose an appropriate action for the "
@@ -122,10 +75,7 @@ SCIWORLD_TEMPLATE = "\n".join([
     '',
 ])
 
-ALFWORLD_TEMPLATE_NO_HIS = "\n".join([
-    '',
-    'You are an expert agent operating in the ALFRED Embodied Environment.',
-    'Your current observation is: {current_observation}',
+_ALFWORLD_ACTIONS_AND_ANSWER = [
     'Your admissible actions of the current situation are: [{admissible_actions}].',
     '',
     "Now it's your turn to take an action.",
@@ -134,6 +84,14 @@ ALFWORLD_TEMPLATE_NO_HIS = "\n".join([
     ("Once you've finished your reasoning, you should choose an admissible action for current "
      "step and present it within <action> </action> tags."),
     '',
+]
+"""The end of both ALFWorld prompts: the admissible actions and how to answer."""
+
+ALFWORLD_TEMPLATE_NO_HIS = "\n".join([
+    '',
+    'You are an expert agent operating in the ALFRED Embodied Environment.',
+    'Your current observation is: {current_observation}',
+    *_ALFWORLD_ACTIONS_AND_ANSWER,
 ])
 
 ALFWORLD_TEMPLATE = "\n".join([
@@ -143,14 +101,7 @@ ALFWORLD_TEMPLATE = "\n".join([
     ('Prior to this step, you have already taken {step_count} step(s). Below are the most recent '
      '{history_length} observaitons and the corresponding actions you took: {action_history}'),
     'You are now at step {current_step} and your current observation is: {current_observation}',
-    'Your admissible actions of the current situation are: [{admissible_actions}].',
-    '',
-    "Now it's your turn to take an action.",
-    ('You should first reason step-by-step about the current situation. This reasoning process '
-     'MUST be enclosed within <think> </think> tags. '),
-    ("Once you've finished your reasoning, you should choose an admissible action for current "
-     "step and present it within <action> </action> tags."),
-    '',
+    *_ALFWORLD_ACTIONS_AND_ANSWER,
 ])
 
 def scienceworld_text(turn: AgentTurn, available: str, observations_shown: int) -> str:

@@ -5,7 +5,7 @@ air-gapped cluster), yet memory, speed and shape bugs only show at the real size
 writes a HF model folder with the exact Qwen2.5 configuration of a named shape, random weights
 in safetensors, and a tokenizer built in code that has the real vocabulary size and the real
 special tokens at their real ids, so it loads through
-:func:`~derl_bench.policies.loading.load_model_and_tokenizer` exactly like
+:func:`~derl_bench.policies.policy.load_model_and_tokenizer` exactly like
 ``Qwen/Qwen2.5-0.5B-Instruct``::
 
     >>> SHAPES["qwen2.5-0.5b"].hidden_size, SHAPES["qwen2.5-0.5b"].num_hidden_layers
@@ -126,103 +126,6 @@ class ModelShape:
         return self.vocab_size * h + self.num_hidden_layers * layer + h + head
 
 
-    def linear_parameters(self) -> int:
-        """Weights of the decoder blocks' linear projections (what a forward multiplies per
-        token, besides the output projection)."""
-        h, i, kv = self.hidden_size, self.intermediate_size, self.num_key_value_heads
-        return self.num_hidden_layers * (2 * h * h + 2 * h * kv * self.head_dim + 3 * h * i)
-
-    def lora_parameters(self, r: int) -> int:
-        """Weights of a rank-``r`` adapter on all seven projections of every block."""
-        h, i, kv = self.hidden_size, self.intermediate_size, self.num_key_value_heads
-        kv_dim = kv * self.head_dim
-        per_layer = r * ((h + h) * 2 + (h + kv_dim) * 2 + (h + i) * 2 + (i + h))
-        return self.num_hidden_layers * per_layer
-
-
-def step_cost(shape: ModelShape, rows: int, prompt_tokens: int, new_tokens: int,
-              dtype: str = "bfloat16", lora_r: int | None = None, kl: bool = True,
-              logprob_chunk: int | None = 1024, recompute: bool = False) -> dict:
-    """COMPUTED cost of one GRPO step (one update per batch) of :mod:`derl_bench.grpo`.
-
-    ``rows`` sequences of ``prompt_tokens + new_tokens`` positions. Sampling runs a prefill of
-    the prompts and one step per new token (KV cache); the update runs one forward and backward
-    over every position, the output projection only on the ``new_tokens`` positions the loss
-    reads; the KL reference one more forward. Matrix-product FLOPs only (2 per multiply-add;
-    attention's score and value products included). Memory in bytes: weights, gradients and
-    AdamW's two moments (in the parameters' dtype, as torch keeps them), the reference (a
-    second copy of the weights for full fine-tuning, none for LoRA: the adapter switched
-    off), the sampler's KV cache, the loss's logits (plus their float32 copy) of at most
-    ``logprob_chunk`` positions at a time (``None``: every completion token's at once; more
-    positions than a chunk make the logits again in the backward pass) and the
-    activations the backward keeps (inputs of every projection, the attention's q/k/v and
-    output, the MLP's gate and up: ``5h + 3i + 2 kv_dim`` values per token per layer; SDPA
-    keeps no ``T x T`` matrix; with ``recompute`` only every layer's input, and one layer's
-    activations at a time) and the lean forward's packed weight copies. ``recompute`` adds a
-    forward pass of the layers to the update's FLOPs.
-
-        >>> cost = step_cost(SHAPES["qwen2.5-0.5b"], rows=8, prompt_tokens=224, new_tokens=32)
-        >>> round(cost["kv_cache_bytes"] / 2**20)
-        24
-    """
-    width = 4 if dtype == "float32" else 2
-    h, layers, vocab = shape.hidden_size, shape.num_hidden_layers, shape.vocab_size
-    kv_dim = shape.num_key_value_heads * shape.head_dim
-    length = prompt_tokens + new_tokens
-    tokens = rows * length
-    linear = 2 * shape.linear_parameters()
-    head = 2 * h * vocab
-    # Attention products: q.k and p.v for each of h query dims, over the causal context.
-    attention = 2 * 2 * layers * h * length / 2
-    sample = rows * (length * (linear + attention) + new_tokens * head)
-    forward = tokens * (linear + attention) + rows * new_tokens * head
-    adapters = 0 if lora_r is None else shape.lora_parameters(lora_r)
-    if lora_r is None:
-        backward = 2 * forward
-    else:
-        # Gradients flow through every frozen weight to the activations (one product), but no
-        # weight gradient is formed except the adapters' (small).
-        backward = forward + tokens * 2 * 2 * adapters
-        forward += tokens * 2 * adapters
-    reference = forward if kl else 0
-    params = shape.parameters()
-    if lora_r is None:
-        weights = params * width
-        train_state = params * width * 3  # gradient + two AdamW moments
-        ref_bytes = params * width if kl else 0
-    else:
-        weights = params * width
-        train_state = adapters * 4 * 4  # float32 adapter, its gradient and two moments
-        ref_bytes = 0
-    per_layer = tokens * (5 * h + 3 * shape.intermediate_size + 2 * kv_dim) * width
-    activations = (tokens * layers * h * width + per_layer if recompute
-                   else per_layer * layers)
-    if recompute:
-        backward += tokens * (linear + attention)
-    if logprob_chunk is not None and rows * new_tokens > logprob_chunk:
-        backward += rows * new_tokens * head  # each chunk's logits made again
-    positions = rows * new_tokens if logprob_chunk is None else min(rows * new_tokens,
-                                                                     logprob_chunk)
-    logits = positions * vocab * (width + (0 if width == 4 else 4))
-    kv_cache = 2 * layers * rows * length * kv_dim * width
-    # The lean forward concatenates q/k/v and gate/up into new matrices (with LoRA every
-    # projection is a new ``W + scaling B A``); autograd keeps them until the backward.
-    i = shape.intermediate_size
-    packed = layers * width * (shape.linear_parameters() // layers if lora_r is not None
-                               else h * h + 2 * h * kv_dim + 2 * h * i)
-    return {
-        "sample_flops": sample, "update_flops": forward + backward,
-        "reference_flops": reference, "step_flops": sample + forward + backward + reference,
-        "weights_bytes": weights, "train_state_bytes": train_state,
-        "reference_bytes": ref_bytes, "kv_cache_bytes": kv_cache,
-        "activation_bytes": activations, "logits_bytes": logits,
-        "packed_bytes": packed,
-        "peak_bytes": weights + train_state + ref_bytes + max(kv_cache,
-                                                              activations + logits + packed),
-        "trainable_parameters": params if lora_r is None else adapters,
-    }
-
-
 _FULL = {
     "qwen2.5-0.5b": ModelShape(896, 4864, 24, 14, 2),
     "qwen2.5-1.5b": ModelShape(1536, 8960, 28, 12, 2, max_window_layers=21),
@@ -335,5 +238,5 @@ def init_shape_model(path: str | Path, shape: str, seed: int = 0, dtype: str = "
 
 
 __all__ = ["QWEN_CHAT_TEMPLATE", "QWEN_SPECIAL_TOKENS", "QWEN_VOCAB_SIZE", "SHAPES",
-           "ModelShape", "build_qwen_tokenizer", "step_cost", "build_shape_model",
+           "ModelShape", "build_qwen_tokenizer", "build_shape_model",
            "init_shape_model", "qwen_config"]

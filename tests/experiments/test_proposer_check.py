@@ -16,6 +16,7 @@ from derl_bench.experiments.proposer_check import (
     spearman,
 )
 from derl_bench.experiments.stats import paired_difference, t_quantile
+from derl_bench.meta.config import OptimizerConfig
 from derl_bench.meta.optimizer import MetaOptimizer
 from derl_bench.meta.probe import probe_set
 from derl_bench.policies import TinyModelSpec, init_tiny_model
@@ -98,10 +99,11 @@ def _optimizer(tmp_path, learning_rate: float) -> MetaOptimizer:
     if not (init / "config.json").exists():
         init_tiny_model(init, TinyModelSpec(seed=7919), overwrite=True)
     # The outer-loop settings the proposer check selected (docs/proposer-check.md).
-    optimizer = MetaOptimizer(ENV, str(init), tmp_path, seed=3, learning_rate=learning_rate,
-                              kl_coef=0.001, max_new_tokens=24, epochs=4, reference_reset=True,
-                              advantage="rloo", invalid_score=-1.0)
-    optimizer.warm_start(64, 20, seed=0, corpus="generator", cache=tmp_path / "cache")
+    settings = OptimizerConfig(model=str(init), learning_rate=learning_rate, kl_coef=0.001,
+                               max_new_tokens=24, epochs=4, reference_reset=True,
+                               advantage="rloo")
+    optimizer = MetaOptimizer(ENV, settings, tmp_path, seed=3, invalid_score=-1.0)
+    optimizer.cold_start(64, 20, seed=0, corpus="generator", cache=tmp_path / "cache")
     return optimizer
 
 
@@ -138,13 +140,13 @@ def test_the_meta_optimizer_moves_toward_a_rules_optimum_and_lr_zero_does_not(tm
 
 
 def test_the_paper_corpus_cold_starts_the_meta_optimizer(data_root, tmp_path):
-    optimizer = MetaOptimizer(ENV, "tiny", tmp_path, seed=0, max_new_tokens=48)
+    optimizer = MetaOptimizer(ENV, OptimizerConfig(max_new_tokens=48), tmp_path, seed=0)
     corpus = optimizer.cold_start_corpus("paper", examples=0)
     # The formulas the Meta-Reward language accepts (193 of 206) that fit the token budget.
     assert 150 < len(corpus) <= 193
-    first = optimizer.warm_start(0, 5, corpus="paper", cache=tmp_path / "cache")
-    again = MetaOptimizer(ENV, "tiny", tmp_path, seed=0, max_new_tokens=48)
-    second = again.warm_start(0, 5, corpus="paper", cache=tmp_path / "cache")
+    first = optimizer.cold_start(0, 5, corpus="paper", cache=tmp_path / "cache")
+    again = MetaOptimizer(ENV, OptimizerConfig(max_new_tokens=48), tmp_path, seed=0)
+    second = again.cold_start(0, 5, corpus="paper", cache=tmp_path / "cache")
     assert first["cached"] == 0.0 and second["cached"] == 1.0
     assert second["loss_last"] == first["loss_last"]
     for a, b in zip(optimizer.model.parameters(), again.model.parameters(), strict=True):
@@ -196,8 +198,8 @@ def _cold_start_in_a_process(args: tuple[str, str]) -> float:
 
     configure_threads(num_threads=1)
     folder, cache = args
-    optimizer = MetaOptimizer(ENV, "tiny", folder, seed=0, max_new_tokens=24)
-    return optimizer.warm_start(64, 20, seed=0, corpus="generator", cache=cache)["cached"]
+    optimizer = MetaOptimizer(ENV, OptimizerConfig(max_new_tokens=24), folder, seed=0)
+    return optimizer.cold_start(64, 20, seed=0, corpus="generator", cache=cache)["cached"]
 
 
 def test_runs_started_side_by_side_cold_start_once(tmp_path):

@@ -130,7 +130,7 @@ def test_the_optimizer_recipe_reaches_only_the_meta_optimizers_methods(tmp_path)
     config = ProxyConfig(output=str(tmp_path), optimizer_recipe={
         "protocol": "derl-official", "inner": {"reward_semantics": "derl"}})
     derl = meta_config_for(config, "derl", 0, "tiny", tmp_path)
-    assert derl.protocol == "derl-official" and derl.optimizer_decoder == "whitelist"
+    assert derl.protocol == "derl-official" and derl.optimizer.decoder == "whitelist"
     assert derl.inner.reward_semantics == "derl" and derl.outer_steps == 20
     randoms = meta_config_for(config, "random", 0, "tiny", tmp_path)
     assert randoms.protocol == "derl" and randoms.inner.reward_semantics != "derl-official"

@@ -17,7 +17,7 @@ from derl_bench.cli import main
 from derl_bench.evaluation import adapter_for, evaluated_env_ids, schema_errors
 from derl_bench.evaluation.schema import RESULT_SCHEMA, binomial_se
 from derl_bench.leaderboard import render_html, submission_files, validate_file
-from derl_bench.leaderboard.render import build_boards
+from derl_bench.leaderboard.board import build_boards
 
 REPO = Path(__file__).resolve().parents[2]
 BOARDS = REPO / "leaderboards"
@@ -438,7 +438,7 @@ def test_render_skips_invalid_records(tmp_path, capsys):
 
 
 def test_html_escapes_what_it_shows():
-    from derl_bench.leaderboard.render import Board, Cell, Row
+    from derl_bench.leaderboard.board import Board, Cell, Row
 
     row = Row("<b>m</b>", "a&b", "run", cells={"L0": Cell(0.5, 0.1, 10, "2026-01-01", "x")})
     page = render_html([Board("gsm8k", "derl/GSM8K-v0", ["L0"], [row])])
@@ -557,7 +557,7 @@ def test_a_fresh_run_record_carries_its_setup():
 
 def test_committed_runs_are_listed_as_run_here_and_an_edit_unlists_one():
     from derl_bench.evaluation.record import read_run_here
-    from derl_bench.leaderboard.render import provenance
+    from derl_bench.leaderboard.board import provenance
 
     listed = read_run_here(BOARDS)
     records = [json.loads(p.read_text()) for p in committed()]
@@ -589,7 +589,7 @@ def test_run_here_lists_run_records_only(tmp_path, capsys):
 def test_the_proxy_lists_the_records_it_writes_as_run_here(tmp_path):
     from derl_bench.evaluation.record import read_run_here
     from derl_bench.experiments.proxy import copy_records
-    from derl_bench.leaderboard.render import provenance
+    from derl_bench.leaderboard.board import provenance
 
     source = tmp_path / "L0.json"
     source.write_text(BASE.read_text())

@@ -24,7 +24,8 @@ import pytest
 
 from derl_bench.evaluation.record import read_run_here
 from derl_bench.leaderboard import submission_files, validate_file
-from derl_bench.leaderboard.render import METRIC_NAMES, build_boards, render_html, view_id
+from derl_bench.leaderboard.board import build_boards
+from derl_bench.leaderboard.page import METRIC_NAMES, render_html, view_id
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -4,22 +4,35 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from derl_bench.cli import main
 from derl_bench.grpo.config import ConfigError
-from derl_bench.grpo.trainer import initial_model_path, step_seeds
-from derl_bench.meta import IslandEvolution, MetaConfig, Proposal, RandomSearch, run_meta
+from derl_bench.grpo.trainer import ResumeError, initial_model_path, step_seeds
+from derl_bench.meta import (
+    IslandEvolution,
+    MetaConfig,
+    OptimizerConfig,
+    Proposal,
+    RandomSearch,
+    load_meta_config,
+    meta_config_from_dict,
+    run_meta,
+)
 from derl_bench.meta.evolve import crossover, get_subtree, mutate, replace_subtree, subtree_paths
 from derl_bench.meta.inner import inner_config, validation_score
 from derl_bench.meta.optimizer import MetaOptimizer
+from derl_bench.meta.persist import start_run
 from derl_bench.reward import compile_reward
 from derl_bench.reward.canonical import to_text
 from derl_bench.reward.nodes import Num
 from derl_bench.reward.parser import parse
 
+REPO = Path(__file__).resolve().parents[2]
 TINY_INNER = {"env_id": "derl/GSM8K-v0", "model": "tiny", "steps": 1, "group_size": 2,
               "prompts_per_step": 1, "max_new_tokens": 8, "tensorboard": False}
 ARITH_INNER = {**TINY_INNER, "env_id": "derl/Arithmetic-v0"}
@@ -65,8 +78,9 @@ def test_islands_keep_the_best_and_migrate():
 
 @pytest.fixture(scope="module")
 def meta_optimizer(tmp_path_factory):
-    return MetaOptimizer("math", workdir=tmp_path_factory.mktemp("meta-opt"), seed=1,
-                         max_new_tokens=24, learning_rate=5e-3, kl_coef=0.0)
+    return MetaOptimizer("math", OptimizerConfig(max_new_tokens=24, learning_rate=5e-3,
+                                                 kl_coef=0.0),
+                         workdir=tmp_path_factory.mktemp("meta-opt"), seed=1)
 
 
 def test_meta_optimizer_always_closes_its_expressions_within_budget(meta_optimizer):
@@ -79,9 +93,9 @@ def test_meta_optimizer_always_closes_its_expressions_within_budget(meta_optimiz
         assert len(p.extra["completion_ids"]) <= 24
 
 
-def test_meta_optimizer_warm_start_learns_the_grammar(tmp_path):
-    optimizer = MetaOptimizer("math", workdir=tmp_path, seed=2, max_new_tokens=24)
-    losses = optimizer.warm_start(examples=24, steps=12, seed=0, batch_size=8)
+def test_meta_optimizer_cold_start_learns_the_grammar(tmp_path):
+    optimizer = MetaOptimizer("math", OptimizerConfig(max_new_tokens=24), tmp_path, seed=2)
+    losses = optimizer.cold_start(examples=24, steps=12, seed=0, batch_size=8)
     assert losses["loss_last"] < 0.7 * losses["loss_first"]
 
 
@@ -123,6 +137,40 @@ def test_meta_config_rejects_bad_recipes(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("method: random\nbudget: 3\n")
     assert main(["meta", str(recipe)]) == 2
+    with pytest.raises(ConfigError, match="unknown optimizer fields: lr"):
+        MetaConfig(inner=TINY_INNER, optimizer={"lr": 0.1})
+    with pytest.raises(ConfigError, match="optimizer advantage must be one of"):
+        MetaConfig(inner=TINY_INNER, optimizer={"advantage": "ppo"})
+
+
+def test_every_committed_meta_recipe_loads_and_flat_optimizer_fields_still_do(tmp_path):
+    recipes = sorted(REPO.glob("baselines/meta-*.yaml"))
+    assert len(recipes) == 2 and all(load_meta_config(r).inner.env_id for r in recipes)
+    nested = REPO / "baselines" / "meta-derl-gsm8k.yaml"
+    assert load_meta_config(nested).optimizer.max_new_tokens == 24
+    flat = tmp_path / "flat.yaml"
+    flat.write_text(nested.read_text().replace("optimizer:\n  max_new_tokens: 24",
+                                               "optimizer_max_new_tokens: 24"))
+    assert "optimizer_max_new_tokens" in flat.read_text()
+    assert load_meta_config(flat) == load_meta_config(nested)
+    # An override wins over the recipe, written flat or dotted.
+    both = load_meta_config(flat, ["optimizer_max_new_tokens=8", "optimizer.epochs=2"])
+    assert both.optimizer.max_new_tokens == 8 and both.optimizer.epochs == 2
+    with pytest.raises(ConfigError, match="both flat and nested: epochs"):
+        meta_config_from_dict({"inner": TINY_INNER, "optimizer_epochs": 2,
+                               "optimizer": {"epochs": 3}})
+
+
+def test_a_run_saved_with_flat_optimizer_fields_resumes(tmp_path):
+    config = MetaConfig(method="random", inner=TINY_INNER, output_dir=str(tmp_path))
+    saved = config.to_dict()
+    saved.update({f"optimizer_{k}": v for k, v in saved.pop("optimizer").items()})
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    assert start_run(config, resume=True) is None  # no checkpoint yet: it starts over
+    changed = {**saved, "optimizer_epochs": 9}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
+    with pytest.raises(ResumeError, match="optimizer"):
+        start_run(config, resume=True)
 
 
 def test_random_search_run_end_to_end(data_root, tmp_path):
@@ -147,8 +195,8 @@ def test_random_search_run_end_to_end(data_root, tmp_path):
 def test_derl_pop_warm_starts_from_the_best_policy(data_root, tmp_path):
     config = MetaConfig(name="p", method="derl-pop", outer_steps=2, population=2,
                         validation_episodes=2, inner=TINY_INNER, output_dir=str(tmp_path),
-                        progress=False, executor="local", optimizer_max_new_tokens=16, seed=2,
-                        optimizer_sft_examples=16, optimizer_sft_steps=2)
+                        progress=False, executor="local", seed=2,
+                        optimizer={"max_new_tokens": 16, "sft_examples": 16, "sft_steps": 2})
     result = run_meta(config)
     second = [c for c in result.candidates if c["generation"] == 1]
     first_best = max((c for c in result.candidates if c["generation"] == 0 and c.get("checkpoint")),

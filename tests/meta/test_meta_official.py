@@ -14,7 +14,13 @@ import yaml
 
 from derl_bench.cli import main
 from derl_bench.grpo.config import ConfigError
-from derl_bench.meta import MetaConfig, MetaResult, Proposal, meta_config_from_dict
+from derl_bench.meta import (
+    MetaConfig,
+    MetaResult,
+    OptimizerConfig,
+    Proposal,
+    meta_config_from_dict,
+)
 from derl_bench.meta.config import PROTOCOLS
 from derl_bench.meta.loop import _warm_start_model
 from derl_bench.meta.optimizer import MetaOptimizer
@@ -120,12 +126,11 @@ def test_the_preset_fills_what_the_recipe_leaves_unset_and_explicit_fields_win()
     config = meta_config_from_dict({"protocol": "derl-official", "method": "derl-pop",
                                     "optimizer_learning_rate": 1e-3,
                                     "inner": {**TINY_INNER, "env_id": "derl/GSM8K-v0"}})
-    assert config.optimizer_learning_rate == 1e-3  # explicit wins
+    assert config.optimizer.learning_rate == 1e-3  # explicit wins, written flat
     for key, value in PROTOCOLS["derl-official"].items():
-        if key == "inner.reward_semantics":
-            assert config.inner.reward_semantics == value
-        elif key not in ("optimizer_learning_rate", "outer_steps"):
-            assert getattr(config, key) == value, key
+        section, _, name = key.rpartition(".")
+        if key not in ("optimizer.learning_rate", "outer_steps"):
+            assert getattr(getattr(config, section) if section else config, name) == value, key
     assert config.outer_steps == 50 and config.population == 8
     explicit = meta_config_from_dict({"protocol": "derl-official", "inner": {
         **TINY_INNER, "env_id": "derl/GSM8K-v0", "reward_semantics": "derl"}})
@@ -160,9 +165,10 @@ def test_the_preset_keeps_the_eval_split_guard(data_root, tmp_path):
 
 @pytest.fixture(scope="module")
 def official_optimizer(data_root, tmp_path_factory):
-    return MetaOptimizer("derl/GSM8K-v0", workdir=tmp_path_factory.mktemp("official"), seed=3,
-                         learning_rate=1e-2, max_new_tokens=128, temperature=0.7,
-                         decoder="whitelist", invalid="drop", advantage="raw")
+    settings = OptimizerConfig(learning_rate=1e-2, max_new_tokens=128, temperature=0.7,
+                               decoder="whitelist", invalid="drop", advantage="raw")
+    return MetaOptimizer("derl/GSM8K-v0", settings,
+                         workdir=tmp_path_factory.mktemp("official"), seed=3)
 
 
 def _proposal(optimizer: MetaOptimizer, formula: str) -> Proposal:
@@ -255,9 +261,11 @@ def test_an_official_derl_run_on_gsm8k_scores_invalid_proposals_minus_one(data_r
                    "--output", str(run)])
     assert status in (0, 1)  # 1: no proposal was valid, so nothing was trained
     saved = yaml.safe_load((run / "config.yaml").read_text())
-    assert saved["optimizer_decoder"] == "whitelist" and saved["optimizer_temperature"] == 0.7
-    assert saved["optimizer_max_new_tokens"] == 128 and saved["optimizer_advantage"] == "raw"
-    assert saved["optimizer_learning_rate"] == 1e-6 and saved["optimizer_cold_start"] == "paper"
+    optimizer = saved["optimizer"]
+    assert optimizer["decoder"] == "whitelist" and optimizer["temperature"] == 0.7
+    assert optimizer["max_new_tokens"] == 128 and optimizer["advantage"] == "raw"
+    assert optimizer["learning_rate"] == 1e-6 and optimizer["cold_start"] == "paper"
+    assert optimizer["sft_steps"] == 4  # the flat override reached the nested field
     assert saved["inner"]["reward_semantics"] == "derl-official"
     lines = _lines(run)
     assert len(lines) == 4
@@ -284,8 +292,9 @@ def formula_writer(data_root, tmp_path_factory):
     """A tiny Meta-Optimizer fine-tuned on the official prompt to answer one valid formula or
     one invalid one, about equally often: a real model whose samples are a mix."""
     folder = tmp_path_factory.mktemp("writer")
-    writer = MetaOptimizer("derl/Arithmetic-v0", workdir=folder, seed=0, max_new_tokens=128,
-                           decoder="whitelist")
+    writer = MetaOptimizer("derl/Arithmetic-v0",
+                           OptimizerConfig(max_new_tokens=128, decoder="whitelist"),
+                           workdir=folder, seed=0)
     # No space before a g: " g" is one token of this vocabulary and not on the whitelist.
     texts = [writer.tokenizer(t, add_special_tokens=False)["input_ids"] + [writer.eos_id]
              for t in ("g1+g2", "g1+(g2")]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from derl_bench.cli import main
-from derl_bench.meta import IslandEvolution, RandomSearch
+from derl_bench.meta import IslandEvolution, OptimizerConfig, RandomSearch
 from derl_bench.meta.optimizer import MetaOptimizer
 from derl_bench.meta.search import FixedReward
 from derl_bench.meta.workers import ray_available
@@ -189,8 +189,8 @@ def test_a_damaged_candidates_line_or_state_stops_a_resume(uninterrupted, tmp_pa
     lambda tmp: RandomSearch("math", seed=3),
     lambda tmp: IslandEvolution("math", seed=3, islands=2, island_size=2),
     lambda tmp: FixedReward("outcome", seed=3),
-    lambda tmp: MetaOptimizer("math", workdir=tmp, seed=3, max_new_tokens=16,
-                              learning_rate=5e-3, kl_coef=0.0),
+    lambda tmp: MetaOptimizer("math", OptimizerConfig(max_new_tokens=16, learning_rate=5e-3,
+                                                      kl_coef=0.0), workdir=tmp, seed=3),
 ], ids=["random", "revolve", "fixed", "meta-optimizer"])
 def test_a_restored_proposer_continues_exactly_as_the_original(tmp_path, make):
     import torch

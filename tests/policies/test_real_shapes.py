@@ -89,3 +89,19 @@ def test_init_refuses_unknown_shapes_and_existing_folders(short_model, tmp_path,
     assert main(["model", "init", "--shape", "qwen2.5-0.5b-short", str(short_model)]) == 2
     assert "not empty" in capsys.readouterr().err
     assert (short_model / "model.safetensors").exists()
+
+
+def test_the_gpu_cost_table_in_the_docs_is_what_its_script_computes():
+    import runpy
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    script = runpy.run_path(str(repo / "scripts" / "gpu_costs.py"))
+    cost = script["step_cost"](SHAPES["qwen2.5-0.5b"], rows=8, prompt_tokens=224, new_tokens=32)
+    assert round(cost["kv_cache_bytes"] / 2**20) == 24
+    assert cost["trainable_parameters"] == SHAPES["qwen2.5-0.5b"].parameters()
+    table = script["table"]().splitlines()
+    assert len(table) == 2 + 3 * 2 * 2 * 2
+    docs = (repo / "docs" / "gpu.md").read_text(encoding="utf-8").splitlines()
+    start = docs.index(table[0])
+    assert docs[start:start + len(table)] == table

@@ -1,0 +1,185 @@
+"""The leaderboards' model: boards of rows (a method x model) with a cell per level and metric,
+built from the validated records, and how a row is classified (method group, model size,
+provenance).
+
+One board per benchmark. When a row has several records for one level the newest wins (then the
+larger n). Boards of envs with a published metric next to the strict one (ScienceWorld) keep a
+cell per level and metric; a reported row fills the cells of the metric its source used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from derl_bench.evaluation.families import adapter_for, evaluated_env_ids
+from derl_bench.evaluation.policies import SCRIPTED
+from derl_bench.evaluation.record import record_digest
+from derl_bench.family import DEFAULT_SUCCESS_RULE
+
+PROVENANCES = ("run here", "submitted", "reported")
+"""A ``run`` record the project made itself (listed in ``run-here.txt``), any other ``run``
+record, and a number copied from a publication."""
+
+FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("prompting", ("react",)),
+    ("supervised fine-tuning", ("sft",)),
+    ("RL, searched reward", ("derl", "revolve", "random")),
+    ("RL, hand-made reward", ("grpo", "gigpo", "eto", "rlvmr", "outcome", "average")),
+)
+"""Method family by the method name's first word (lower case, up to a space, hyphen, comma,
+semicolon or parenthesis); a scripted policy is a ``scripted baseline`` whatever its name."""
+SCRIPTED_FAMILY = "scripted baseline"
+OTHER_FAMILY = "other"
+
+
+def method_family(method: str, checkpoint: str | None) -> str:
+    """The family a board filters a row by.
+
+    >>> method_family("GRPO, outcome reward", None), method_family("derl-pop (seed 1)", "x")
+    ('RL, hand-made reward', 'RL, searched reward')
+    >>> method_family("random", "none: a scripted policy, nothing trained")
+    'scripted baseline'
+    """
+    if checkpoint == SCRIPTED:
+        return SCRIPTED_FAMILY
+    head = re.split(r"[ ,;(-]", method.strip().lower(), maxsplit=1)[0]
+    for family, names in FAMILIES:
+        if head in names:
+            return family
+    return OTHER_FAMILY
+
+
+def model_size(model: str) -> str:
+    """The parameter count a model's name states (``1.5B``), ``tiny`` for the in-code model,
+    ``no model`` for scripted policies, else ``not stated``.
+
+    >>> model_size("Qwen2.5-1.5B-Instruct"), model_size("tiny-sft"), model_size("GPT-4o")
+    ('1.5B', 'tiny', 'not stated')
+    """
+    found = re.search(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)B(?![A-Za-z])", model)
+    if found:
+        return f"{found.group(1)}B"
+    if model.startswith("tiny"):
+        return "tiny"
+    return "no model" if model == "none" else "not stated"
+
+
+@dataclass
+class Cell:
+    """One level of one row."""
+
+    mean: float
+    se: float | None
+    n: int | None
+    date: str
+    path: str
+    setup: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Row:
+    method: str
+    model: str
+    kind: str
+    provenance: str = "run here"
+    family: str = OTHER_FAMILY
+    citation: str = ""
+    url: str = ""
+    table: str = ""
+    cells: dict[str, Cell] = field(default_factory=dict)
+    published: dict[str, Cell] = field(default_factory=dict)
+    """Cells of the published metric, by level (boards with ``published_metric``)."""
+
+    def metric_cells(self, metric: str) -> dict[str, Cell]:
+        return self.published if metric == "published" else self.cells
+
+    @property
+    def size(self) -> str:
+        return model_size(self.model)
+
+    @property
+    def source(self) -> str:
+        return "reported, not reproduced here" if self.kind != "run" else self.provenance
+
+
+@dataclass
+class Board:
+    benchmark: str
+    env_id: str
+    levels: list[str]
+    rows: list[Row]
+    published_metric: bool = False
+    heading: str = ""
+    """The board's title from its card (``hooks: board: title``); the benchmark name if empty."""
+    success_rule: str = DEFAULT_SUCCESS_RULE
+    """What a success is, as the card states it (``hooks: board: success_rule``)."""
+
+    @property
+    def title(self) -> str:
+        return self.heading or self.benchmark
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return ("strict", "published") if self.published_metric else ("strict",)
+
+    def columns(self) -> list[tuple[str, str, str]]:
+        """``(label, level, metric)`` per column, strict levels first."""
+        if not self.published_metric:
+            return [(level, level, "strict") for level in self.levels]
+        return [(f"{level} {metric}", level, metric)
+                for metric in self.metrics for level in self.levels]
+
+
+def provenance(record: Mapping[str, Any], run_here: Collection[str]) -> str:
+    """``run here``, ``submitted`` or ``reported`` (see :data:`PROVENANCES`)."""
+    if record["kind"] != "run":
+        return "reported"
+    return "run here" if record_digest(record) in run_here else "submitted"
+
+
+def build_boards(records: Sequence[tuple[Path, dict[str, Any]]],
+                 run_here: Collection[str] = ()) -> list[Board]:
+    """Group valid records into boards, in env-card order; ``run_here`` holds the digests of
+    the records the project ran itself (:func:`~derl_bench.evaluation.record.read_run_here`)."""
+    boards: dict[str, Board] = {}
+    for env_id in evaluated_env_ids():
+        adapter = adapter_for(env_id)
+        name = adapter.benchmark
+        card_board = adapter.spec.board(name)
+        boards[name] = Board(name, env_id, list(adapter.levels()), [],
+                             published_metric=adapter.has_published,
+                             heading=card_board.title, success_rule=card_board.success_rule)
+    rows: dict[tuple[str, str, str, str], Row] = {}
+    for path, rec in records:
+        board = boards[rec["benchmark"]]
+        origin = provenance(rec, run_here)
+        key = (rec["benchmark"], rec["method"], rec["model"], origin)
+        if key not in rows:
+            source = rec["source"] or {}
+            rows[key] = Row(rec["method"], rec["model"], rec["kind"], origin,
+                            method_family(rec["method"], rec["setup"]["checkpoint"]),
+                            source.get("citation", ""), source.get("url", ""),
+                            source.get("table", ""))
+            board.rows.append(rows[key])
+        res = rec["results"]
+        rates = [(res["metric"], res["success_rate"])]
+        if board.published_metric and "published" in res:
+            rates.append(("published", res["published"]["success_rate"]))
+        for metric, rate in rates:
+            cell = Cell(rate["mean"], rate["se"], res["n"], rec["date"], path.as_posix(),
+                        rec["setup"])
+            cells = rows[key].metric_cells(metric)
+            old = cells.get(rec["level"])
+            if old is None or (cell.date, cell.n or 0) > (old.date, old.n or 0):
+                cells[rec["level"]] = cell
+    for board in boards.values():
+        board.rows.sort(key=lambda r: (r.kind != "run", -_best(r), r.method, r.model))
+    return [b for b in boards.values() if b.rows]
+
+
+def _best(row: Row) -> float:
+    return max((c.mean for c in [*row.cells.values(), *row.published.values()]), default=0.0)
