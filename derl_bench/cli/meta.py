@@ -9,8 +9,8 @@ from derl_bench.cli._runs import add_run_options, check_run
 
 
 def _run(args: argparse.Namespace) -> int:
+    from derl_bench.grpo.checkpoint import ResumeError
     from derl_bench.grpo.config import ConfigError
-    from derl_bench.grpo.trainer import ResumeError
     from derl_bench.meta import load_meta_config, run_meta
     from derl_bench.meta.workers import ExecutorError
 

@@ -30,6 +30,8 @@ from derl_bench.family import FamilySpec, family_spec
 from derl_bench.files import write_text_atomic
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.checkpoint import (
+    ResumeError,
+    check_same_run,
     latest_checkpoint,
     load_trainer_state,
     quiet_transformers,
@@ -37,6 +39,7 @@ from derl_bench.grpo.checkpoint import (
     set_rng_state,
 )
 from derl_bench.grpo.config import TINY_MODEL, ConfigError, TrainConfig
+from derl_bench.grpo.rundir import start_run_id
 from derl_bench.grpo.runlog import RunLogger
 from derl_bench.grpo.update import UpdateSettings, grpo_update, make_optimizer
 from derl_bench.policies import (
@@ -63,10 +66,6 @@ EnvFactory = Callable[[], Any]
 CONFIG_FILE = "config.yaml"
 
 
-class ResumeError(RuntimeError):
-    """``--resume`` was asked for but the run cannot be continued as it was."""
-
-
 RESUMABLE_CHANGES = frozenset({"steps", "output_dir", "save_every", "keep_checkpoints",
                                "tensorboard", "progress", "device", "backend",
                                "micro_batch_size", "num_threads", "save_optimizer_state"})
@@ -82,7 +81,7 @@ def check_unchanged(saved: dict[str, Any], current: dict[str, Any],
     >>> check_unchanged({"lr": 1}, {"lr": 2})
     Traceback (most recent call last):
     ...
-    derl_bench.grpo.trainer.ResumeError: the run was started with different settings: lr: 1 -> 2
+    derl_bench.grpo.checkpoint.ResumeError: the run was started with different settings: lr: 1 -> 2
     """
     free = set(may_change)
     changed = sorted(k for k in current.keys() | saved.keys()
@@ -93,12 +92,14 @@ def check_unchanged(saved: dict[str, Any], current: dict[str, Any],
 
 
 def record_config(config: TrainConfig, resume: bool) -> None:
-    """Write ``config.yaml`` into the run directory; on resume, refuse a changed run."""
+    """Write ``config.yaml`` into the run directory, and the run's id (a new one unless
+    resuming); on resume, refuse a changed run."""
     path = config.run_dir / CONFIG_FILE
     current = config.to_dict()
     if resume and path.exists():
         check_unchanged(yaml.safe_load(path.read_text()) or {}, current, RESUMABLE_CHANGES)
     write_text_atomic(path, yaml.safe_dump(current, sort_keys=False))
+    start_run_id(config.run_dir, resume)
 
 
 def initial_model_path(config: TrainConfig) -> str:
@@ -215,6 +216,10 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
         raise ResumeError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")
+    state = None
+    if checkpoint is not None:
+        state = load_trainer_state(checkpoint)
+        check_same_run(run_dir, checkpoint, state)
     record_config(config, resume)
     start_path = initial_model_path(config)
 
@@ -237,8 +242,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     optimizer = make_optimizer(model, config.learning_rate, config.weight_decay)
     settings = update_settings(config)
     start_step = 0
-    if checkpoint is not None:
-        state = load_trainer_state(checkpoint)
+    if checkpoint is not None and state is not None:
         if state["optimizer"] is None:
             raise ConfigError(f"{checkpoint} holds no optimiser state (save_optimizer_state: "
                               f"false, as a meta loop's inner runs) and cannot resume; start "

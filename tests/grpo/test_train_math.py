@@ -145,3 +145,40 @@ def test_a_run_folder_belongs_to_one_run(data_root, tmp_path, capsys):
     file_output.write_text("x")
     assert main(["train", recipe, "--output", str(file_output / "run"), *common]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_resume_refuses_another_runs_checkpoint(data_root, tmp_path, capsys):
+    import shutil
+
+    import numpy as np
+
+    from derl_bench.grpo.checkpoint import load_trainer_state
+
+    recipe = str(BASELINES / "gsm8k-outcome.yaml")
+    common = ["progress=false", "tensorboard=false", "max_new_tokens=8"]
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    assert main(["train", recipe, "--output", str(theirs), "steps=2", *common]) == 0
+    assert main(["train", recipe, "--output", str(ours), "steps=1", *common]) == 0
+    our_id, their_id = ((run / "run-id").read_text().strip() for run in (ours, theirs))
+    assert our_id != their_id
+    assert load_trainer_state(ours / "checkpoints" / "step-1")["run_id"] == our_id
+    # Another run's later checkpoint in the folder is not continued under this run's config.
+    foreign = ours / "checkpoints" / "step-2"
+    shutil.copytree(theirs / "checkpoints" / "step-2", foreign)
+    before = _tree(ours)
+    assert main(["train", recipe, "--output", str(ours), "--resume", "steps=3", *common]) == 2
+    err = capsys.readouterr().err
+    assert f"{foreign} belongs to run {their_id}" in err and f"holds run {our_id}" in err
+    assert _tree(ours) == before
+    # A checkpoint from before checkpoints carried a run id resumes, with a warning, and the
+    # run gets an id that its later checkpoints carry.
+    shutil.rmtree(foreign)
+    (ours / "run-id").unlink()
+    state = load_trainer_state(ours / "checkpoints" / "step-1")
+    del state["run_id"]
+    state["rng"]["numpy"] = np.random.get_state()  # as such checkpoints held it
+    torch.save(state, ours / "checkpoints" / "step-1" / "trainer_state.pt")
+    assert main(["train", recipe, "--output", str(ours), "--resume", "steps=2", *common]) == 0
+    assert "written before checkpoints carried their run's id" in capsys.readouterr().err
+    new_id = (ours / "run-id").read_text().strip()
+    assert load_trainer_state(ours / "checkpoints" / "step-2")["run_id"] == new_id
