@@ -33,7 +33,7 @@ from derl_bench.grpo.checkpoint import (
     ResumeError,
     check_same_run,
     latest_checkpoint,
-    load_trainer_state,
+    open_checkpoint,
     quiet_transformers,
     save_checkpoint,
     set_rng_state,
@@ -218,7 +218,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
         raise ResumeError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")
     state = None
     if checkpoint is not None:
-        state = load_trainer_state(checkpoint)
+        state = open_checkpoint(run_dir, checkpoint)
         check_same_run(run_dir, checkpoint, state)
     record_config(config, resume)
     start_path = initial_model_path(config)

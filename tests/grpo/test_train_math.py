@@ -182,3 +182,36 @@ def test_resume_refuses_another_runs_checkpoint(data_root, tmp_path, capsys):
     assert "written before checkpoints carried their run's id" in capsys.readouterr().err
     new_id = (ours / "run-id").read_text().strip()
     assert load_trainer_state(ours / "checkpoints" / "step-2")["run_id"] == new_id
+
+
+def test_a_damaged_checkpoint_is_named_with_the_last_good_one(data_root, tmp_path, capsys):
+    recipe = str(BASELINES / "gsm8k-outcome.yaml")
+    run = tmp_path / "run"
+    common = ["--output", str(run), "progress=false", "tensorboard=false", "max_new_tokens=8",
+              "save_every=1", "keep_checkpoints=2"]
+    assert main(["train", recipe, "steps=2", *common]) == 0
+    first, last = run / "checkpoints" / "step-1", run / "checkpoints" / "step-2"
+    for name in ("trainer_state.pt", "model.safetensors"):
+        intact = (last / name).read_bytes()
+        for damaged in (intact[: len(intact) // 2], b"garbage" * 40):
+            (last / name).write_bytes(damaged)
+            before = _tree(run)
+            assert main(["train", recipe, "--resume", "steps=3", *common]) == 2
+            err = capsys.readouterr().err
+            assert f"{last / name} is damaged" in err, err
+            assert f"the last good checkpoint is {first}: delete {last}" in err
+            assert "weights_only" not in err and "Traceback" not in err
+            assert _tree(run) == before
+        (last / name).write_bytes(intact)
+    state = (first / "trainer_state.pt").read_bytes()
+    (first / "trainer_state.pt").write_bytes(state[:100])
+    (last / "model.safetensors").write_bytes(b"")
+    assert main(["train", recipe, "--resume", "steps=3", *common]) == 2
+    assert "no earlier checkpoint of the run is intact" in capsys.readouterr().err
+    # Going back to the last good checkpoint, as the message says, continues the run.
+    (first / "trainer_state.pt").write_bytes(state)
+    import shutil
+
+    shutil.rmtree(last)
+    assert main(["train", recipe, "--resume", "steps=2", *common]) == 0
+    assert [m["step"] for m in read_metrics(run)] == [0, 1]
