@@ -91,13 +91,27 @@ def check_unchanged(saved: dict[str, Any], current: dict[str, Any],
             f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in changed))
 
 
+def saved_settings(path: Path) -> dict[str, Any]:
+    """The settings a run recorded in ``path`` (its ``config.yaml``), for a resume to compare;
+    :class:`ResumeError` naming the file when it is damaged."""
+    try:
+        saved = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ResumeError(f"{path} is damaged (not YAML: {type(err).__name__}); the run cannot "
+                          "be checked and is not resumed") from None
+    if not isinstance(saved, dict):
+        raise ResumeError(f"{path} is damaged (it holds no settings); the run cannot be "
+                          "checked and is not resumed")
+    return saved
+
+
 def record_config(config: TrainConfig, resume: bool) -> None:
     """Write ``config.yaml`` into the run directory, and the run's id (a new one unless
     resuming); on resume, refuse a changed run."""
     path = config.run_dir / CONFIG_FILE
     current = config.to_dict()
     if resume and path.exists():
-        check_unchanged(yaml.safe_load(path.read_text()) or {}, current, RESUMABLE_CHANGES)
+        check_unchanged(saved_settings(path), current, RESUMABLE_CHANGES)
     write_text_atomic(path, yaml.safe_dump(current, sort_keys=False))
     start_run_id(config.run_dir, resume)
 

@@ -25,7 +25,7 @@ import yaml
 from derl_bench.files import write_jsonl_atomic
 from derl_bench.grpo.checkpoint import ResumeError, check_same_run
 from derl_bench.grpo.rundir import read_run_id, start_run_id
-from derl_bench.grpo.trainer import check_unchanged
+from derl_bench.grpo.trainer import check_unchanged, saved_settings
 from derl_bench.meta.config import PLACEMENT_FIELDS, MetaConfig
 from derl_bench.meta.search import Proposal, Proposer
 
@@ -97,7 +97,7 @@ def start_run(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
     if resume:
         if not saved.exists():
             raise ResumeError(f"--resume: no reward-discovery run at {out}")
-        check_unchanged(yaml.safe_load(saved.read_text()) or {}, current, PLACEMENT_FIELDS)
+        check_unchanged(saved_settings(saved), current, PLACEMENT_FIELDS)
         if (out / STATE_FILE).exists():
             import torch
 

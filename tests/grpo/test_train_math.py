@@ -104,6 +104,17 @@ def test_bad_requests_are_rejected_without_writing(data_root, tmp_path, capsys):
                  "meta_reward=g2"]) == 2
     assert "meta_reward" in capsys.readouterr().err
     assert (run / "metrics.jsonl").read_text() == before
+    # A damaged config.yaml cannot be compared with: the resume is refused, naming it.
+    (run / "config.yaml").write_text("steps: [\n")
+    assert main(["train", recipe, "--output", str(run), "--resume", "steps=2"]) == 2
+    assert f"{run / 'config.yaml'} is damaged" in capsys.readouterr().err
+    assert (run / "config.yaml").read_text() == "steps: [\n"
+    assert (run / "metrics.jsonl").read_text() == before
+    # An empty recipe is refused before anything is written.
+    (tmp_path / "empty.yaml").write_text("")
+    assert main(["train", str(tmp_path / "empty.yaml"), "--output", str(fresh)]) == 2
+    assert "is empty" in capsys.readouterr().err
+    assert not fresh.exists()
 
 
 def _tree(folder: Path) -> dict[str, bytes]:

@@ -186,6 +186,14 @@ def test_a_damaged_candidates_line_or_state_stops_a_resume(uninterrupted, tmp_pa
     err = capsys.readouterr().err
     assert f"checkpoint.pt belongs to run {theirs}, but {run} holds run 0123abcd" in err
     assert _tree(run) == before
+    (run / "run-id").write_text(theirs + "\n")
+    intact = saved.read_text()
+    saved.write_text("inner: {steps: [\n")
+    before = _tree(run)
+    assert main(["meta", str(recipe), "--output", str(run), "--resume"]) == 2
+    assert f"{saved} is damaged" in capsys.readouterr().err
+    assert _tree(run) == before
+    saved.write_text(intact)
     (run / "state" / "checkpoint.pt").write_bytes(b"garbage")
     assert main(["meta", str(recipe), "--output", str(run), "--resume"]) == 2
     err = capsys.readouterr().err
