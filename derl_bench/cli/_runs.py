@@ -1,5 +1,6 @@
-"""What ``train`` and ``meta`` share: ``KEY=VALUE`` overrides anywhere on the line, and the
-checks of a run's output folder and models, made before anything is written."""
+"""What the commands that run share: ``KEY=VALUE`` overrides anywhere on the line, the checks
+of a run's output folder and models, made before anything is written, and the argument types
+that refuse a bad count or override with exit 2 as argparse refuses any bad argument."""
 
 from __future__ import annotations
 
@@ -24,6 +25,44 @@ class IntermixedParser(argparse.ArgumentParser):
             return self.parse_known_intermixed_args(args, namespace)
         finally:
             self._mixing = False
+
+
+def at_least_one(text: str) -> int:
+    """``type=`` of a count such as ``--workers``: an integer of at least 1.
+
+    >>> at_least_one("3")
+    3
+    >>> at_least_one("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be at least 1, got 0
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def key_value(text: str) -> str:
+    """``type=`` of a ``KEY=VALUE`` override (value parsed as YAML).
+
+    >>> key_value("steps=5")
+    'steps=5'
+    >>> key_value("nokey")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: override 'nokey' is not KEY=VALUE
+    """
+    from derl_bench.grpo.config import ConfigError, parse_overrides
+
+    try:
+        parse_overrides([text])
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:

@@ -9,8 +9,8 @@ from derl_bench.cli._runs import add_run_options, check_run
 
 
 def _run(args: argparse.Namespace) -> int:
+    from derl_bench.grpo.checkpoint import ResumeError
     from derl_bench.grpo.config import ConfigError
-    from derl_bench.grpo.trainer import ResumeError
     from derl_bench.meta import load_meta_config, run_meta
     from derl_bench.meta.workers import ExecutorError
 
@@ -27,9 +27,13 @@ def _run(args: argparse.Namespace) -> int:
         overrides.append(f"workers={args.workers}")
     from derl_bench.grpo.config import TINY_MODEL
     from derl_bench.grpo.rundir import RunDirError, clear_run_dir
+    from derl_bench.meta.workers import ray_available
 
     try:
         config = load_meta_config(args.recipe, overrides)
+        if config.executor == "ray" and not ray_available():  # refused before the folder
+            raise ConfigError("executor: ray needs the ray package: pip install "
+                              "'derl-bench[distributed]' (or executor: local)")
         models = [m for m in (config.inner.model, config.optimizer.model) if m != TINY_MODEL]
         if check_run(config.run_dir, models, args):
             clear_run_dir(config.run_dir)

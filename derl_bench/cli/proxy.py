@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from derl_bench.cli._runs import at_least_one, key_value
+
 
 def _run(args: argparse.Namespace) -> int:
     from derl_bench.experiments.proxy import METHODS, ProxyConfig, run_proxy, small
@@ -104,13 +106,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", default="runs/proxy", help="output directory")
     parser.add_argument("--records", default=None, metavar="DIR",
                         help="also copy the result records here (e.g. leaderboards/arithmetic)")
-    parser.add_argument("--workers", type=int, default=2, help="runs side by side (default 2)")
+    parser.add_argument("--workers", type=at_least_one, default=2,
+                        help="runs side by side (default 2)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="seeds (default 0 1 2 3 4)")
     parser.add_argument("--methods", nargs="+", default=None,
                         help="a subset of: outcome, 'outcome + format', average, random, "
                         "revolve, derl, derl-pop, derl-frozen, outcome-pop, random-pop")
-    parser.add_argument("--optimizer", nargs="+", default=None, metavar="KEY=VALUE",
+    parser.add_argument("--optimizer", nargs="+", type=key_value, default=None,
+                        metavar="KEY=VALUE",
                         help="meta recipe fields for DERL's methods, e.g. protocol=derl-official "
                         "inner.reward_semantics=derl")
     parser.add_argument("--landscape", action="store_true",

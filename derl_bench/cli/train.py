@@ -55,10 +55,10 @@ def check_env(config: Any) -> None:
 def run_train(args: argparse.Namespace) -> int:
     """Load the recipe, train, print where the results are."""
     from derl_bench.family import family_spec
+    from derl_bench.grpo.checkpoint import ResumeError
     from derl_bench.grpo.config import TINY_MODEL, ConfigError, load_config
     from derl_bench.grpo.dispatch import run_training
     from derl_bench.grpo.rundir import RunDirError, clear_run_dir
-    from derl_bench.grpo.trainer import ResumeError
     from derl_bench.reward import MetaRewardError, compile_reward
 
     overrides = list(args.overrides)

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from derl_bench.grpo.advantage import group_advantages
+    from derl_bench.grpo.checkpoint import ResumeError
     from derl_bench.grpo.config import ConfigError, TrainConfig, load_config, parse_overrides
     from derl_bench.grpo.loss import LossOutput, grpo_loss, k3_kl, masked_mean, token_logprobs
-    from derl_bench.grpo.trainer import ResumeError, train
+    from derl_bench.grpo.trainer import train
 
 _MODULE_OF = {
     "group_advantages": "advantage",
@@ -37,7 +38,7 @@ _MODULE_OF = {
     "k3_kl": "loss",
     "masked_mean": "loss",
     "token_logprobs": "loss",
-    "ResumeError": "trainer",
+    "ResumeError": "checkpoint",
     "train": "trainer",
 }
 

@@ -2,23 +2,35 @@
 
 A checkpoint is a directory ``<run>/checkpoints/step-<n>`` holding everything needed to continue
 the run after step ``n - 1``: the model loads with ``from_pretrained`` like any other, and
-``trainer_state.pt`` holds the optimiser, the step and the RNG states. It is written to a
-temporary name and renamed, so a crash never leaves a half checkpoint that looks whole.
+``trainer_state.pt`` holds the optimiser, the step, the RNG states and the id of the run that
+wrote it (:data:`~derl_bench.grpo.rundir.RUN_ID_FILE`), so a resume never continues another
+run's checkpoint. It is written to a temporary name and renamed, so a crash never leaves a half
+checkpoint that looks whole. It is read with ``torch.load(weights_only=True)``, so nothing in
+the file is ever executed, and a resume checks every file of the checkpoint first: a damaged
+one is named, with the last intact checkpoint to go back to.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import random
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from derl_bench.grpo.rundir import read_run_id
 from derl_bench.progress import quiet_transformers
 
 STATE_FILE = "trainer_state.pt"
+
+
+class ResumeError(RuntimeError):
+    """``--resume`` was asked for but the run cannot be continued as it was."""
 
 
 def checkpoints_dir(run_dir: str | Path) -> Path:
@@ -26,14 +38,28 @@ def checkpoints_dir(run_dir: str | Path) -> Path:
 
 
 def rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(),
+    """The RNG states, as types ``torch.load(weights_only=True)`` reads (numpy's key as a
+    list, not an array)."""
+    kind, key, pos, has_gauss, cached = np.random.get_state()
+    return {"python": random.getstate(),
+            "numpy": (kind, np.asarray(key).tolist(), int(pos), int(has_gauss), float(cached)),
             "torch": torch.get_rng_state()}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    np.random.set_state(tuple(state["numpy"]))
     torch.set_rng_state(state["torch"])
+
+
+def _numpy_array_globals() -> list[Any]:
+    """What unpickling a numpy array needs, and nothing that runs code: checkpoints written
+    before the RNG state was stored as lists hold numpy's key as an array."""
+    core = "numpy._core" if hasattr(np, "_core") else "numpy.core"  # numpy 2, numpy 1
+    _reconstruct = importlib.import_module(f"{core}.multiarray")._reconstruct
+    return [(_reconstruct, "numpy._core.multiarray._reconstruct"),
+            (_reconstruct, "numpy.core.multiarray._reconstruct"),
+            np.ndarray, np.dtype, type(np.dtype(np.uint32))]
 
 
 def save_checkpoint(run_dir: str | Path, step: int, model: Any, tokenizer: Any,
@@ -53,8 +79,8 @@ def save_checkpoint(run_dir: str | Path, step: int, model: Any, tokenizer: Any,
     tokenizer.save_pretrained(staging)
     state = optimizer if optimizer is None or isinstance(optimizer, dict) else (
         optimizer.state_dict())
-    torch.save({"step": step, "optimizer": state, "rng": rng_state()},
-               staging / STATE_FILE)
+    torch.save({"step": step, "optimizer": state, "rng": rng_state(),
+                "run_id": read_run_id(run_dir)}, staging / STATE_FILE)
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
     for old in list_checkpoints(run_dir)[:-keep]:
@@ -77,7 +103,87 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
-def load_trainer_state(checkpoint: str | Path) -> dict[str, Any]:
-    """The optimiser state, step and RNG states of a checkpoint."""
-    # Our own file holding numpy RNG tuples; weights_only would reject them.
-    return torch.load(Path(checkpoint) / STATE_FILE, weights_only=False)
+def load_trainer_state(checkpoint: str | Path, mmap: bool = False) -> dict[str, Any]:
+    """The optimiser state, step, RNG states and run id of a checkpoint; :class:`ResumeError`
+    naming the file when it is damaged (cut short, or not a trainer state at all)."""
+    path = Path(checkpoint) / STATE_FILE
+    try:
+        with torch.serialization.safe_globals(_numpy_array_globals()):
+            state = torch.load(path, weights_only=True, mmap=mmap)
+    except FileNotFoundError:
+        raise ResumeError(f"{path} is missing") from None
+    # Whatever the bytes were, torch could not read them; its message would suggest
+    # weights_only=False, which would run code from the file.
+    except Exception as err:
+        raise ResumeError(f"{path} is damaged ({type(err).__name__})") from None
+    if not (isinstance(state, dict) and isinstance(state.get("step"), int)
+            and isinstance(state.get("optimizer"), dict | None)
+            and isinstance(state.get("rng"), dict)
+            and {"python", "numpy", "torch"} <= state["rng"].keys()):
+        raise ResumeError(f"{path} is damaged (it holds no trainer state)")
+    return state
+
+
+def checkpoint_problem(checkpoint: str | Path, mmap: bool = False) -> str | None:
+    """What makes ``checkpoint`` unusable for a resume (a damaged or missing file, named),
+    else None. Reads the weights' headers and the trainer state, not the weights."""
+    from safetensors import safe_open
+
+    checkpoint = Path(checkpoint)
+    weights = sorted(checkpoint.glob("*.safetensors"))
+    if not weights:
+        return f"{checkpoint} holds no model weights (*.safetensors)"
+    for path in weights:
+        try:
+            with safe_open(str(path), "pt"):
+                pass
+        except Exception as err:  # safetensors' errors are its own classes, and more
+            return f"{path} is damaged ({err})"
+    for path in sorted(checkpoint.glob("*config.json")):
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return f"{path} is damaged (not JSON)"
+    try:
+        load_trainer_state(checkpoint, mmap=mmap)
+    except ResumeError as err:
+        return str(err)
+    return None
+
+
+def open_checkpoint(run_dir: str | Path, checkpoint: str | Path) -> dict[str, Any]:
+    """The trainer state of ``checkpoint`` for resuming the run in ``run_dir``, once every file
+    of the checkpoint is checked. A damaged one is refused (:class:`ResumeError`) with the last
+    intact checkpoint of the run to go back to."""
+    problem = checkpoint_problem(checkpoint)
+    if problem is None:
+        return load_trainer_state(checkpoint)
+    earlier = [c for c in list_checkpoints(run_dir) if c != Path(checkpoint)]
+    # An earlier checkpoint is only looked at, not loaded: its tensors stay on disk.
+    good = next((c for c in reversed(earlier) if checkpoint_problem(c, mmap=True) is None),
+                None)
+    if good is None:
+        advice = "no earlier checkpoint of the run is intact: start it again with --overwrite"
+    else:
+        advice = (f"the last good checkpoint is {good}: delete {checkpoint} and resume again "
+                  f"to continue from there")
+    raise ResumeError(f"{problem}; the run cannot resume from it. {advice}")
+
+
+def check_same_run(run_dir: str | Path, checkpoint: str | Path, state: dict[str, Any],
+                   advice: str | None = None) -> None:
+    """Refuse (:class:`ResumeError`, naming both ids and ending with ``advice``) to resume the
+    run in ``run_dir`` from a checkpoint another run wrote. A checkpoint written before
+    checkpoints carried a run id cannot be told apart: it is resumed, with a warning."""
+    saved, current = state.get("run_id"), read_run_id(run_dir)
+    if saved is None:
+        print(f"warning: {checkpoint} was written before checkpoints carried their run's id; "
+              f"resuming from it without checking that it belongs to the run in {run_dir}",
+              file=sys.stderr)
+    elif saved != current:
+        ours = f"run {current}" if current else "a run without an id"
+        advice = advice or (f"move it out of {Path(checkpoint).parent} to resume from this "
+                            f"run's own checkpoints, or start a new run from its weights with "
+                            f"model={checkpoint}")
+        raise ResumeError(f"{checkpoint} belongs to run {saved}, but {run_dir} holds {ours}: "
+                          f"it is another run's checkpoint and is not resumed; {advice}")

@@ -239,9 +239,12 @@ def read_recipe(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"recipe {path} does not exist")
     try:
-        values = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
+        values = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise ConfigError(f"recipe {path} is not valid YAML: {err}") from None
+    if values is None:  # an empty file would otherwise run every default without a word
+        raise ConfigError(f"recipe {path} is empty; a recipe sets at least its env and "
+                          "Meta-Reward (see baselines/)")
     if not isinstance(values, dict):
         raise ConfigError(f"recipe {path} must be a mapping of config fields")
     values.setdefault("name", path.stem)

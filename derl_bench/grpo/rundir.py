@@ -20,10 +20,17 @@ is rejected deletes nothing::
 from __future__ import annotations
 
 import shutil
+import uuid
 from pathlib import Path
+
+from derl_bench.files import write_text_atomic
 
 RUN_MARKER = "config.yaml"
 """Every run (``train`` and ``meta``) writes its settings here first."""
+
+RUN_ID_FILE = "run-id"
+"""The run's id, written beside ``RUN_MARKER`` when the run starts; its checkpoints carry it,
+so a resume can tell them from another run's."""
 
 
 class RunDirError(ValueError):
@@ -75,4 +82,32 @@ def clear_run_dir(run_dir: str | Path) -> None:
             entry.unlink()
 
 
-__all__ = ["RUN_MARKER", "RunDirError", "claim_run_dir", "clear_run_dir", "output_problem"]
+def read_run_id(run_dir: str | Path) -> str | None:
+    """The id of the run in ``run_dir``; None for a folder without one (a run started before
+    runs had ids, or none at all)."""
+    path = Path(run_dir) / RUN_ID_FILE
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def start_run_id(run_dir: str | Path, resume: bool) -> str:
+    """Give the run in ``run_dir`` its id: a new one for a new run; a resumed run keeps its own
+    (a run started before runs had ids gets one now, so its later checkpoints carry it)::
+
+        >>> import tempfile
+        >>> out = tempfile.mkdtemp()
+        >>> first = start_run_id(out, resume=False)
+        >>> start_run_id(out, resume=True) == first, start_run_id(out, resume=False) == first
+        (True, False)
+    """
+    current = read_run_id(run_dir) if resume else None
+    if current is None:
+        current = uuid.uuid4().hex
+        write_text_atomic(Path(run_dir) / RUN_ID_FILE, current + "\n")
+    return current
+
+
+__all__ = ["RUN_ID_FILE", "RUN_MARKER", "RunDirError", "claim_run_dir", "clear_run_dir",
+           "output_problem", "read_run_id", "start_run_id"]

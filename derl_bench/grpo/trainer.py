@@ -30,13 +30,16 @@ from derl_bench.family import FamilySpec, family_spec
 from derl_bench.files import write_text_atomic
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.checkpoint import (
+    ResumeError,
+    check_same_run,
     latest_checkpoint,
-    load_trainer_state,
+    open_checkpoint,
     quiet_transformers,
     save_checkpoint,
     set_rng_state,
 )
 from derl_bench.grpo.config import TINY_MODEL, ConfigError, TrainConfig
+from derl_bench.grpo.rundir import start_run_id
 from derl_bench.grpo.runlog import RunLogger
 from derl_bench.grpo.update import UpdateSettings, grpo_update, make_optimizer
 from derl_bench.policies import (
@@ -58,10 +61,6 @@ EnvFactory = Callable[[], Any]
 CONFIG_FILE = "config.yaml"
 
 
-class ResumeError(RuntimeError):
-    """``--resume`` was asked for but the run cannot be continued as it was."""
-
-
 RESUMABLE_CHANGES = frozenset({"steps", "output_dir", "save_every", "keep_checkpoints",
                                "tensorboard", "progress", "device", "backend",
                                "micro_batch_size", "num_threads", "save_optimizer_state"})
@@ -77,7 +76,7 @@ def check_unchanged(saved: dict[str, Any], current: dict[str, Any],
     >>> check_unchanged({"lr": 1}, {"lr": 2})
     Traceback (most recent call last):
     ...
-    derl_bench.grpo.trainer.ResumeError: the run was started with different settings: lr: 1 -> 2
+    derl_bench.grpo.checkpoint.ResumeError: the run was started with different settings: lr: 1 -> 2
     """
     free = set(may_change)
     changed = sorted(k for k in current.keys() | saved.keys()
@@ -87,13 +86,29 @@ def check_unchanged(saved: dict[str, Any], current: dict[str, Any],
             f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in changed))
 
 
+def saved_settings(path: Path) -> dict[str, Any]:
+    """The settings a run recorded in ``path`` (its ``config.yaml``), for a resume to compare;
+    :class:`ResumeError` naming the file when it is damaged."""
+    try:
+        saved = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ResumeError(f"{path} is damaged (not YAML: {type(err).__name__}); the run cannot "
+                          "be checked and is not resumed") from None
+    if not isinstance(saved, dict):
+        raise ResumeError(f"{path} is damaged (it holds no settings); the run cannot be "
+                          "checked and is not resumed")
+    return saved
+
+
 def record_config(config: TrainConfig, resume: bool) -> None:
-    """Write ``config.yaml`` into the run directory; on resume, refuse a changed run."""
+    """Write ``config.yaml`` into the run directory, and the run's id (a new one unless
+    resuming); on resume, refuse a changed run."""
     path = config.run_dir / CONFIG_FILE
     current = config.to_dict()
     if resume and path.exists():
-        check_unchanged(yaml.safe_load(path.read_text()) or {}, current, RESUMABLE_CHANGES)
+        check_unchanged(saved_settings(path), current, RESUMABLE_CHANGES)
     write_text_atomic(path, yaml.safe_dump(current, sort_keys=False))
+    start_run_id(config.run_dir, resume)
 
 
 def initial_model_path(config: TrainConfig) -> str:
@@ -240,6 +255,10 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
         raise ResumeError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")
+    state = None
+    if checkpoint is not None:
+        state = open_checkpoint(run_dir, checkpoint)
+        check_same_run(run_dir, checkpoint, state)
     record_config(config, resume)
     start_path = initial_model_path(config)
 
@@ -262,8 +281,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     optimizer = make_optimizer(model, config.learning_rate, config.weight_decay)
     settings = update_settings(config)
     start_step = 0
-    if checkpoint is not None:
-        state = load_trainer_state(checkpoint)
+    if checkpoint is not None and state is not None:
         if state["optimizer"] is None:
             raise ConfigError(f"{checkpoint} holds no optimiser state (save_optimizer_state: "
                               f"false, as a meta loop's inner runs) and cannot resume; start "

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.family import family_spec
+from derl_bench.grpo.checkpoint import ResumeError
 from derl_bench.grpo.config import ConfigError, TrainConfig
-from derl_bench.grpo.trainer import ResumeError, initial_model_path, record_config, step_seeds
+from derl_bench.grpo.trainer import initial_model_path, record_config, step_seeds
 from derl_bench.grpo.trl_math import finish_trl_run, trl_args, trl_peft_config
 
 OBSERVATION_TOKENS = 256

@@ -4,6 +4,8 @@
 - ``candidates.jsonl``: one record per candidate, appended as its inner run ends; a last line
   cut short by a kill is dropped on reading, and any other damaged line stops a resume with a
   message naming it.
+- ``run-id``: the run's id; the state checkpoint carries it, and a resume refuses a state
+  another run wrote.
 - ``state/checkpoint.pt``: written once a generation is proposed: the proposer's weights,
   optimiser and RNG states, the proposals, the best so far. It is enough to redo the rest of
   the run exactly.
@@ -21,7 +23,9 @@ from typing import Any
 import yaml
 
 from derl_bench.files import write_jsonl_atomic
-from derl_bench.grpo.trainer import ResumeError, check_unchanged
+from derl_bench.grpo.checkpoint import ResumeError, check_same_run
+from derl_bench.grpo.rundir import read_run_id, start_run_id
+from derl_bench.grpo.trainer import check_unchanged, saved_settings
 from derl_bench.meta.config import PLACEMENT_FIELDS, MetaConfig, nest_flat_keys
 from derl_bench.meta.search import Proposal, Proposer
 from derl_bench.meta.types import MetaResult
@@ -38,7 +42,8 @@ def save_state(out: Path, generation: int, proposer: Proposer, proposals: list[P
 
     path = out / STATE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {"generation": generation, "proposer": proposer.state_dict(),
+    state = {"generation": generation, "run_id": read_run_id(out),
+             "proposer": proposer.state_dict(),
              "proposals": [p.to_dict() for p in proposals],
              "result": {"best_expr": result.best_expr, "best_score": result.best_score,
                         "best_checkpoint": result.best_checkpoint,
@@ -91,8 +96,7 @@ def start_run(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
         if not saved.exists():
             raise ResumeError(f"--resume: no reward-discovery run at {out}")
         # A run saved with flat optimizer_* fields compares as the nested recipe it is.
-        check_unchanged(nest_flat_keys(yaml.safe_load(saved.read_text()) or {}), current,
-                        PLACEMENT_FIELDS)
+        check_unchanged(nest_flat_keys(saved_settings(saved)), current, PLACEMENT_FIELDS)
         if (out / STATE_FILE).exists():
             import torch
 
@@ -102,6 +106,11 @@ def start_run(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
                 raise ResumeError(
                     f"{out / STATE_FILE} cannot be read, it is damaged ({type(err).__name__}); "
                     "the run cannot resume: start it again with --overwrite") from None
+            if not isinstance(state, dict):
+                raise ResumeError(f"{out / STATE_FILE} is damaged (it holds no run state); the "
+                                  "run cannot resume: start it again with --overwrite")
+            check_same_run(out, out / STATE_FILE, state,
+                           "the run cannot resume from it: start it again with --overwrite")
     log = out / LOG_FILE
     kept = [] if state is None else [r for r in read_log(log)
                                      if r["generation"] <= state["generation"]]
@@ -112,6 +121,7 @@ def start_run(config: MetaConfig, resume: bool) -> dict[str, Any] | None:
     for name in stale:
         shutil.rmtree(out / name, ignore_errors=True)
     saved.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    start_run_id(out, resume)
     if state is None:
         log.unlink(missing_ok=True)
     else:

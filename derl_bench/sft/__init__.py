@@ -62,8 +62,11 @@ class SFTConfig:
     num_threads: int | None = None
 
     def __post_init__(self) -> None:
-        if self.steps < 0 or self.batch_size < 1 or self.learning_rate <= 0:
-            raise ValueError("steps >= 0, batch_size >= 1 and learning_rate > 0 are required")
+        # No step would leave no loss to report and a model that is the start model.
+        if self.steps < 1 or self.batch_size < 1 or self.learning_rate <= 0:
+            raise ValueError("steps >= 1, batch_size >= 1 and learning_rate > 0 are required, "
+                             f"got steps={self.steps}, batch_size={self.batch_size}, "
+                             f"learning_rate={self.learning_rate}")
         if not 0.0 <= self.format_dropout <= 1.0:
             raise ValueError(f"format_dropout must be in [0, 1], got {self.format_dropout}")
 

@@ -191,6 +191,10 @@ def test_bad_check_arguments_exit_2(tmp_path, capsys):
     assert "not a primitive" in capsys.readouterr().err
     assert main(["proposer-check", "--proposers", "gradient", "--output",
                  str(tmp_path / "y")]) == 2
+    assert main(["proposer-check", "--small", "--workers", "0", "--output",
+                 str(tmp_path / "z")]) == 2
+    assert "workers must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "z").exists()
 
 
 def _cold_start_in_a_process(args: tuple[str, str]) -> float:

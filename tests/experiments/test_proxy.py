@@ -124,6 +124,22 @@ def test_a_bad_optimizer_recipe_exits_2_before_anything_is_written(tmp_path, cap
     assert not out.exists()
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--workers", "0"], "argument --workers: must be at least 1, got 0"),
+    (["--workers", "-1"], "argument --workers: must be at least 1, got -1"),
+    (["--optimizer", "nokey"], "argument --optimizer: override 'nokey' is not KEY=VALUE"),
+])
+def test_bad_proxy_arguments_exit_2_before_anything_is_written(tmp_path, capsys, args, message):
+    from derl_bench.cli import main
+
+    out = tmp_path / "proxy"
+    with pytest.raises(SystemExit) as exit_:
+        main(["proxy", "--small", "--output", str(out), *args])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_the_optimizer_recipe_reaches_only_the_meta_optimizers_methods(tmp_path):
     from derl_bench.experiments.proxy.run import meta_config_for
 

@@ -67,9 +67,15 @@ def test_bad_overrides_are_rejected(tmp_path, override, message):
 def test_bad_recipe_files_are_rejected(tmp_path):
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
     (tmp_path / "broken.yaml").write_text("steps: [\n")
-    for name in ("list.yaml", "broken.yaml", "absent.yaml"):
+    (tmp_path / "binary.yaml").write_bytes(b"\xff\xfe\x00garbage")
+    for name in ("list.yaml", "broken.yaml", "absent.yaml", "binary.yaml"):
         with pytest.raises(ConfigError):
             load_config(tmp_path / name)
+    # An empty recipe is a mistake, not a request for every default.
+    for text in ("", "\n  \n", "# nothing yet\n"):
+        (tmp_path / "empty.yaml").write_text(text)
+        with pytest.raises(ConfigError, match="empty.yaml is empty"):
+            load_config(tmp_path / "empty.yaml")
 
 
 def test_level_goes_to_the_env_only_when_set():

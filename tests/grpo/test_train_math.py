@@ -104,6 +104,17 @@ def test_bad_requests_are_rejected_without_writing(data_root, tmp_path, capsys):
                  "meta_reward=g2"]) == 2
     assert "meta_reward" in capsys.readouterr().err
     assert (run / "metrics.jsonl").read_text() == before
+    # A damaged config.yaml cannot be compared with: the resume is refused, naming it.
+    (run / "config.yaml").write_text("steps: [\n")
+    assert main(["train", recipe, "--output", str(run), "--resume", "steps=2"]) == 2
+    assert f"{run / 'config.yaml'} is damaged" in capsys.readouterr().err
+    assert (run / "config.yaml").read_text() == "steps: [\n"
+    assert (run / "metrics.jsonl").read_text() == before
+    # An empty recipe is refused before anything is written.
+    (tmp_path / "empty.yaml").write_text("")
+    assert main(["train", str(tmp_path / "empty.yaml"), "--output", str(fresh)]) == 2
+    assert "is empty" in capsys.readouterr().err
+    assert not fresh.exists()
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -145,3 +156,73 @@ def test_a_run_folder_belongs_to_one_run(data_root, tmp_path, capsys):
     file_output.write_text("x")
     assert main(["train", recipe, "--output", str(file_output / "run"), *common]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_resume_refuses_another_runs_checkpoint(data_root, tmp_path, capsys):
+    import shutil
+
+    import numpy as np
+
+    from derl_bench.grpo.checkpoint import load_trainer_state
+
+    recipe = str(BASELINES / "gsm8k-outcome.yaml")
+    common = ["progress=false", "tensorboard=false", "max_new_tokens=8"]
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    assert main(["train", recipe, "--output", str(theirs), "steps=2", *common]) == 0
+    assert main(["train", recipe, "--output", str(ours), "steps=1", *common]) == 0
+    our_id, their_id = ((run / "run-id").read_text().strip() for run in (ours, theirs))
+    assert our_id != their_id
+    assert load_trainer_state(ours / "checkpoints" / "step-1")["run_id"] == our_id
+    # Another run's later checkpoint in the folder is not continued under this run's config.
+    foreign = ours / "checkpoints" / "step-2"
+    shutil.copytree(theirs / "checkpoints" / "step-2", foreign)
+    before = _tree(ours)
+    assert main(["train", recipe, "--output", str(ours), "--resume", "steps=3", *common]) == 2
+    err = capsys.readouterr().err
+    assert f"{foreign} belongs to run {their_id}" in err and f"holds run {our_id}" in err
+    assert _tree(ours) == before
+    # A checkpoint from before checkpoints carried a run id resumes, with a warning, and the
+    # run gets an id that its later checkpoints carry.
+    shutil.rmtree(foreign)
+    (ours / "run-id").unlink()
+    state = load_trainer_state(ours / "checkpoints" / "step-1")
+    del state["run_id"]
+    state["rng"]["numpy"] = np.random.get_state()  # as such checkpoints held it
+    torch.save(state, ours / "checkpoints" / "step-1" / "trainer_state.pt")
+    assert main(["train", recipe, "--output", str(ours), "--resume", "steps=2", *common]) == 0
+    assert "written before checkpoints carried their run's id" in capsys.readouterr().err
+    new_id = (ours / "run-id").read_text().strip()
+    assert load_trainer_state(ours / "checkpoints" / "step-2")["run_id"] == new_id
+
+
+def test_a_damaged_checkpoint_is_named_with_the_last_good_one(data_root, tmp_path, capsys):
+    recipe = str(BASELINES / "gsm8k-outcome.yaml")
+    run = tmp_path / "run"
+    common = ["--output", str(run), "progress=false", "tensorboard=false", "max_new_tokens=8",
+              "save_every=1", "keep_checkpoints=2"]
+    assert main(["train", recipe, "steps=2", *common]) == 0
+    first, last = run / "checkpoints" / "step-1", run / "checkpoints" / "step-2"
+    for name in ("trainer_state.pt", "model.safetensors"):
+        intact = (last / name).read_bytes()
+        for damaged in (intact[: len(intact) // 2], b"garbage" * 40):
+            (last / name).write_bytes(damaged)
+            before = _tree(run)
+            assert main(["train", recipe, "--resume", "steps=3", *common]) == 2
+            err = capsys.readouterr().err
+            assert f"{last / name} is damaged" in err, err
+            assert f"the last good checkpoint is {first}: delete {last}" in err
+            assert "weights_only" not in err and "Traceback" not in err
+            assert _tree(run) == before
+        (last / name).write_bytes(intact)
+    state = (first / "trainer_state.pt").read_bytes()
+    (first / "trainer_state.pt").write_bytes(state[:100])
+    (last / "model.safetensors").write_bytes(b"")
+    assert main(["train", recipe, "--resume", "steps=3", *common]) == 2
+    assert "no earlier checkpoint of the run is intact" in capsys.readouterr().err
+    # Going back to the last good checkpoint, as the message says, continues the run.
+    (first / "trainer_state.pt").write_bytes(state)
+    import shutil
+
+    shutil.rmtree(last)
+    assert main(["train", recipe, "--resume", "steps=2", *common]) == 0
+    assert [m["step"] for m in read_metrics(run)] == [0, 1]

@@ -177,6 +177,23 @@ def test_a_damaged_candidates_line_or_state_stops_a_resume(uninterrupted, tmp_pa
     log.write_text("\n".join([lines[0], "[1, 2]", *lines[1:]]) + "\n")
     assert main(["meta", str(recipe), "--output", str(run), "--resume"]) == 2
     assert "line 2, is JSON but not a candidate record" in capsys.readouterr().err
+    log.write_text("\n".join(lines) + "\n")
+    # A state written by another run (the folder's run id differs) is not resumed either.
+    theirs = (run / "run-id").read_text().strip()
+    (run / "run-id").write_text("0123abcd\n")
+    before = _tree(run)
+    assert main(["meta", str(recipe), "--output", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"checkpoint.pt belongs to run {theirs}, but {run} holds run 0123abcd" in err
+    assert _tree(run) == before
+    (run / "run-id").write_text(theirs + "\n")
+    intact = saved.read_text()
+    saved.write_text("inner: {steps: [\n")
+    before = _tree(run)
+    assert main(["meta", str(recipe), "--output", str(run), "--resume"]) == 2
+    assert f"{saved} is damaged" in capsys.readouterr().err
+    assert _tree(run) == before
+    saved.write_text(intact)
     (run / "state" / "checkpoint.pt").write_bytes(b"garbage")
     assert main(["meta", str(recipe), "--output", str(run), "--resume"]) == 2
     err = capsys.readouterr().err

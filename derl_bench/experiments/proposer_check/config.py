@@ -53,6 +53,8 @@ class CheckConfig:
             raise ValueError("the check needs a seed, a generation and a population >= 2")
         if not 0 <= self.endpoint_from < self.generations:
             raise ValueError("endpoint_from must name a generation of the run")
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, got {self.workers}")
         if isinstance(self.outer, dict):
             self.outer = OptimizerConfig(**self.outer)
 
