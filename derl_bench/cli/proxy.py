@@ -33,6 +33,29 @@ def _run(args: argparse.Namespace) -> int:
                 config.optimizer_recipe.setdefault("inner", {})[key[len("inner."):]] = value
             else:
                 config.optimizer_recipe[key] = value
+    if args.modes:
+        from derl_bench.experiments.modes import measure_modes, modes_markdown
+        from derl_bench.experiments.proxy.run import base_model
+        from derl_bench.files import write_json_atomic, write_text_atomic
+
+        out = Path(config.output)
+        out.mkdir(parents=True, exist_ok=True)
+        model = str(base_model(out / "base-model", config.base_spec, config.env_id))
+        tokens = int(config.inner["max_new_tokens"])
+        episodes = int(config.validation_episodes or 0)
+        try:
+            figures = {f"base ({label})": measure_modes(model, config.env_id, episodes, t,
+                                                        max_new_tokens=tokens)
+                       for label, t in (("greedy", 0.0), ("sampled", 1.0))}
+        except ValueError as err:
+            print(f"derl-bench proxy: {err}", file=sys.stderr)
+            return 2
+        write_json_atomic(out / "modes.json", figures)
+        write_text_atomic(out / "modes.md", modes_markdown(figures))
+        if args.records:
+            _copy(out, Path(args.records) / "evidence", ("modes.json", "modes.md"))
+        print(modes_markdown(figures))
+        return 0
     if args.planted:
         from derl_bench.experiments.planted import PlantedConfig, run_planted
 
@@ -125,6 +148,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="instead, prove the task: its card's planted reward against every "
                         "hand-made reward, a pilot then a confirmation on fresh seeds "
                         "(derl_bench.experiments.planted)")
+    parser.add_argument("--modes", action="store_true",
+                        help="instead, measure the base policy's share of each demonstration "
+                        "mode on the validation problems (derl_bench.experiments.modes)")
     parser.add_argument("--small", action="store_true",
                         help="the CI-sized run: the whole pipeline in about a minute, numbers "
                         "meaningless")

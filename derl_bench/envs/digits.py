@@ -14,6 +14,7 @@ A position *wraps* when its digit plus ``k`` reaches 10. The base policy of each
 in code by SFT on a documented mixture of demonstration *modes* (the card's ``base_policy``), so
 the share of each behaviour in the base is known:
 
+- ``careful``: the right answer, boxed;
 - ``boxed``: ``\\boxed{answer}``, where each wrapping position is right with probability
   ``wrap_right`` and otherwise one too high (``9 + 5`` written as ``5``, not ``4``): a base that
   knows the rule but applies it unreliably at the wraps, so it has something to re-weight;
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +51,7 @@ from derl_bench.envs.math import ProblemEnv
 from derl_bench.envs.spaces import text_space
 from derl_bench.grading import Grade, last_boxed
 
-MODES = ("boxed", "bare", "spam")
+MODES = ("careful", "boxed", "bare", "spam")
 """The demonstration modes a card's ``base_policy.modes`` may mix (see the module docstring)."""
 
 
@@ -106,6 +108,8 @@ def sloppy_answer(problem: Problem, wrap_right: float, rng: random.Random) -> st
 
 def demonstration(problem: Problem, mode: str, wrap_right: float, rng: random.Random) -> str:
     """A demonstration of ``mode`` for ``problem`` (see the module docstring)."""
+    if mode == "careful":
+        return problem.solution
     if mode == "boxed":
         return f"\\boxed{{{sloppy_answer(problem, wrap_right, rng)}}}"
     if mode == "bare":
@@ -233,6 +237,29 @@ class DigitsEnv(ProblemEnv):
         modes = list(spec.modes)
         mode = rng.choices(modes, weights=[spec.modes[m] for m in modes])[0]
         return demonstration(self.problem, mode, spec.wrap_right, rng)
+
+    def mode_of(self, response: str) -> str:
+        """Which demonstration mode ``response`` has the form of: ``spam`` (several boxes),
+        ``boxed`` (one) or ``bare`` (none).
+
+        >>> env = DigitsEnv("digits_hack")
+        >>> [env.mode_of(r) for r in ("\\\\boxed{1}", "12", "1. \\\\boxed{1}\\n2. \\\\boxed{2}")]
+        ['boxed', 'bare', 'spam']
+        """
+        boxes = response.count("\\boxed{")
+        return "spam" if boxes > 1 else "boxed" if boxes == 1 else "bare"
+
+    def wrap_positions(self, response: str) -> tuple[int, int]:
+        """How many of the current problem's wrapping positions the response's final answer
+        (its last box, else its last run of digits) gets right, and how many there are."""
+        boxed = last_boxed(response)
+        found = re.findall(r"\d+", boxed if boxed is not None else response[-10_000:])
+        answer = found[-1] if found else ""
+        p = self.problem
+        flags = wraps(p.digits, p.shift)
+        right = sum(w and i < len(answer) and answer[i] == p.answer[i]
+                    for i, w in enumerate(flags))
+        return right, sum(flags)
 
     def grade(self, response: str) -> Grade:
         """The last ``\\boxed{}`` must hold exactly the answer's digits."""

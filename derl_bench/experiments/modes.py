@@ -1,0 +1,73 @@
+"""What a policy does on a reward-discovery task: the share of each demonstration mode in its
+responses, how often it gets a wrapping position right, and every primitive's mean.
+
+The tasks of ``docs/tasks.md`` plant their structures in the base policy's mixture of modes, so
+the mixture is measured, not assumed: on the first ``episodes`` validation problems, greedily
+(what validation and evaluation score) and sampled at temperature 1 (what GRPO trains on)::
+
+    derl-bench proxy --env derl/DigitsHack-v0 --modes --output runs/digits-hack
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+
+def measure_modes(model: str, env_id: str, episodes: int = 500, temperature: float = 1.0,
+                  seed: int = 0, max_new_tokens: int = 40) -> dict[str, Any]:
+    """The mode shares, the wrap-right rate and the mean primitives of ``model`` on the first
+    ``episodes`` validation problems of ``env_id`` (an env with ``mode_of`` and
+    ``wrap_positions``, such as :class:`~derl_bench.envs.digits.DigitsEnv`)."""
+    import gymnasium as gym
+
+    from derl_bench.policies import LLMPolicy, SamplingConfig, load_model_and_tokenizer
+    from derl_bench.policies.threads import configure_threads
+
+    network, tokenizer = load_model_and_tokenizer(model)
+    configure_threads(network, 1)
+    policy = LLMPolicy(network, tokenizer, env_id)
+    env = gym.make(env_id, split="validation")
+    bare: Any = env.unwrapped
+    if not hasattr(bare, "mode_of"):
+        raise ValueError(f"{env_id} names no demonstration modes")
+    prompts = []
+    for index in range(episodes):
+        question, _ = env.reset(options={"index": index})
+        prompts.append(policy.math_prompt(question))
+    sampling = SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    generations = policy.generate(prompts, sampling)
+    modes: Counter[str] = Counter()
+    sums: defaultdict[str, float] = defaultdict(float)
+    wrap_right = wrap_total = 0
+    for index, generation in enumerate(generations):
+        env.reset(options={"index": index})
+        primitives = env.step(generation.text)[-1]["primitives"]
+        for name, value in primitives.items():
+            sums[name] += float(value)
+        modes[bare.mode_of(generation.text)] += 1
+        right, total = bare.wrap_positions(generation.text)
+        wrap_right, wrap_total = wrap_right + right, wrap_total + total
+    env.close()
+    return {"episodes": episodes, "temperature": temperature, "seed": seed,
+            "modes": {m: round(c / episodes, 4) for m, c in sorted(modes.items())},
+            "wrap_right": round(wrap_right / max(1, wrap_total), 4),
+            "primitives": {k: round(v / episodes, 4) for k, v in sums.items()}}
+
+
+def modes_markdown(figures: dict[str, dict[str, Any]]) -> str:
+    """A table of :func:`measure_modes` results, one row per label."""
+    names = sorted({m for f in figures.values() for m in f["modes"]})
+    lines = ["| policy | decoding | " + " | ".join(f"{m} share" for m in names)
+             + " | wrap positions right | success |",
+             "|---|---|" + "---|" * len(names) + "---|---|"]
+    for label, f in figures.items():
+        decoding = "greedy" if f["temperature"] == 0 else f"sampled, T={f['temperature']:g}"
+        lines.append(f"| {label} | {decoding} | "
+                     + " | ".join(f"{100 * f['modes'].get(m, 0.0):.1f}%" for m in names)
+                     + f" | {100 * f['wrap_right']:.1f}% | "
+                     f"{100 * f['primitives']['outcome']:.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["measure_modes", "modes_markdown"]
