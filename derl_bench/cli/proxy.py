@@ -75,10 +75,10 @@ def _run(args: argparse.Namespace) -> int:
         from derl_bench.experiments.landscape import LandscapeConfig, run_landscape
         from derl_bench.experiments.proxy import EVIDENCE
 
-        landscape = LandscapeConfig(proxy=config)
+        landscape = LandscapeConfig(proxy=config, confirm_top=args.confirm_top)
         if args.small:
-            landscape = LandscapeConfig(proxy=config, rewards=4, seeds=[0], confirm_top=1,
-                                        confirm_seeds=[1])
+            landscape = LandscapeConfig(proxy=config, rewards=4, seeds=landscape.seeds[:1],
+                                        confirm_top=1, confirm_seeds=landscape.confirm_seeds[:1])
         found = run_landscape(landscape)
         if args.records:
             _copy(landscape.output, Path(args.records) / EVIDENCE,
@@ -144,6 +144,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="score 200 random rewards and the hand-made ones (2 seeds each) "
                         "instead, and confirm the best on fresh seeds: does the proxy have a "
                         "reward to discover? (derl_bench.experiments.landscape)")
+    parser.add_argument("--confirm-top", type=int, default=5, metavar="N",
+                        help="--landscape: how many of the best random rewards are trained "
+                        "again on fresh seeds (default 5)")
     parser.add_argument("--planted", action="store_true",
                         help="instead, prove the task: its card's planted reward against every "
                         "hand-made reward, a pilot then a confirmation on fresh seeds "

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from derl_bench.experiments.stats import mean_ci, paired_difference
+from derl_bench.experiments.stats import holm, mean_ci, paired_difference
 from derl_bench.meta.report import STRUCTURE_KINDS as STRUCTURES
 
 OPTIMIZER_STATS = ("meta/advantage_abs_mean", "meta/advantage_max", "meta/kl",
@@ -60,8 +60,28 @@ def comparisons(rows: Sequence[dict[str, Any]], methods: Sequence[str], start: i
             if all(level in r["eval"] for r in mine + theirs):
                 entry[level] = paired_difference([r["eval"][level]["mean"] for r in mine],
                                                  [r["eval"][level]["mean"] for r in theirs])
+            if all((r.get("picked") or {}).get(level) for r in mine + theirs):
+                # The reward each method picked, re-trained on fresh seeds: what a user gets.
+                entry[f"picked_{level}"] = paired_difference(
+                    [r["picked"][level]["mean"] for r in mine],
+                    [r["picked"][level]["mean"] for r in theirs])
         out.append(entry)
-    return out
+    return correct_together(out)
+
+
+CORRECTED = ("endpoint", "picked_L0", "picked_L1", "picked_L2")
+"""The comparisons of a board corrected together (Holm): the mechanism endpoint and the primary
+endpoint per level, against every other method."""
+
+
+def correct_together(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``entries`` with Holm's adjusted p-values and intervals added to every comparison named
+    in :data:`CORRECTED`, all of the board's taken as one family."""
+    keys = [(i, k) for i, e in enumerate(entries) for k in CORRECTED
+            if k in e and e[k]["n"] >= 2]
+    for (i, k), adjusted in zip(keys, holm([entries[i][k] for i, k in keys]), strict=True):
+        entries[i][k] = adjusted
+    return entries
 
 
 def _mean(values: list[float]) -> float | None:

@@ -9,7 +9,9 @@ the proxy task (``derl/Arithmetic-v0``, the proxy's base policy and inner recipe
    (:func:`~derl_bench.meta.probe.behaviour_key`) and none that is constant there: every
    reward drawn trains differently.
 2. **Score.** Each reward, and each hand-made reward, trains one inner GRPO run per seed of
-   ``seeds`` and is scored on the validation split, exactly as a search candidate is.
+   ``seeds`` and is scored on the validation split, exactly as a search candidate is. Every
+   seed of both stages is fresh (:func:`~derl_bench.meta.search.fresh_seeds`): no search
+   slot trains with it.
 3. **Confirm.** The ``confirm_top`` best random rewards by mean score, and every hand-made
    reward, train again on the fresh seeds ``confirm_seeds``. The maximum over hundreds of
    noisy means is biased upward, so only this second, independent measurement decides whether
@@ -38,6 +40,10 @@ from derl_bench.experiments.proxy.config import ENV_ID, HAND_MADE, ProxyConfig
 from derl_bench.experiments.proxy.run import base_model, meta_config_for, worker_init
 from derl_bench.experiments.stats import mean_sd, paired_difference
 from derl_bench.files import write_json_atomic, write_text_atomic
+from derl_bench.meta.search import fresh_seeds
+
+LANDSCAPE_OFFSET = 4_000
+"""Where the landscape's fresh seeds start: neither stage shares noise with a search slot."""
 
 
 @dataclass
@@ -46,9 +52,10 @@ class LandscapeConfig:
 
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     rewards: int = 200
-    seeds: list[int] = field(default_factory=lambda: [0, 1])
+    seeds: list[int] = field(default_factory=lambda: fresh_seeds(2, LANDSCAPE_OFFSET))
     confirm_top: int = 5
-    confirm_seeds: list[int] = field(default_factory=lambda: [2, 3, 4, 5, 6, 7])
+    confirm_seeds: list[int] = field(
+        default_factory=lambda: fresh_seeds(6, LANDSCAPE_OFFSET + 100))
     draw_seed: int = 0
     max_depth: int = 3
 

@@ -98,6 +98,9 @@ class ProxyConfig:
     """Further meta recipe fields for the Meta-Optimizer's methods (``derl``, ``derl-pop``,
     ``derl-frozen``), over the benchmark's: e.g. ``{"protocol": "derl-official"}``, or
     ``{"inner": {"reward_semantics": "derl"}}`` beside it to change only the semantics."""
+    retrain_seeds: int = 3
+    """The primary endpoint re-trains each method's picked reward on this many fresh seeds
+    (0: skip it; see ``docs/tasks.md``)."""
     endpoint_from: int = 10
     """The primary endpoint averages the proposals' validation scores over generations
     ``endpoint_from`` to the last (see ``docs/proxy.md``)."""
@@ -129,6 +132,7 @@ class ProxyConfig:
 
 
 SMALL: dict[str, Any] = {"seeds": [0], "outer_steps": 1, "population": 2, "validation_episodes": 16,
+         "retrain_seeds": 2,
          "endpoint_from": 0,
          "eval_limit": 16, "optimizer_sft_examples": 32, "optimizer_sft_steps": 10,
          "inner": {"env_id": ENV_ID, "steps": 2, "group_size": 4, "prompts_per_step": 2,

@@ -104,7 +104,10 @@ def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str
                                   model_label="tiny-sft")
     started = time.perf_counter()
     found = run_meta(meta, evaluate=evaluate)
-    row = {"validation_by_generation": [g["best_so_far"] for g in found.generations],
+    retrained = (retrain_picked(config, model, found.best_expr, seed, out / "picked")
+                 if config.retrain_seeds and found.best_expr is not None else None)
+    row = {"picked": retrained,
+           "validation_by_generation": [g["best_so_far"] for g in found.generations],
            "generation_best": [g["max_score"] for g in found.generations],
            "generation_mean": [g["mean_score"] for g in found.generations],
            "best_expr": found.best_expr, "best_validation": found.best_score,
@@ -121,6 +124,41 @@ def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str
                "repeat": "duplicate_of" in c} for c in found.candidates]}
     return {"method": method, "seed": seed, "seconds": round(time.perf_counter() - started, 1),
             **row}
+
+
+RETRAIN_OFFSET = 2_000
+"""Where the fresh seeds of the picked rewards' re-training start (the planted check's pilot
+and confirmation use 0 and 1,000): search seed ``s`` re-trains with
+``fresh_seeds(retrain_seeds, RETRAIN_OFFSET + 100 * s)``."""
+
+
+def retrain_picked(config: ProxyConfig, model: str, expr: str, seed: int, out: Path,
+                   ) -> dict[str, Any]:
+    """The primary endpoint of one method and seed: the reward it picked, trained again from
+    the base on ``config.retrain_seeds`` fresh seeds (one population), each policy scored on
+    validation and evaluated greedily on every level; the mean over the re-trains per level."""
+    from derl_bench.evaluation.batched import evaluate_llm
+    from derl_bench.meta.inner import InnerSpec, train_and_score_population
+    from derl_bench.meta.search import fresh_seeds
+
+    seeds = fresh_seeds(config.retrain_seeds, RETRAIN_OFFSET + 100 * seed)
+    meta = meta_config_for(config, "random", seed, model, out)
+    runs = [InnerSpec(expr, out / f"r{i}", None, 0, s) for i, s in enumerate(seeds)]
+    try:
+        results = train_and_score_population(meta, runs)
+        levels: dict[str, list[float]] = {level: [] for level in LEVELS}
+        for result in results:
+            for level in LEVELS:
+                record, _ = evaluate_llm(config.env_id, level, str(result.checkpoint),
+                                         limit=config.eval_limit,
+                                         max_new_tokens=int(config.inner["max_new_tokens"]),
+                                         checkpoint="final (the picked reward re-trained)")
+                levels[level].append(float(record["results"]["success_rate"]["mean"]))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return {"expr": expr, "seeds": seeds, "validation": [r.score for r in results],
+            **{level: {"scores": v, "mean": round(sum(v) / len(v), 4)}
+               for level, v in levels.items()}}
 
 
 def worker_init() -> None:
@@ -249,5 +287,5 @@ def _earlier_run(out: Path, config: ProxyConfig) -> dict[str, Any] | None:
     return earlier if mine == theirs else None
 
 
-__all__ = ["CANDIDATE_FIELDS", "base_figures", "base_model", "copy_records", "meta_config_for",
-           "run_job", "run_proxy", "worker_init"]
+__all__ = ["CANDIDATE_FIELDS", "RETRAIN_OFFSET", "base_figures", "base_model", "copy_records",
+           "meta_config_for", "retrain_picked", "run_job", "run_proxy", "worker_init"]

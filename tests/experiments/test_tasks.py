@@ -1,0 +1,84 @@
+"""The reward-discovery tasks' experiments: fresh seeds, re-scoring, the planted check."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from derl_bench.experiments.landscape import LANDSCAPE_OFFSET, LandscapeConfig
+from derl_bench.experiments.planted import CONFIRM_OFFSET, PILOT_OFFSET, PlantedConfig
+from derl_bench.experiments.proxy import ProxyConfig
+from derl_bench.experiments.proxy.run import RETRAIN_OFFSET
+from derl_bench.meta.search import SEED_STRIDE, fresh_seeds, slot_seed
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _rescore_module():
+    spec = importlib.util.spec_from_file_location("rescore", REPO / "scripts/rescore_proposals.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _every_fresh_seed() -> dict[str, list[int]]:
+    proxy = ProxyConfig()
+    planted = PlantedConfig()
+    landscape = LandscapeConfig()
+    return {
+        "planted pilot": fresh_seeds(planted.pilot_seeds, PILOT_OFFSET),
+        "planted confirmation": fresh_seeds(planted.seeds, CONFIRM_OFFSET),
+        "landscape": landscape.seeds,
+        "landscape confirmation": landscape.confirm_seeds,
+        "re-scoring": _rescore_module().rescore_seeds(),
+        **{f"picked re-training, seed {s}": fresh_seeds(proxy.retrain_seeds,
+                                                        RETRAIN_OFFSET + 100 * s)
+           for s in range(10)},
+    }
+
+
+def test_fresh_seeds_never_coincide_with_a_search_slot_or_with_each_other():
+    fresh = _every_fresh_seed()
+    used = [s for seeds in fresh.values() for s in seeds]
+    assert len(used) == len(set(used)), "two experiments share a fresh seed"
+    # Every slot of every search a benchmark runs: run seeds far beyond the defaults, every
+    # slot a run of at most SEED_STRIDE inner runs can have.
+    budget = ProxyConfig().budget
+    assert budget < SEED_STRIDE
+    slots = {slot_seed(seed, k) for seed in range(1000) for k in range(budget)}
+    assert not slots & set(used)
+    # The bound holds for any slot: a fresh seed is above the largest slot seed of any run
+    # seed below 10,000.
+    assert min(used) > slot_seed(9_999, SEED_STRIDE - 1)
+    assert LANDSCAPE_OFFSET not in (PILOT_OFFSET, CONFIRM_OFFSET, RETRAIN_OFFSET)
+
+
+def test_rescoring_and_the_primary_endpoint_use_at_least_three_fresh_seeds():
+    assert len(_rescore_module().rescore_seeds()) >= 3
+    assert ProxyConfig().retrain_seeds >= 3
+    planted = PlantedConfig()
+    assert planted.seeds >= 8 and planted.pilot_seeds >= 2
+
+
+def test_the_planted_check_runs_end_to_end_and_writes_its_verdict(tmp_path):
+    from derl_bench.cli import main
+
+    out = tmp_path / "hack"
+    assert main(["proxy", "--env", "derl/DigitsHack-v0", "--planted", "--small",
+                 "--workers", "1", "--output", str(out)]) == 0
+    result = json.loads((out / "planted" / "planted.json").read_text())
+    assert result["planted"] == "outcome + digit_match"
+    assert set(result["comparisons"]) == {"outcome", "outcome + format", "average"}
+    assert all(s >= 1_000_000_000 for s in result["confirm"]["seeds"])
+    for c in result["comparisons"].values():
+        assert c["passes"] == (c["mean"] >= 3 * c["planned_mde"] and c["holm_low"] > 0)
+    assert "Holm" in (out / "planted" / "planted.md").read_text()
+
+
+def test_a_multi_turn_env_is_refused_by_the_proxy(capsys):
+    from derl_bench.cli import main
+
+    assert main(["proxy", "--env", "derl/ALFWorld-v0", "--planted"]) == 2
+    assert "single-step" in capsys.readouterr().err
