@@ -75,7 +75,8 @@ def _run(args: argparse.Namespace) -> int:
         from derl_bench.experiments.landscape import LandscapeConfig, run_landscape
         from derl_bench.experiments.proxy import EVIDENCE
 
-        landscape = LandscapeConfig(proxy=config, confirm_top=args.confirm_top)
+        landscape = LandscapeConfig(proxy=config, rewards=args.rewards,
+                                    confirm_top=args.confirm_top)
         if args.small:
             landscape = LandscapeConfig(proxy=config, rewards=4, seeds=landscape.seeds[:1],
                                         confirm_top=1, confirm_seeds=landscape.confirm_seeds[:1])
@@ -144,6 +145,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="score 200 random rewards and the hand-made ones (2 seeds each) "
                         "instead, and confirm the best on fresh seeds: does the proxy have a "
                         "reward to discover? (derl_bench.experiments.landscape)")
+    parser.add_argument("--rewards", type=int, default=200, metavar="N",
+                        help="--landscape: how many random rewards to draw (default 200)")
     parser.add_argument("--confirm-top", type=int, default=5, metavar="N",
                         help="--landscape: how many of the best random rewards are trained "
                         "again on fresh seeds (default 5)")

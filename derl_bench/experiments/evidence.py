@@ -95,9 +95,10 @@ def _share(values: list[bool]) -> float:
 def generation_table(rows: Sequence[dict[str, Any]], primitives: Sequence[str],
                      ) -> dict[str, list[dict[str, Any]]]:
     """Per method, one entry per generation, over seeds: the proposals' mean score (mean and
-    95% band of the seeds' generation means), the share of valid proposals of each structure
-    and using each primitive, the share that repeated an earlier reward, and the mean of each
-    Meta-Optimizer statistic the runs logged."""
+    95% band of the seeds' generation means), the share of valid *distinct* proposals (repeats
+    of an earlier reward left out) of each structure and using each primitive, the share that
+    repeated an earlier reward, and the mean of each Meta-Optimizer statistic the runs
+    logged."""
     table: dict[str, list[dict[str, Any]]] = {}
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
@@ -107,7 +108,9 @@ def generation_table(rows: Sequence[dict[str, Any]], primitives: Sequence[str],
             mean, low, high = mean_ci(means)
             proposals = [c for r in mine for c in r.get("candidates", [])
                          if c["generation"] == g]
-            valid = [c for c in proposals if c.get("structure")]
+            # Shares count distinct proposals: a repeat of an earlier reward measures how often
+            # the search repeats itself (``repeat_share``), not what it proposes.
+            valid = [c for c in proposals if c.get("structure") and not c.get("repeat")]
             entry: dict[str, Any] = {
                 "generation": g, "seeds": len(means), "mean_score": round(mean, 4),
                 "ci_low": round(low, 4), "ci_high": round(high, 4),

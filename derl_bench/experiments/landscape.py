@@ -28,6 +28,7 @@ marked)::
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import multiprocessing
 import random
 import shutil
@@ -181,9 +182,27 @@ def run_landscape(config: LandscapeConfig, log: Any = print) -> dict[str, Any]:
         "wall_time_s": round(time.perf_counter() - started, 1),
     }
     result.update(judge(confirm))
+    planted = Path(proxy.output) / "planted" / "planted.json"
+    if planted.is_file():
+        attach_planted(result, json.loads(planted.read_text()))
+    write_landscape(result, out)
+    return result
+
+
+def write_landscape(result: dict[str, Any], out: Path) -> None:
+    """``landscape.json``, ``landscape.png`` and ``landscape.md`` of ``result`` in ``out``."""
     write_json_atomic(out / "landscape.json", result)
     plot_landscape(result, out / "landscape.png")
     write_text_atomic(out / "landscape.md", landscape_markdown(result))
+
+
+def attach_planted(result: dict[str, Any], planted: dict[str, Any]) -> dict[str, Any]:
+    """Mark the task's planted reward on a landscape: its mean on the planted check's
+    confirmation seeds (fresh, but not the landscape's own), and how many random rewards the
+    landscape's confirmation measured above every hand-made reward."""
+    scores = planted["confirm"]["scores"][planted["planted"]]
+    result["planted"] = {"expr": planted["planted"], "mean": round(sum(scores) / len(scores), 4),
+                         "seeds": len(scores), "passes": planted["passes"]}
     return result
 
 
@@ -229,6 +248,9 @@ def plot_landscape(result: dict[str, Any], path: Path) -> None:
     for (name, row), colour, dash in zip(result["hand_made"].items(), ("C0", "C1", "C2", "C3"),
                                          ("--", ":", "-.", (0, (5, 1))), strict=False):
         ax.axvline(100 * row["mean"], color=colour, linestyle=dash, linewidth=2, label=name)
+    if "planted" in result:
+        ax.axvline(100 * result["planted"]["mean"], color="C4", linewidth=2.5,
+                   label=f"planted: {result['planted']['expr']}")
     ax.set_xlabel(f"validation success, % (mean of {len(result['config']['seeds'])} seeds)")
     ax.set_ylabel("rewards")
     ax.legend(fontsize=7)
@@ -292,9 +314,21 @@ def landscape_markdown(result: dict[str, Any]) -> str:
                  "No random reward is measurably better than every hand-made reward (an "
                  "interval above 0 against each)."),
               f"Each interval is a single 95% interval, not corrected for the "
-              f"{config['confirm_top']} rewards compared."]
+              f"{config['confirm_top']} rewards compared.",
+              "",
+              f"Of the {len(randoms)} random rewards drawn, {len(better)} "
+              f"({100 * len(better) / len(randoms):.0f}%) are measurably better than every "
+              "hand-made reward (a lower bound: only the best "
+              f"{config['confirm_top']} were trained again)."]
+    if "planted" in result:
+        planted = result["planted"]
+        lines += ["", f"The task's planted reward `{planted['expr']}` scores "
+                  f"{100 * planted['mean']:.1f}% on the planted check's {planted['seeds']} "
+                  "confirmation seeds (marked on the histogram; its own fresh seeds, not "
+                  "these)."]
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["LandscapeConfig", "draw_rewards", "judge", "landscape_markdown", "plot_landscape",
-           "run_landscape", "score_jobs", "score_rewards"]
+__all__ = ["LANDSCAPE_OFFSET", "LandscapeConfig", "attach_planted", "draw_rewards", "judge",
+           "landscape_markdown", "plot_landscape", "run_landscape", "score_jobs",
+           "score_rewards", "write_landscape"]

@@ -73,11 +73,13 @@ def test_the_generation_table_counts_structures_primitives_and_repeats():
     assert entry["mean_score"] == pytest.approx(0.2) and entry["ci_low"] < 0.2
     assert entry["valid_share"] == 0.75 and entry["repeat_share"] == 0.25
     assert entry["constant_share"] == 0.25
-    assert entry["structure_share"]["linear"] == pytest.approx(1 / 3, abs=1e-4)
+    # Shares count the distinct proposals: the repeated veto is left out of them.
+    assert entry["structure_share"]["linear"] == pytest.approx(1 / 2, abs=1e-4)
+    assert entry["structure_share"]["veto"] == 0.0
     assert entry["structure_score"]["unbounded"] is None
     assert entry["structure_score"]["linear"] == 0.25
-    assert entry["primitive_share"] == {"outcome": pytest.approx(2 / 3, abs=1e-4),
-                                        "format_boxed": pytest.approx(1 / 3, abs=1e-4)}
+    assert entry["primitive_share"] == {"outcome": pytest.approx(1 / 2, abs=1e-4),
+                                        "format_boxed": 0.0}
     assert entry["meta/kl"] == 1.0
 
 

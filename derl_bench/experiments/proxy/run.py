@@ -48,7 +48,8 @@ def base_model(path: Path, spec: BaseModelSpec, env_id: str) -> Path:
 
     marker = path / "base_model_spec.json"
     # Arithmetic's marker predates the env id: it keeps its form, so its base is not rebuilt.
-    recipe = asdict(spec) if env_id == ENV_DEFAULT else {**asdict(spec), "env_id": env_id}
+    recipe = asdict(spec) if env_id == ENV_DEFAULT else {**asdict(spec), "env_id": env_id,
+                                                         "card": _card_recipe(env_id)}
     wanted = json.dumps(recipe, sort_keys=True)
     if marker.is_file() and marker.read_text() == wanted:
         return path
@@ -59,6 +60,18 @@ def base_model(path: Path, spec: BaseModelSpec, env_id: str) -> Path:
                       format_dropout=spec.format_dropout, seed=spec.seed))
     marker.write_text(wanted)
     return path
+
+
+def _card_recipe(env_id: str) -> dict[str, Any]:
+    """What of the env's card shapes its base policy: the demonstrations' mixture of modes (the
+    ``base_policy`` block) and the problems (the train split), so that a changed card rebuilds
+    the base."""
+    from derl_bench.cards import load_card
+    from derl_bench.family import family_spec
+
+    card = load_card(family_spec(env_id).name)
+    return {"base_policy": card.get("base_policy"),
+            "train": (card.get("splits") or {}).get("train")}
 
 
 def meta_config_for(config: ProxyConfig, method: str, seed: int, model: str,
