@@ -60,8 +60,8 @@ def _run(args: argparse.Namespace) -> int:
         from derl_bench.experiments.planted import PlantedConfig, run_planted
 
         try:
-            check = (PlantedConfig(proxy=config, pilot_seeds=2, seeds=2) if args.small
-                     else PlantedConfig(proxy=config))
+            check = (PlantedConfig(proxy=config, pilot_seeds=2, seeds=2, max_seeds=2)
+                     if args.small else PlantedConfig(proxy=config))
             found = run_planted(check)
         except ValueError as err:
             print(f"derl-bench proxy: {err}", file=sys.stderr)

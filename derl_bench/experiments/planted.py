@@ -8,9 +8,11 @@ seed, every seed fresh (:func:`~derl_bench.meta.search.fresh_seeds`), and scores
 the validation split. The design is planned before the confirming run:
 
 1. **Pilot** on ``pilot_seeds`` seeds: the spread of the paired differences *planted minus each
-   hand-made reward* gives the minimal detectable effect a confirming run of ``seeds`` seeds
-   would have (the same t formula as every comparison, :func:`planned_mde`).
-2. **Confirm** on ``seeds`` further fresh seeds: the paired differences with Holm-corrected
+   hand-made reward* gives the minimal detectable effect a confirming run of ``n`` seeds would
+   have (the same t formula as every comparison, :func:`planned_mde`). The confirmation's size
+   is planned from it (:func:`planned_seeds`): the fewest seeds, at least ``seeds`` and at most
+   ``max_seeds``, at which ``margin`` x the planned MDE is within every pilot difference.
+2. **Confirm** on that many further fresh seeds: the paired differences with Holm-corrected
    intervals (:func:`~derl_bench.experiments.stats.holm`). The task passes when the planted
    reward beats every hand-made reward by at least ``3 x`` the planned MDE and every corrected
    interval excludes 0.
@@ -43,12 +45,15 @@ class PlantedConfig:
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     pilot_seeds: int = 4
     seeds: int = 8
+    """The confirmation's smallest size; the pilot may plan more (:func:`planned_seeds`)."""
+    max_seeds: int = 32
     margin: float = 3.0
     """The planted reward must beat every hand-made one by ``margin`` x the planned MDE."""
 
     def __post_init__(self) -> None:
-        if self.pilot_seeds < 2 or self.seeds < 2:
-            raise ValueError("the pilot and the confirmation need at least 2 seeds each")
+        if self.pilot_seeds < 2 or self.seeds < 2 or self.max_seeds < self.seeds:
+            raise ValueError("the pilot and the confirmation need at least 2 seeds each, and "
+                             "max_seeds at least seeds")
 
     @property
     def output(self) -> Path:
@@ -77,6 +82,22 @@ def planned_mde(pilot_differences: list[float], n: int, power: float = 0.8) -> f
     return (t_quantile(0.975, n - 1) + t_quantile(power, n - 1)) * sd / math.sqrt(n)
 
 
+def planned_seeds(pilot: dict[str, list[float]], low: int, high: int, margin: float) -> int:
+    """The confirmation's size: the fewest seeds from ``low`` to ``high`` at which ``margin`` x
+    the MDE planned from each pilot difference (name -> per-seed differences) is at most that
+    difference's pilot mean; ``high`` when none is.
+
+    >>> planned_seeds({"a": [0.5, 0.8, 0.2, 0.7]}, 8, 32, 3.0)
+    19
+    >>> planned_seeds({"a": [0.1, 0.1, 0.1, 0.11]}, 8, 32, 3.0)
+    8
+    """
+    for n in range(low, high + 1):
+        if all(margin * planned_mde(d, n) <= sum(d) / len(d) for d in pilot.values()):
+            return n
+    return high
+
+
 def _scores(config: PlantedConfig, model: str, exprs: list[str], seeds: list[int], stage: str,
             log: Any) -> dict[str, list[float]]:
     from derl_bench.experiments.landscape import LandscapeConfig, score_jobs
@@ -100,20 +121,21 @@ def run_planted(config: PlantedConfig, log: Any = print) -> dict[str, Any]:
     pilot_seeds = fresh_seeds(config.pilot_seeds, PILOT_OFFSET)
     log(f"pilot: {len(exprs)} rewards x seeds {pilot_seeds}")
     pilot = _scores(config, model, exprs, pilot_seeds, "pilot", log)
-    mde = {name: planned_mde([a - b for a, b in zip(pilot[planted], pilot[expr], strict=True)],
-                             config.seeds)
-           for name, expr in HAND_MADE.items()}
-    seeds = fresh_seeds(config.seeds, CONFIRM_OFFSET)
-    log(f"planned MDE per comparison at {config.seeds} seeds: "
+    differences = {name: [a - b for a, b in zip(pilot[planted], pilot[expr], strict=True)]
+                   for name, expr in HAND_MADE.items()}
+    n = planned_seeds(differences, config.seeds, config.max_seeds, config.margin)
+    mde = {name: planned_mde(d, n) for name, d in differences.items()}
+    seeds = fresh_seeds(n, CONFIRM_OFFSET)
+    log(f"planned: {n} seeds; MDE per comparison: "
         + ", ".join(f"{k} {100 * v:.2f}" for k, v in mde.items()))
     confirm = _scores(config, model, exprs, seeds, "confirm", log)
     names = list(HAND_MADE)
-    differences = holm([paired_difference(confirm[planted], confirm[HAND_MADE[n]])
-                        for n in names])
-    comparisons = {n: {**d, "planned_mde": round(mde[n], 4),
-                       "passes": bool(d["mean"] >= config.margin * mde[n]
-                                      and d["holm_low"] > 0)}
-                   for n, d in zip(names, differences, strict=True)}
+    confirmed = holm([paired_difference(confirm[planted], confirm[HAND_MADE[name]])
+                      for name in names])
+    comparisons = {name: {**d, "planned_mde": round(mde[name], 4),
+                          "passes": bool(d["mean"] >= config.margin * mde[name]
+                                         and d["holm_low"] > 0)}
+                   for name, d in zip(names, confirmed, strict=True)}
     result = {
         "env_id": proxy.env_id, "planted": planted, "rewards": rewards,
         "validation_episodes": proxy.validation_episodes, "margin": config.margin,
@@ -136,8 +158,8 @@ def planted_markdown(result: dict[str, Any]) -> str:
         "",
         f"Each reward trained with the proxy's inner recipe on fresh seeds and scored on "
         f"{result['validation_episodes']} validation problems. Pilot: "
-        f"{len(result['pilot']['seeds'])} seeds, used only to plan the MDE of the confirmation;"
-        f" confirmation: {n} further seeds. Success in %.",
+        f"{len(result['pilot']['seeds'])} seeds, used only to plan the confirmation's size and "
+        f"MDE; confirmation: {n} further seeds. Success in %.",
         "",
         "| reward | pilot mean | confirmation mean ± SD |",
         "|---|---|---|",
@@ -167,5 +189,5 @@ def planted_markdown(result: dict[str, Any]) -> str:
     return "\n".join([*lines, "", verdict]) + "\n"
 
 
-__all__ = ["CONFIRM_OFFSET", "PILOT_OFFSET", "PlantedConfig", "planned_mde", "planted_markdown",
-           "planted_reward", "run_planted"]
+__all__ = ["CONFIRM_OFFSET", "PILOT_OFFSET", "PlantedConfig", "planned_mde", "planned_seeds",
+           "planted_markdown", "planted_reward", "run_planted"]
