@@ -47,6 +47,14 @@ def _run(args: argparse.Namespace) -> int:
             figures = {f"base ({label})": measure_modes(model, config.env_id, episodes, t,
                                                         max_new_tokens=tokens)
                        for label, t in (("greedy", 0.0), ("sampled", 1.0))}
+            if not args.small:
+                from derl_bench.experiments.modes import trained_modes
+                from derl_bench.experiments.planted import planted_reward
+                from derl_bench.experiments.proxy import HAND_MADE
+
+                rewards = {**HAND_MADE, "the planted reward": planted_reward(config.env_id)}
+                figures.update(trained_modes(config, model, rewards, out / "modes-runs",
+                                             episodes))
         except ValueError as err:
             print(f"derl-bench proxy: {err}", file=sys.stderr)
             return 2
@@ -89,6 +97,12 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.seeds:
         config.seeds = args.seeds
+    if args.generations is not None:
+        if args.generations < 1:
+            print("derl-bench proxy: --generations must be at least 1", file=sys.stderr)
+            return 2
+        config.outer_steps = args.generations
+        config.endpoint_from = args.generations // 2
     if args.methods:
         unknown = [m for m in args.methods if m not in METHODS]
         if unknown:
@@ -134,6 +148,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="runs side by side (default 2)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="seeds (default 0 1 2 3 4)")
+    parser.add_argument("--generations", type=int, default=None, metavar="N",
+                        help="generations per search (default 20; the mechanism endpoint then "
+                        "averages generations N/2 to N-1)")
     parser.add_argument("--methods", nargs="+", default=None,
                         help="a subset of: outcome, 'outcome + format', average, random, "
                         "revolve, derl, derl-pop, derl-frozen, outcome-pop, random-pop")

@@ -3,7 +3,9 @@ responses, how often it gets a wrapping position right, and every primitive's me
 
 The tasks of ``docs/tasks.md`` plant their structures in the base policy's mixture of modes, so
 the mixture is measured, not assumed: on the first ``episodes`` validation problems, greedily
-(what validation and evaluation score) and sampled at temperature 1 (what GRPO trains on)::
+(what validation and evaluation score) and sampled at temperature 1 (what GRPO trains on);
+and after one inner GRPO run under each hand-made reward and the planted one, greedily: a
+hackable reward shows its signature there, the primitives it pays rising while success falls::
 
     derl-bench proxy --env derl/DigitsHack-v0 --modes --output runs/digits-hack
 """
@@ -55,19 +57,53 @@ def measure_modes(model: str, env_id: str, episodes: int = 500, temperature: flo
             "primitives": {k: round(v / episodes, 4) for k, v in sums.items()}}
 
 
+TRAINED_OFFSET = 6_000
+"""Where the fresh seed of :func:`trained_modes`'s inner runs comes from."""
+
+
+def trained_modes(config: Any, model: str, rewards: dict[str, str], out: Any,
+                  episodes: int) -> dict[str, dict[str, Any]]:
+    """What each of ``rewards`` (label -> Meta-Reward) does to the modes: one inner run per
+    reward from the base ``model`` with the proxy's recipe (``config``, a ``ProxyConfig``) on
+    one fresh seed, each trained policy measured greedily by :func:`measure_modes`."""
+    import shutil
+    from pathlib import Path
+
+    from derl_bench.experiments.proxy.run import meta_config_for
+    from derl_bench.meta.inner import InnerSpec, train_and_score_population
+    from derl_bench.meta.search import fresh_seeds
+
+    (seed,) = fresh_seeds(1, TRAINED_OFFSET)
+    folder = Path(out)
+    meta = meta_config_for(config, "random", 0, model, folder)
+    runs = [InnerSpec(expr, folder / f"r{i}", None, 0, seed)
+            for i, expr in enumerate(rewards.values())]
+    try:
+        results = train_and_score_population(meta, runs)
+        return {f"GRPO on {label}": {**measure_modes(
+                    str(r.checkpoint), config.env_id, episodes, 0.0,
+                    max_new_tokens=int(config.inner["max_new_tokens"])), "reward": expr,
+                    "inner_seed": seed}
+                for (label, expr), r in zip(rewards.items(), results, strict=True)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def modes_markdown(figures: dict[str, dict[str, Any]]) -> str:
     """A table of :func:`measure_modes` results, one row per label."""
     names = sorted({m for f in figures.values() for m in f["modes"]})
     lines = ["| policy | decoding | " + " | ".join(f"{m} share" for m in names)
-             + " | wrap positions right | success |",
-             "|---|---|" + "---|" * len(names) + "---|---|"]
+             + " | wrap positions right | g2 | g3 | g4 | success |",
+             "|---|---|" + "---|" * len(names) + "---|---|---|---|---|"]
     for label, f in figures.items():
         decoding = "greedy" if f["temperature"] == 0 else f"sampled, T={f['temperature']:g}"
         lines.append(f"| {label} | {decoding} | "
                      + " | ".join(f"{100 * f['modes'].get(m, 0.0):.1f}%" for m in names)
                      + f" | {100 * f['wrap_right']:.1f}% | "
-                     f"{100 * f['primitives']['outcome']:.1f}% |")
+                     + " | ".join(f"{100 * f['primitives'].get(p, 0.0):.1f}%" for p in
+                                  ("format_boxed", "cot_steps", "loose_outcome"))
+                     + f" | {100 * f['primitives']['outcome']:.1f}% |")
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["measure_modes", "modes_markdown"]
+__all__ = ["TRAINED_OFFSET", "measure_modes", "modes_markdown", "trained_modes"]
