@@ -39,7 +39,7 @@ from typing import Any
 
 from derl_bench.experiments.proxy.config import ENV_ID, HAND_MADE, ProxyConfig
 from derl_bench.experiments.proxy.run import base_model, meta_config_for, worker_init
-from derl_bench.experiments.stats import mean_sd, paired_difference
+from derl_bench.experiments.stats import holm, mean_sd, paired_difference
 from derl_bench.files import write_json_atomic, write_text_atomic
 from derl_bench.meta.search import fresh_seeds
 
@@ -213,8 +213,8 @@ def judge(confirm: list[dict[str, Any]]) -> dict[str, Any]:
 
     >>> found = judge([{"expr": "a", "hand_made": False, "scores": [0.3, 0.4, 0.5]},
     ...                {"expr": "h", "hand_made": True, "scores": [0.1, 0.1, 0.2]}])
-    >>> found["best_hand_made"], found["measurably_better"]
-    ('h', ['a'])
+    >>> found["best_hand_made"], found["measurably_better"], found["measurably_better_holm"]
+    ('h', ['a'], ['a'])
     """
     hand = {c["expr"]: c["scores"] for c in confirm if c["hand_made"]}
     rows = []
@@ -225,7 +225,15 @@ def judge(confirm: list[dict[str, Any]]) -> dict[str, Any]:
     best = max(hand, key=lambda h: sum(hand[h]) / len(hand[h]))
     beats = [r["expr"] for r in rows if not r["hand_made"]
              and all(d["ci_low"] > 0 for d in r["minus"].values())]
-    return {"confirm": rows, "best_hand_made": best, "measurably_better": beats}
+    # The same question with every random-minus-hand-made comparison corrected together.
+    keys = [(i, h) for i, r in enumerate(rows) if not r["hand_made"] for h in r["minus"]]
+    adjusted = holm([rows[i]["minus"][h] for i, h in keys])
+    low: dict[int, list[float]] = {}
+    for (i, _), d in zip(keys, adjusted, strict=True):
+        low.setdefault(i, []).append(d["holm_low"])
+    beats_holm = [rows[i]["expr"] for i, lows in low.items() if all(v > 0 for v in lows)]
+    return {"confirm": rows, "best_hand_made": best, "measurably_better": beats,
+            "measurably_better_holm": beats_holm}
 
 
 def _jsonable(config: LandscapeConfig) -> dict[str, Any]:
@@ -319,7 +327,9 @@ def landscape_markdown(result: dict[str, Any]) -> str:
               f"Of the {len(randoms)} random rewards drawn, {len(better)} "
               f"({100 * len(better) / len(randoms):.0f}%) are measurably better than every "
               "hand-made reward (a lower bound: only the best "
-              f"{config['confirm_top']} were trained again)."]
+              f"{config['confirm_top']} were trained again); with all "
+              f"{len(hand) * config['confirm_top']} comparisons Holm-corrected together, "
+              f"{len(result.get('measurably_better_holm', []))}."]
     if "planted" in result:
         planted = result["planted"]
         lines += ["", f"The task's planted reward `{planted['expr']}` scores "
