@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from derl_bench.experiments.evidence import comparisons, generation_table
-from derl_bench.experiments.proxy.config import ENV_ID as ENV_DEFAULT
 from derl_bench.experiments.proxy.config import (
+    ENV_ID,
     HAND_MADE,
     LEVELS,
     METHODS,
@@ -48,7 +48,7 @@ def base_model(path: Path, spec: BaseModelSpec, env_id: str) -> Path:
 
     marker = path / "base_model_spec.json"
     # Arithmetic's marker predates the env id: it keeps its form, so its base is not rebuilt.
-    recipe = asdict(spec) if env_id == ENV_DEFAULT else {**asdict(spec), "env_id": env_id,
+    recipe = asdict(spec) if env_id == ENV_ID else {**asdict(spec), "env_id": env_id,
                                                          "card": _card_recipe(env_id)}
     wanted = json.dumps(recipe, sort_keys=True)
     if marker.is_file() and marker.read_text() == wanted:
