@@ -97,9 +97,12 @@ def all_boxed(text: str) -> list[str]:
     found: list[tuple[int, str]] = []
     openers = iter(_BOX_OPENERS.finditer(text))
     opener = next(openers, None)
+    if opener is None:
+        return []
     open_boxes: list[tuple[int, int]] = []  # (position of its "{", depth before it)
     depth = 0
-    for brace in _BRACES.finditer(text):
+    # Only depth relative to a box's own "{" matters, so braces before the first box are skipped.
+    for brace in _BRACES.finditer(text, opener.start()):
         at = brace.start()
         while opener is not None and opener.start() < at and (
                 opener.group(1) is None or opener.start(1) <= at):
