@@ -39,6 +39,7 @@ import functools
 import hashlib
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,39 +154,53 @@ def split_spec(split: str) -> SplitSpec:
                      require_above=spec.get("require_above"))
 
 
+def draw_split(name: str, family: str, seed: int, count: int, split_bucket: str | None,
+               draw: Callable[[random.Random], Any]) -> tuple[Any, ...]:
+    """``count`` distinct problems from ``draw(rng)`` (``None``: a rejected draw) with
+    ``random.Random(seed)``, kept only in the hash slice ``split_bucket`` (:func:`bucket`,
+    ``family``'s ``eval_buckets``), and checked against the manifest checksum the card gives
+    split ``name``. Shared by the generated families (Arithmetic, the digit tasks)."""
+    card = load_card(family)
+    buckets = int(card["eval_buckets"])
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    problems: list[Any] = []
+    attempts = 0
+    while len(problems) < count:
+        attempts += 1
+        if attempts > 200 * count:
+            raise ValueError(f"{family} split {name!r}: cannot draw {count} distinct problems")
+        problem = draw(rng)
+        if problem is None or problem.problem_id in seen:
+            continue
+        if split_bucket is not None and bucket(problem.problem_id, buckets) != split_bucket:
+            continue
+        seen.add(problem.problem_id)
+        problems.append(problem)
+    expected = card["splits"][name].get("manifest_sha256")
+    digest = sha256_lines([p.problem_id for p in problems])
+    if expected is not None and digest != expected:
+        raise CardError(f"{family} split {name!r}: generated manifest sha256 {digest} != "
+                        f"card's {expected}")
+    return tuple(problems)
+
+
 @functools.lru_cache(maxsize=32)
 def generate_split(split: str) -> tuple[Problem, ...]:
     """The problems of ``split``, in manifest order: seeded draws without repetition."""
     spec = split_spec(split)
-    buckets = int(load_card("arithmetic")["eval_buckets"])
-    rng = random.Random(spec.seed)
-    seen: set[str] = set()
-    problems: list[Problem] = []
-    attempts = 0
-    while len(problems) < spec.count:
-        attempts += 1
-        if attempts > 200 * spec.count:
-            raise ValueError(f"split {split!r}: cannot draw {spec.count} distinct problems")
+
+    def draw(rng: random.Random) -> Problem | None:
         kind = spec.kinds[rng.randrange(len(spec.kinds))]
         operands = tuple(rng.randint(spec.low, spec.high)
                          for _ in range(len(PROBLEM_TYPES[kind]) + 1))
         if not _valid(kind, operands):
-            continue
+            return None
         if spec.require_above is not None and max(operands) <= spec.require_above:
-            continue
-        problem = make_problem(kind, operands)
-        if problem.problem_id in seen:
-            continue
-        if spec.bucket is not None and bucket(problem.problem_id, buckets) != spec.bucket:
-            continue
-        seen.add(problem.problem_id)
-        problems.append(problem)
-    expected = load_card("arithmetic")["splits"][split].get("manifest_sha256")
-    digest = sha256_lines([p.problem_id for p in problems])
-    if expected is not None and digest != expected:
-        raise CardError(f"derl/Arithmetic-v0 split {split!r}: generated manifest sha256 "
-                        f"{digest} != card's {expected}")
-    return tuple(problems)
+            return None
+        return make_problem(kind, operands)
+
+    return draw_split(split, "arithmetic", spec.seed, spec.count, spec.bucket, draw)
 
 
 class ArithmeticEnv(ProblemEnv):

@@ -45,8 +45,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from derl_bench.cards import CardError, load_card, sha256_lines
-from derl_bench.envs.arithmetic import bucket
+from derl_bench.cards import CardError, load_card
+from derl_bench.envs.arithmetic import draw_split
 from derl_bench.envs.math import ProblemEnv
 from derl_bench.envs.spaces import text_space
 from derl_bench.grading import Grade, last_boxed
@@ -149,31 +149,13 @@ def generate_split(family: str, split: str) -> tuple[Problem, ...]:
     """The problems of ``split`` on ``family``'s card, in manifest order, checked against the
     card's manifest checksum."""
     spec = split_spec(family, split)
-    card = load_card(family)
-    buckets = int(card["eval_buckets"])
-    rng = random.Random(spec.seed)
-    seen: set[str] = set()
-    problems: list[Problem] = []
-    for _ in range(200 * spec.count):
-        if len(problems) == spec.count:
-            break
+
+    def draw(rng: random.Random) -> Problem:
         shift = spec.shifts[rng.randrange(len(spec.shifts))]
-        digits = "".join(rng.choice("0123456789") for _ in range(spec.length))
-        problem = make_problem(shift, digits)
-        if problem.problem_id in seen:
-            continue
-        if spec.bucket is not None and bucket(problem.problem_id, buckets) != spec.bucket:
-            continue
-        seen.add(problem.problem_id)
-        problems.append(problem)
-    else:
-        raise ValueError(f"{family} split {split!r}: cannot draw {spec.count} distinct problems")
-    expected = card["splits"][split].get("manifest_sha256")
-    digest = sha256_lines([p.problem_id for p in problems])
-    if expected is not None and digest != expected:
-        raise CardError(f"{family} split {split!r}: generated manifest sha256 {digest} != "
-                        f"card's {expected}")
-    return tuple(problems)
+        return make_problem(shift, "".join(rng.choice("0123456789")
+                                           for _ in range(spec.length)))
+
+    return draw_split(split, family, spec.seed, spec.count, spec.bucket, draw)
 
 
 @dataclass(frozen=True)
