@@ -285,6 +285,16 @@ def family_spec(name: str | FamilySpec) -> FamilySpec:
         f"{name!r} is not a derl-bench env id or family (families: {', '.join(specs)})")
 
 
+def card_for(name: str | FamilySpec) -> dict[str, Any]:
+    """The whole card (its front matter) of the family :func:`family_spec` finds for ``name``,
+    for a stage that reads a block the spec does not type (``base_policy``, ``proxy``, ...).
+
+    >>> card_for("derl/Arithmetic-v0")["family"]
+    'arithmetic'
+    """
+    return load_card(family_spec(name).name)
+
+
 def _registered_variant(env_id: str) -> FamilySpec | None:
     import gymnasium as gym
 

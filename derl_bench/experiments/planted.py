@@ -62,10 +62,9 @@ class PlantedConfig:
 
 def planted_reward(env_id: str) -> str:
     """The reward ``env_id``'s card plants (its ``planted_reward``)."""
-    from derl_bench.cards import load_card
-    from derl_bench.family import family_spec
+    from derl_bench.family import card_for
 
-    expr = load_card(family_spec(env_id).name).get("planted_reward")
+    expr = card_for(env_id).get("planted_reward")
     if not expr:
         raise ValueError(f"{env_id}'s card names no planted_reward")
     return str(expr)

@@ -36,9 +36,8 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from derl_bench.cards import load_card
 from derl_bench.envs.spaces import as_text
-from derl_bench.family import family_spec
+from derl_bench.family import card_for
 from derl_bench.observers.base import PrimitiveError
 
 ACTION_OPEN, ACTION_CLOSE = "<action>", "</action>"
@@ -86,7 +85,7 @@ def parse_verl_agent(text: str, family: str = "alfworld") -> tuple[str, bool]:
         >>> parse_verl_agent("<think>t</think><action>Focus on Door</action>", "scienceworld")
         ('Focus on Door', True)
     """
-    projection = load_card(family_spec(family).name).get("verl_agent_projection") or {}
+    projection = card_for(family).get("verl_agent_projection") or {}
     work = text if projection.get("keep_case", False) else text.lower()
     start, end = work.find(ACTION_OPEN), work.find(ACTION_CLOSE)
     if start == -1 or end == -1:

@@ -50,19 +50,17 @@ class BaseModelSpec:
 
 
 def _card_proxy(env_id: str) -> dict[str, Any]:
-    from derl_bench.cards import load_card
-    from derl_bench.family import family_spec
+    from derl_bench.family import card_for
 
-    return dict(load_card(family_spec(env_id).name).get("proxy") or {})
+    return dict(card_for(env_id).get("proxy") or {})
 
 
 def base_spec_for(env_id: str) -> BaseModelSpec:
     """The base policy recipe of ``env_id``: its card's ``base_policy`` block (whose mixture of
     demonstration modes the env itself draws from), else Arithmetic's defaults."""
-    from derl_bench.cards import load_card
-    from derl_bench.family import family_spec
+    from derl_bench.family import card_for
 
-    block = load_card(family_spec(env_id).name).get("base_policy")
+    block = card_for(env_id).get("base_policy")
     if not block:
         return BaseModelSpec()
     return BaseModelSpec(steps=int(block["steps"]), format_dropout=0.0,

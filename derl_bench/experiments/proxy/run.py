@@ -66,10 +66,9 @@ def _card_recipe(env_id: str) -> dict[str, Any]:
     """What of the env's card shapes its base policy: the demonstrations' mixture of modes (the
     ``base_policy`` block) and the problems (the train split), so that a changed card rebuilds
     the base."""
-    from derl_bench.cards import load_card
-    from derl_bench.family import family_spec
+    from derl_bench.family import card_for
 
-    card = load_card(family_spec(env_id).name)
+    card = card_for(env_id)
     return {"base_policy": card.get("base_policy"),
             "train": (card.get("splits") or {}).get("train")}
 
