@@ -34,34 +34,15 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 config.optimizer_recipe[key] = value
     if args.modes:
-        from derl_bench.experiments.modes import measure_modes, modes_markdown
-        from derl_bench.experiments.proxy.run import base_model
-        from derl_bench.files import write_json_atomic, write_text_atomic
+        from derl_bench.experiments.modes import modes_markdown, run_modes
 
-        out = Path(config.output)
-        out.mkdir(parents=True, exist_ok=True)
-        model = str(base_model(out / "base-model", config.base_spec, config.env_id))
-        tokens = int(config.inner["max_new_tokens"])
-        episodes = int(config.validation_episodes or 0)
         try:
-            figures = {f"base ({label})": measure_modes(model, config.env_id, episodes, t,
-                                                        max_new_tokens=tokens)
-                       for label, t in (("greedy", 0.0), ("sampled", 1.0))}
-            if not args.small:
-                from derl_bench.experiments.modes import trained_modes
-                from derl_bench.experiments.planted import planted_reward
-                from derl_bench.experiments.proxy import HAND_MADE
-
-                rewards = {**HAND_MADE, "the planted reward": planted_reward(config.env_id)}
-                figures.update(trained_modes(config, model, rewards, out / "modes-runs",
-                                             episodes))
+            figures = run_modes(config, trained=not args.small)
         except ValueError as err:
             print(f"derl-bench proxy: {err}", file=sys.stderr)
             return 2
-        write_json_atomic(out / "modes.json", figures)
-        write_text_atomic(out / "modes.md", modes_markdown(figures))
         if args.records:
-            _copy(out, Path(args.records) / "evidence", ("modes.json", "modes.md"))
+            _copy(Path(config.output), Path(args.records) / "evidence", ("modes.json", "modes.md"))
         print(modes_markdown(figures))
         return 0
     if args.planted:

@@ -106,4 +106,36 @@ def modes_markdown(figures: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["TRAINED_OFFSET", "measure_modes", "modes_markdown", "trained_modes"]
+def run_modes(config: Any, trained: bool = True) -> dict[str, dict[str, Any]]:
+    """``--modes``: the base policy of ``config`` (a ``ProxyConfig``) measured greedily and
+    sampled, and (``trained``) after one inner run of each hand-made and the planted reward;
+    written to ``OUT/modes.json`` and ``OUT/modes.md``."""
+    from pathlib import Path
+
+    import gymnasium as gym
+
+    from derl_bench.experiments.planted import planted_reward
+    from derl_bench.experiments.proxy import HAND_MADE
+    from derl_bench.experiments.proxy.run import base_model
+    from derl_bench.files import write_json_atomic, write_text_atomic
+
+    probe = gym.make(config.env_id, split="validation")
+    if not hasattr(probe.unwrapped, "mode_of"):  # refused before the base is fine-tuned
+        raise ValueError(f"{config.env_id} names no demonstration modes")
+    probe.close()
+    rewards = {**HAND_MADE, "the planted reward": planted_reward(config.env_id)}
+    out = Path(config.output)
+    out.mkdir(parents=True, exist_ok=True)
+    model = str(base_model(out / "base-model", config.base_spec, config.env_id))
+    tokens, episodes = int(config.inner["max_new_tokens"]), int(config.validation_episodes)
+    figures = {f"base ({label})": measure_modes(model, config.env_id, episodes, t,
+                                                max_new_tokens=tokens)
+               for label, t in (("greedy", 0.0), ("sampled", 1.0))}
+    if trained:
+        figures.update(trained_modes(config, model, rewards, out / "modes-runs", episodes))
+    write_json_atomic(out / "modes.json", figures)
+    write_text_atomic(out / "modes.md", modes_markdown(figures))
+    return figures
+
+
+__all__ = ["TRAINED_OFFSET", "measure_modes", "modes_markdown", "run_modes", "trained_modes"]

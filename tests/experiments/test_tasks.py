@@ -82,3 +82,20 @@ def test_a_multi_turn_env_is_refused_by_the_proxy(capsys):
 
     assert main(["proxy", "--env", "derl/ALFWorld-v0", "--planted"]) == 2
     assert "single-step" in capsys.readouterr().err
+
+
+def test_modes_measures_the_base_and_refuses_a_task_without_modes_before_training(
+        tmp_path, capsys):
+    from derl_bench.cli import main
+
+    out = tmp_path / "hack"
+    assert main(["proxy", "--env", "derl/DigitsHack-v0", "--modes", "--small",
+                 "--output", str(out)]) == 0
+    figures = json.loads((out / "modes.json").read_text())
+    assert set(figures) == {"base (greedy)", "base (sampled)"}
+    for f in figures.values():
+        assert abs(sum(f["modes"].values()) - 1) < 1e-6 and 0 <= f["wrap_right"] <= 1
+    assert main(["proxy", "--env", "derl/Arithmetic-v0", "--modes", "--small",
+                 "--output", str(tmp_path / "arith")]) == 2
+    assert "names no demonstration modes" in capsys.readouterr().err
+    assert not (tmp_path / "arith" / "base-model").exists()
