@@ -1,4 +1,4 @@
-"""How far apart two computations of one float32 quantity may be when only their sums' order differs.
+"""How far two float32 computations of one quantity may differ when their sums run in other orders.
 
 Chunking the positions, batching a population, recomputing a layer or fusing a kernel changes
 the order in which a reduction adds its terms, and the result's last bits with it. How many
@@ -51,6 +51,8 @@ def reordering_tolerance(expected: torch.Tensor, terms: int) -> dict[str, float]
 
 def assert_close_reordered(actual: torch.Tensor, expected: torch.Tensor, terms: int,
                            msg: str | None = None) -> None:
-    """Assert ``actual`` equals ``expected`` up to a reordering of sums of ``terms`` terms."""
-    torch.testing.assert_close(actual, expected, msg=msg,
-                               **reordering_tolerance(expected, terms))
+    """Assert ``actual`` equals ``expected`` up to a reordering of sums of ``terms`` terms;
+    ``msg`` (a tensor's name, say) heads the report of the elements that differ."""
+    torch.testing.assert_close(
+        actual, expected, msg=None if msg is None else lambda report: f"{msg}: {report}",
+        **reordering_tolerance(expected, terms))
