@@ -14,6 +14,11 @@
 ``upstream_data`` is a folder in the upstream layout for tests of the download code: the
 workspace's, or else a copy of the data root's plain-file sources (byte for byte what upstream
 publishes).
+
+Tests marked ``numerics`` compare float32 results whose sums run in different orders (see
+``tests/numerics.py``). ``DERL_BENCH_TEST_THREADS=N`` runs each of them on N torch threads and
+``DERL_BENCH_TEST_DETERMINISTIC=1`` with ``torch.use_deterministic_algorithms(True)``; unset,
+they run with the machine's defaults. ``make test-numerics`` runs them both ways.
 """
 
 from __future__ import annotations
@@ -138,3 +143,24 @@ def mirror_url(upstream_data: Path) -> Iterator[str]:
     """Base URL of a local HTTP mirror of the upstream data."""
     with serve_directory(upstream_data) as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def numerics_settings(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A ``numerics`` test under the thread count and determinism the environment asks for."""
+    threads = os.environ.get("DERL_BENCH_TEST_THREADS", "")
+    deterministic = os.environ.get("DERL_BENCH_TEST_DETERMINISTIC", "") not in ("", "0")
+    if request.node.get_closest_marker("numerics") is None or not (threads or deterministic):
+        yield
+        return
+    import torch  # here, not at the top: most test sessions never need it
+
+    saved = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    if threads:
+        torch.set_num_threads(int(threads))
+    torch.use_deterministic_algorithms(deterministic or saved[1])
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved[0])
+        torch.use_deterministic_algorithms(saved[1])
