@@ -26,6 +26,7 @@ path is tested against the default path and ``generate``. :func:`use_static` say
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,7 +81,11 @@ class StaticDecoder:
 
     def __init__(self, w: Weights, rows: int, length: int, graph: bool) -> None:
         device, dtype = w.embed.device, w.embed.dtype
-        self.w, self.rows, self.length, self.graph = w, rows, length, graph
+        # A proxy: the decoder lives on its weights (static_decoder), so a strong reference
+        # back would make a cycle that frees the cache and the graph only when the garbage
+        # collector next runs, not when the model goes.
+        self.w = weakref.proxy(w)
+        self.rows, self.length, self.graph = rows, length, graph
         shape = (rows, w.kv_heads, length, w.head_dim)
         # Zeros, not empty: a masked column gets weight 0, and 0 * NaN would still be NaN.
         self.cache = [(torch.zeros(shape, dtype=dtype, device=device),

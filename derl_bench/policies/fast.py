@@ -37,6 +37,7 @@ Other architectures fall back to transformers (:func:`supports` says which path 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -70,20 +71,19 @@ def _run_layer(layer: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
     return _layer_forward(layer, x, cos, sin, ops, attend)
 
 
-_WEIGHTS: dict[int, tuple[Any, Weights]] = {}
+# Held weakly: a model's gathering (and the static decoders, caches and CUDA graphs kept on it)
+# goes the moment its model does. A table of strong references kept the last 16 models alive,
+# which on a GPU held every finished inner run of a meta loop in memory.
+_WEIGHTS: weakref.WeakKeyDictionary[Any, Weights] = weakref.WeakKeyDictionary()
 
 
 def _weights(model: Any) -> Weights:
     # Parameters are replaced only by loading another model, so one gathering per model object
     # serves every call; the tensors themselves are the live, trained ones.
-    key = id(model)
-    cached = _WEIGHTS.get(key)
-    if cached is None or cached[0] is not model:
-        cached = (model, Weights(model))
-        _WEIGHTS[key] = cached
-        if len(_WEIGHTS) > 16:
-            _WEIGHTS.pop(next(iter(_WEIGHTS)))
-    return cached[1]
+    cached = _WEIGHTS.get(model)
+    if cached is None:
+        cached = _WEIGHTS[model] = Weights(model)
+    return cached
 
 
 def hidden_states(w: Weights, input_ids: torch.Tensor, recompute: bool = False,

@@ -144,3 +144,22 @@ def test_the_cuda_graph_decodes_what_the_eager_steps_do(dtype):
         steps = min(steps, min(first) + 1)
     for mine, theirs in zip(graph_logits[:steps], logits[:steps], strict=True):
         torch.testing.assert_close(mine, theirs, **tolerance)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["default-step", "static-cache"])
+def test_a_model_is_freed_when_its_last_reference_goes(static):
+    """The gathering of a model's weights, and the decoders kept on it, go with the model
+    itself, without waiting for the garbage collector: a meta loop's finished inner runs must
+    not stay on the GPU."""
+    import gc
+    import weakref
+
+    model, tok = _model()
+    _greedy(model, tok, static)
+    alive = weakref.ref(model)
+    gc.disable()
+    try:
+        del model
+        assert alive() is None
+    finally:
+        gc.enable()
