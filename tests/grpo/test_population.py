@@ -112,12 +112,21 @@ def _mismatches(alone: dict, member: dict) -> list[str]:
             if a[key] != pytest.approx(b[key], rel=1e-4, abs=1e-6):
                 found.append(f"step {a['step']} {key}: {a[key]} vs {b[key]}")
     # AdamW divides by the root of the second moment, so an element whose gradient is mere
-    # rounding noise still moves by up to the learning rate: a weight may differ by a small
-    # fraction of it (lr / 100) where the two runs round differently.
+    # rounding noise still moves by up to the learning rate, in a direction the rounding picks:
+    # where the two runs round differently, it may differ by up to 2 lr per update (AdamW's
+    # bound, whatever the machine). Such elements are rare; a member trained on the wrong
+    # gradient moves nearly every element by about lr. So: every element within the bound,
+    # and no more than 0.1% of them further apart than lr / 100.
+    lr, updates = 1e-2, STEPS * 2
+    apart = total = 0
     for a, b in zip(_weights(alone["model"]), _weights(member["model"]), strict=True):
-        if not torch.allclose(a, b, rtol=1e-4, atol=1e-4):
-            found.append("weights")
-            break
+        gap = (a - b).abs()
+        if float(gap.max()) > 2 * lr * updates:
+            found.append("weights beyond AdamW's bound")
+        apart += int((gap > lr / 100).sum())
+        total += gap.numel()
+    if apart > total / 1000:
+        found.append(f"weights: {apart} of {total} elements more than lr / 100 apart")
     return found
 
 
