@@ -18,6 +18,8 @@ datasets, math-verify) must already be importable. The rows:
   rate (8192^3) and copy bandwidth.
 - ``decode``: milliseconds per decode step at 16 and 256 rows over the static cache (a CUDA
   graph) and over the default step, ``(t(N tokens) - t(1)) / (N - 1)``, no row ending early.
+- ``decode_compiled``: the decode row with the static step compiled by ``torch.compile``
+  (inductor) before its capture (``DERL_BENCH_COMPILE_DECODE=1``).
 - ``hf_generate``: the peer: transformers' ``generate`` with a static cache and
   ``torch.compile(mode="reduce-overhead")``, the same rows and tokens.
 - ``agreement``: greedy tokens of the static decode against the default step's, 16 and 256
@@ -47,9 +49,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
-# Row name -> the seconds it may take on a GPU (the order is the order they run in).
+# Row name -> the seconds it may take on a GPU (the order they run in is plan()'s).
 GPU_LIMITS = {"machine": 40, "decode": 60, "agreement": 60, "update": 60, "step": 60,
-              "trl": 90, "hf_generate": 150, "population": 240}
+              "trl": 90, "hf_generate": 150, "population": 240, "decode_compiled": 180}
 
 
 def sizes(rehearse: bool) -> dict[str, Any]:
@@ -112,6 +114,17 @@ def row_decode(model: Path, s: dict) -> dict:
     return {"new_tokens": s["decode_tokens"],
             **{str(rows): measure_decode(model, args, rows, bandwidth)
                for rows in s["decode_rows"]}}
+
+
+def row_decode_compiled(model: Path, s: dict) -> dict:
+    """The decode row with the static step compiled by inductor before its capture."""
+    from derl_bench.policies.decode import COMPILE_ENV
+
+    os.environ[COMPILE_ENV] = "1"
+    started = time.perf_counter()
+    out = row_decode(model, s)
+    out["with_compile_s"] = time.perf_counter() - started
+    return out
 
 
 def row_hf_generate(model: Path, s: dict) -> dict:
@@ -310,7 +323,7 @@ def plan(s: dict) -> list[tuple[str, str, dict]]:
     return [("machine", "row_machine", {}), ("decode", "row_decode", {}),
             ("agreement", "row_agreement", {}), *updates, ("step", "row_step", {}),
             ("trl", "row_trl", {}), ("hf_generate", "row_hf_generate", {}),
-            ("population", "row_population", {})]
+            ("population", "row_population", {}), ("decode_compiled", "row_decode_compiled", {})]
 
 
 def build_model(shape: str, folder: Path) -> Path:

@@ -57,6 +57,16 @@ def use_static(device: torch.device, static: bool | None = None) -> bool:
     return device.type == "cuda"
 
 
+COMPILE_ENV = "DERL_BENCH_COMPILE_DECODE"
+"""``1``: the static step is compiled by ``torch.compile`` (inductor) before its capture;
+unset or ``0``: captured as it is."""
+
+
+def compile_step() -> bool:
+    """Whether the static step is compiled before its capture (:data:`COMPILE_ENV`)."""
+    return os.environ.get(COMPILE_ENV, "0") not in ("", "0")
+
+
 def row_bucket(rows: int) -> int:
     """Rows of a member's block in the static cache: the next power of two.
 
@@ -98,6 +108,7 @@ class StaticDecoder:
         self.layers: list[tuple] = []
         self.index = torch.zeros(0, dtype=torch.long, device=device)
         self._graph: Any = None
+        self._compiled: Any = None
         self._output: torch.Tensor | None = None
 
     def begin(self, layers: list[tuple], prefill: Sequence[tuple[torch.Tensor, torch.Tensor]],
@@ -137,8 +148,13 @@ class StaticDecoder:
         return self._run()[self.index]
 
     def _run(self) -> torch.Tensor:
+        if self._compiled is None:
+            # Inductor fuses the step's elementwise work (norms, rotary, the masked softmax):
+            # captured as it is, the step replays one small kernel per operation.
+            self._compiled = (torch.compile(self._forward, dynamic=False) if compile_step()
+                              else self._forward)
         if not self.graph:
-            return self._forward()
+            return self._compiled()
         if self._graph is None:
             # Warm-up off the capture stream (kernels pick their plans), then capture; each
             # run rewrites the same column with the same values, so nothing is disturbed.
@@ -146,11 +162,11 @@ class StaticDecoder:
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
                 for _ in range(2):
-                    self._forward()
+                    self._compiled()
             torch.cuda.current_stream().wait_stream(stream)
             self._graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self._graph):
-                self._output = self._forward()
+                self._output = self._compiled()
         self._graph.replay()
         assert self._output is not None
         return self._output
@@ -196,5 +212,5 @@ def static_decoder(w: Weights, rows: int, columns: int,
     return decoder, index
 
 
-__all__ = ["KEPT_DECODERS", "LENGTH_BUCKET", "STATIC_ENV", "StaticDecoder", "length_bucket",
-           "row_bucket", "static_decoder", "use_static"]
+__all__ = ["COMPILE_ENV", "KEPT_DECODERS", "LENGTH_BUCKET", "STATIC_ENV", "StaticDecoder",
+           "compile_step", "length_bucket", "row_bucket", "static_decoder", "use_static"]
