@@ -145,6 +145,8 @@ class CompactState:
     location: str = ""  # "" while in the middle of the room
     visited: list[str] = field(default_factory=list)
     contents: dict[str, list[str]] = field(default_factory=dict)  # receptacle -> objects seen
+    # Objects the agent put into receptacles whose contents it never saw listed.
+    placed: dict[str, str] = field(default_factory=dict)
     openness: dict[str, bool] = field(default_factory=dict)  # openable receptacle -> is open
     held: str = ""
     properties: dict[str, list[str]] = field(default_factory=dict)  # object -> hot/clean/cold/on
@@ -198,12 +200,16 @@ class CompactState:
             self._note_receptacle(where)
         if m := re.search(r"You pick up the ([a-z]+ \d+)(?: from the ([a-z]+ \d+))?\.", text):
             self.held = m.group(1)
+            self.placed.pop(self.held, None)
             for objects in self.contents.values():
                 if self.held in objects:
                     objects.remove(self.held)
         if m := re.search(r"You (?:move|put) the ([a-z]+ \d+) (?:to|in) the ([a-z]+ \d+)\.", text):
             obj, where = m.groups()
-            self.contents.setdefault(where, []).append(obj)
+            if where in self.contents:
+                self.contents[where].append(obj)
+            else:  # the rest of its contents is still unknown
+                self.placed[obj] = where
             if self.held == obj:
                 self.held = ""
         if m := re.match(r"You (heat|cool|clean) the ([a-z]+ \d+) using the ([a-z]+ \d+)\.", text):
@@ -253,8 +259,9 @@ class CompactState:
     def where_seen(self) -> dict[str, str]:
         """Relevant objects last seen in a receptacle -> that receptacle (memory)."""
         relevant = self.relevant_types()
-        return {obj: where for where, objects in self.contents.items() for obj in objects
-                if kind_of(obj) in relevant}
+        seen = {obj: where for where, objects in self.contents.items() for obj in objects}
+        seen.update(self.placed)
+        return {obj: where for obj, where in seen.items() if kind_of(obj) in relevant}
 
     def render(self) -> str:
         """The state as lines of vocabulary words (see the module docstring)."""
