@@ -1,0 +1,238 @@
+"""Choosing among admissible commands: exact log-probabilities under trie-constrained decoding.
+
+A language model that writes a command freely can write one the game does not accept, and
+ranking the admissible commands by their raw log-likelihood favours short ones (each extra
+token only lowers the score). Here the model decodes inside a trie of the admissible
+commands: at every prefix only the tokens that continue some admissible command are allowed,
+and the model's softmax is renormalised over them. Every command ends with an end token, so
+``go to drawer 1`` and a hypothetical ``go to drawer 1 0`` are different leaves. The
+probability of a command is the product of its renormalised token probabilities, so
+
+    log p(cmd) = sum_t [ logit_t(cmd_t) - logsumexp_{v allowed after cmd_<t} logit_t(v) ]
+
+and the probabilities of all admissible commands sum to one exactly (up to float64 rounding):
+this is a proper distribution over the commands, which sampling, the greedy choice and the
+GRPO update all share.
+
+:func:`command_log_probs` computes it for several states at once (a vector of envs acts
+together) with one forward pass: each state's prompt is run once and its commands continue it
+as short suffix rows (:func:`derl_bench.policies.fast.prefixed_hidden`) when the lean path
+runs the model, else as full ``prompt + command`` rows through transformers. It is
+differentiable; the rollout calls it under ``torch.no_grad()`` and the update calls the same
+function with gradients on, so the two agree.
+
+    >>> import torch
+    >>> from derl_bench.policies.alfworld_vocab import build_alfworld_tokenizer, \
+build_command_model
+    >>> tok = build_alfworld_tokenizer()
+    >>> policy = CommandPolicy(build_command_model(tok), tok)
+    >>> [lp] = policy.log_probs([("goal : put mug in cabinet >", ["go to cabinet 1", "look"])])
+    >>> round(float(lp.detach().exp().sum()), 12)
+    1.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from derl_bench.policies.alfworld_vocab import EOC
+from derl_bench.policies.fast import prefixed_hidden
+from derl_bench.policies.lean import Weights, supports
+
+StateIds = tuple[Sequence[int], Sequence[Sequence[int]]]
+"""One state to score: its prompt's token ids and each command's token ids (no end token)."""
+
+
+@dataclass(frozen=True)
+class TrieTargets:
+    """What the constrained softmax needs for a batch of commands (rows), each with its end
+    token appended: ``targets`` ``(R, L)`` the token to score at each step, ``allowed``
+    ``(R, L, V)`` the tokens the trie allows at that step's prefix, ``valid`` ``(R, L)`` which
+    steps exist (rows are right-padded to the longest command)."""
+
+    targets: torch.Tensor
+    allowed: torch.Tensor
+    valid: torch.Tensor
+
+
+def trie_targets(command_rows: Sequence[Sequence[Sequence[int]]], end_id: int,
+                 vocab_size: int, device: torch.device | str = "cpu") -> TrieTargets:
+    """The trie of each state's commands, as masks over the vocabulary (rows state-major).
+
+    ``allowed[r, t]`` marks the tokens that follow ``command[:t]`` in some command of the same
+    state, which is the set the softmax at step ``t`` is renormalised over (step 0 is the
+    first token after the prompt).
+    """
+    rows = [[*cmd, end_id] for commands in command_rows for cmd in commands]
+    width = max(len(r) for r in rows)
+    targets = torch.zeros(len(rows), width, dtype=torch.long)
+    valid = torch.zeros(len(rows), width, dtype=torch.bool)
+    index_r: list[int] = []
+    index_t: list[int] = []
+    index_v: list[int] = []
+    start = 0
+    for commands in command_rows:
+        own = rows[start:start + len(commands)]
+        if len({tuple(c) for c in own}) != len(own):
+            raise ValueError("the commands of a state must be distinct (after tokenisation)")
+        following: dict[tuple[int, ...], set[int]] = {}
+        for cmd in own:
+            for t, token in enumerate(cmd):
+                following.setdefault(tuple(cmd[:t]), set()).add(token)
+        for offset, cmd in enumerate(own):
+            r = start + offset
+            targets[r, :len(cmd)] = torch.tensor(cmd)
+            valid[r, :len(cmd)] = True
+            for t in range(len(cmd)):
+                tokens = following[tuple(cmd[:t])]
+                index_r += [r] * len(tokens)
+                index_t += [t] * len(tokens)
+                index_v += sorted(tokens)
+        start += len(commands)
+    allowed = torch.zeros(len(rows), width, vocab_size, dtype=torch.bool)
+    allowed[index_r, index_t, index_v] = True
+    return TrieTargets(targets.to(device), allowed.to(device), valid.to(device))
+
+
+def _step_logits_lean(model: Any, states: Sequence[StateIds], width: int,
+                      device: torch.device) -> torch.Tensor:
+    """Logits ``(R, width, V)`` predicting each command's tokens: the prompt runs once per
+    state and its commands continue it as suffix rows (keys and values shared)."""
+    prompts = [list(p) for p, _ in states]
+    commands = [list(c) for _, cmds in states for c in cmds]
+    owner = torch.tensor([i for i, (_, cmds) in enumerate(states) for _ in cmds], device=device)
+    lengths = torch.tensor([len(p) for p in prompts], device=device)
+    prefix = torch.zeros(len(prompts), int(lengths.max()), dtype=torch.long, device=device)
+    for i, p in enumerate(prompts):
+        prefix[i, :len(p)] = torch.tensor(p, device=device)
+    # The end token is only a target: the suffix rows hold the command tokens, and the state
+    # after a command's last token predicts its end.
+    suffix = torch.zeros(len(commands), width - 1, dtype=torch.long, device=device)
+    for r, c in enumerate(commands):
+        suffix[r, :len(c)] = torch.tensor(c, device=device)
+    w = Weights(model)
+    prefix_hidden, suffix_hidden = prefixed_hidden(w, prefix, lengths, suffix, owner)
+    # Step 0 (the command's first token) is predicted by the prompt's last position, step t by
+    # the command's token t - 1.
+    first = prefix_hidden[owner, lengths[owner] - 1]
+    hidden = torch.cat([first[:, None], suffix_hidden], dim=1)
+    return w.head(hidden)
+
+
+def _step_logits_hf(model: Any, states: Sequence[StateIds], width: int,
+                    device: torch.device) -> torch.Tensor:
+    """The same logits through the model's own forward on full ``prompt + command`` rows
+    (right-padded; the padding comes after every real token, so it changes none of them)."""
+    rows = [[*p, *c] for p, cmds in states for c in cmds]
+    starts = [len(p) - 1 for p, cmds in states for _ in cmds]
+    longest = max(len(r) for r in rows)
+    ids = torch.zeros(len(rows), longest + 1, dtype=torch.long, device=device)
+    mask = torch.zeros_like(ids)
+    for r, row in enumerate(rows):
+        ids[r, :len(row)] = torch.tensor(row, device=device)
+        mask[r, :len(row)] = 1
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    steps = torch.tensor(starts, device=device)[:, None] + torch.arange(width, device=device)
+    steps = steps.clamp(max=ids.shape[1] - 1)
+    return logits.gather(1, steps[..., None].expand(-1, -1, logits.shape[-1]))
+
+
+def command_log_probs(model: Any, states: Sequence[StateIds], end_id: int,
+                      lean: bool | None = None) -> list[torch.Tensor]:
+    """Exact log-probabilities of each state's commands under trie-constrained decoding.
+
+    Args:
+        model: a causal LM (Qwen2/Llama-shaped models take the lean path).
+        states: ``(prompt_ids, command_ids)`` per state; ``command_ids`` without the end token,
+            each non-empty, distinct within a state.
+        end_id: the end-of-command token appended to every command.
+        lean: force (True) or forbid (False) the lean forward pass; default: when supported.
+
+    Returns one float64 tensor ``(len(command_ids),)`` per state, differentiable with respect to
+    the model's parameters when gradients are on; ``exp`` of each sums to one.
+    """
+    if not states:
+        return []
+    for prompt, commands in states:
+        if not prompt:
+            raise ValueError("a prompt needs at least one token (start with <bos>)")
+        if not commands or any(len(c) == 0 for c in commands):
+            raise ValueError("every state needs at least one command, each of one token or more")
+    device = next(model.parameters()).device
+    vocab_size = model.get_output_embeddings().weight.shape[0]
+    trie = trie_targets([cmds for _, cmds in states], end_id, vocab_size, device)
+    width = trie.targets.shape[1]
+    use_lean = supports(model) if lean is None else lean
+    step_logits = (_step_logits_lean if use_lean else _step_logits_hf)(model, states, width,
+                                                                       device)
+    # float64 so that the probabilities of a state's commands sum to one to ~1e-15.
+    logits = step_logits.double().masked_fill(~trie.allowed, float("-inf"))
+    token_log_probs = logits.log_softmax(-1).gather(-1, trie.targets[..., None]).squeeze(-1)
+    per_row = token_log_probs.masked_fill(~trie.valid, 0.0).sum(-1)
+    return list(per_row.split([len(cmds) for _, cmds in states]))
+
+
+def sample_command(log_probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
+    """Index of a command drawn from ``exp(log_probs)`` with ``generator`` (seeded draws repeat).
+
+    The same distribution as sampling token by token inside the trie, since the command's
+    probability is the product of its constrained token probabilities."""
+    probs = log_probs.detach().exp().float().cpu()
+    return int(torch.multinomial(probs, 1, generator=generator).item())
+
+
+def greedy_command(log_probs: torch.Tensor) -> int:
+    """Index of the most probable command (the exact mode, not token-by-token greedy)."""
+    return int(log_probs.detach().argmax().item())
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A command chosen at rollout: its index among the state's commands, its text and its
+    log-probability then (a float, no graph)."""
+
+    index: int
+    command: str
+    log_prob: float
+
+
+class CommandPolicy:
+    """A causal LM and its tokenizer choosing among admissible commands.
+
+    Prompts are encoded as ``<bos>`` followed by the prompt's words; commands as their words
+    (the end token is appended by :func:`command_log_probs`).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, end_token: str = EOC) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.end_id = int(tokenizer.convert_tokens_to_ids(end_token))
+        if self.end_id == tokenizer.unk_token_id:
+            raise ValueError(f"the tokenizer has no end-of-command token {end_token!r}")
+
+    def encode(self, prompt: str, commands: Sequence[str]) -> StateIds:
+        """Token ids of a prompt (with ``<bos>``) and of each command."""
+        tok = self.tokenizer
+        bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
+        prompt_ids = bos + tok(prompt, add_special_tokens=False)["input_ids"]
+        command_ids = [tok(c, add_special_tokens=False)["input_ids"] for c in commands]
+        return prompt_ids, command_ids
+
+    def log_probs(self, states: Sequence[tuple[str, Sequence[str]]]) -> list[torch.Tensor]:
+        """:func:`command_log_probs` of ``(prompt, commands)`` texts."""
+        return command_log_probs(self.model, [self.encode(p, c) for p, c in states], self.end_id)
+
+    def act(self, states: Sequence[tuple[str, Sequence[str]]],
+            generator: torch.Generator | None = None, greedy: bool = False) -> list[Choice]:
+        """One command per state: sampled with ``generator``, or the most probable."""
+        with torch.no_grad():
+            all_log_probs = self.log_probs(states)
+        choices = []
+        for (_, commands), lp in zip(states, all_log_probs, strict=True):
+            i = greedy_command(lp) if greedy else sample_command(lp, generator)
+            choices.append(Choice(index=i, command=commands[i], log_prob=float(lp[i].item())))
+        return choices

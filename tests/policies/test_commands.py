@@ -1,0 +1,168 @@
+"""Trie-constrained command scoring: a proper distribution, exact, batched, differentiable."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from derl_bench.policies.alfworld_vocab import (
+    CommandModelSpec,
+    build_alfworld_tokenizer,
+    build_command_model,
+)
+from derl_bench.policies.commands import (
+    CommandPolicy,
+    command_log_probs,
+    greedy_command,
+    sample_command,
+    trie_targets,
+)
+
+PROMPT = ("goal : heat mug then put in cabinet hold : nothing at : countertop 1 "
+          "see : mug 1 + 3 other tools : microwave 1 unvisited : cabinet 1 2 3 , drawer 1 2 >")
+COMMANDS = ["go to cabinet 1", "go to cabinet 2", "go to cabinet 3", "go to drawer 1",
+            "go to drawer 10", "go to microwave 1", "take mug 1 from countertop 1",
+            "examine countertop 1", "inventory", "look"]
+
+
+@pytest.fixture(scope="module")
+def policy() -> CommandPolicy:
+    torch.set_num_threads(1)
+    tokenizer = build_alfworld_tokenizer()
+    spec = CommandModelSpec(hidden_size=32, intermediate_size=64, num_hidden_layers=2)
+    model = build_command_model(tokenizer, spec).double()  # float64: exact comparisons
+    return CommandPolicy(model, tokenizer)
+
+
+def _random_states(policy: CommandPolicy, n: int, seed: int) -> list[tuple[list[int], list]]:
+    """Random prompts and command sets whose commands share prefixes (as real ones do)."""
+    rng = random.Random(seed)
+    vocab = len(policy.tokenizer)
+    states = []
+    for _ in range(n):
+        prompt = [policy.tokenizer.bos_token_id] + [rng.randrange(5, vocab)
+                                                    for _ in range(rng.randint(1, 30))]
+        stems = [[rng.randrange(5, vocab) for _ in range(rng.randint(1, 3))] for _ in range(3)]
+        commands: set[tuple[int, ...]] = set()
+        while len(commands) < rng.randint(1, 12):
+            tail = [rng.randrange(5, vocab) for _ in range(rng.randint(0, 3))]
+            commands.add(tuple(rng.choice(stems) + tail))
+        states.append((prompt, [list(c) for c in sorted(commands)]))
+    return states
+
+
+def reference_log_probs(model, prompt: list[int], commands: list[list[int]], end_id: int,
+                        shift: int = 0) -> torch.Tensor:
+    """Token by token, one full forward per step: at step t the model reads prompt + cmd[:t]
+    and its softmax is renormalised over the tokens that follow cmd[:t] in some command.
+    ``shift`` takes the allowed set of a neighbouring step instead (a deliberate bug)."""
+    rows = [[*c, end_id] for c in commands]
+    out = []
+    for row in rows:
+        total = torch.zeros((), dtype=torch.float64)
+        for t in range(len(row)):
+            u = min(max(t + shift, 0), len(row) - 1)
+            allowed = sorted({other[u] for other in rows if other[:u] == row[:u]} | {row[t]})
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([prompt + row[:t]])).logits[0, -1]
+            sub = logits.double()[allowed].log_softmax(-1)
+            total = total + sub[allowed.index(row[t])]
+        out.append(total)
+    return torch.stack(out)
+
+
+def test_probabilities_of_the_admissible_commands_sum_to_one(policy):
+    for prompt, commands in _random_states(policy, 12, seed=0):
+        [lp] = command_log_probs(policy.model, [(prompt, commands)], policy.end_id)
+        assert lp.dtype == torch.float64
+        assert abs(float(lp.detach().exp().sum()) - 1.0) < 1e-12
+    [lp] = policy.log_probs([(PROMPT, COMMANDS)])
+    assert abs(float(lp.detach().exp().sum()) - 1.0) < 1e-12
+
+
+def test_drawer_1_and_drawer_10_are_distinct_commands(policy):
+    [lp] = policy.log_probs([(PROMPT, COMMANDS)])
+    probs = lp.detach().exp()
+    p1, p10 = probs[COMMANDS.index("go to drawer 1")], probs[COMMANDS.index("go to drawer 10")]
+    assert p1 > 0 and p10 > 0 and p1 != p10
+    # A command that is a prefix of another (tokens [a] and [a, b]) is told apart by the end
+    # token: both get probability, and together they hold all of it.
+    a, b = 200, 201
+    [lp] = command_log_probs(policy.model, [([2, 7, 9], [[a], [a, b]])], policy.end_id)
+    assert (lp.detach().exp() > 0).all() and abs(float(lp.detach().exp().sum()) - 1) < 1e-12
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_scores_equal_the_token_by_token_reference(policy, lean):
+    states = _random_states(policy, 4, seed=1) + [policy.encode(PROMPT, COMMANDS)]
+    batched = command_log_probs(policy.model, states, policy.end_id, lean=lean)
+    for (prompt, commands), lp in zip(states, batched, strict=True):
+        ref = reference_log_probs(policy.model, list(prompt), commands, policy.end_id)
+        torch.testing.assert_close(lp, ref, atol=1e-10, rtol=0)
+
+
+def test_a_one_step_shift_of_the_mask_would_be_caught(policy):
+    """The reference test is sensitive: a mask taken one step early or late gives other
+    numbers (so an off-by-one in the trie masks cannot pass it)."""
+    prompt, commands = policy.encode(PROMPT, COMMANDS)
+    [lp] = command_log_probs(policy.model, [(prompt, commands)], policy.end_id)
+    for shift in (-1, 1):
+        wrong = reference_log_probs(policy.model, prompt, commands, policy.end_id, shift=shift)
+        assert (lp - wrong).abs().max() > 1e-3
+
+
+def test_trie_masks_allow_exactly_the_continuations():
+    trie = trie_targets([[[5, 6], [5, 7, 8], [9]]], end_id=4, vocab_size=12)
+    allowed = {(r, t): trie.allowed[r, t].nonzero().flatten().tolist()
+               for r in range(3) for t in range(4) if trie.valid[r, t]}
+    assert allowed == {(0, 0): [5, 9], (0, 1): [6, 7], (0, 2): [4],
+                       (1, 0): [5, 9], (1, 1): [6, 7], (1, 2): [8], (1, 3): [4],
+                       (2, 0): [5, 9], (2, 1): [4]}
+    with pytest.raises(ValueError, match="distinct"):
+        trie_targets([[[5, 6], [5, 6]]], end_id=4, vocab_size=12)
+
+
+def test_batching_states_gives_the_values_of_one_at_a_time(policy):
+    states = _random_states(policy, 6, seed=2)
+    batched = command_log_probs(policy.model, states, policy.end_id)
+    for state, lp in zip(states, batched, strict=True):
+        [alone] = command_log_probs(policy.model, [state], policy.end_id)
+        torch.testing.assert_close(lp, alone, atol=1e-12, rtol=0)
+
+
+def test_rollout_log_prob_equals_the_recomputation_with_gradients(policy):
+    states = [(PROMPT, COMMANDS), (PROMPT.replace("mug 1", "mug 2"), COMMANDS[:4])]
+    choices = policy.act(states, generator=torch.Generator().manual_seed(0))
+    recomputed = policy.log_probs(states)  # gradients on, as in the update
+    assert all(lp.requires_grad for lp in recomputed)
+    for choice, lp, (_, commands) in zip(choices, recomputed, states, strict=True):
+        assert commands[choice.index] == choice.command
+        assert choice.log_prob == float(lp[choice.index].detach())
+    policy.model.zero_grad()
+    sum(lp[c.index] for c, lp in zip(choices, recomputed, strict=True)).backward()
+    grads = [p.grad for p in policy.model.parameters() if p.grad is not None]
+    assert grads and any(g.abs().sum() > 0 for g in grads)
+    policy.model.zero_grad()
+
+
+def test_sampling_is_seeded_and_follows_the_distribution(policy):
+    [lp] = policy.log_probs([(PROMPT, COMMANDS)])
+    draws = [sample_command(lp, torch.Generator().manual_seed(s)) for s in range(3)]
+    assert draws == [sample_command(lp, torch.Generator().manual_seed(s)) for s in range(3)]
+    gen = torch.Generator().manual_seed(0)
+    counts = torch.bincount(torch.tensor([sample_command(lp, gen) for _ in range(4000)]),
+                            minlength=len(COMMANDS)).double() / 4000
+    assert (counts - lp.detach().exp()).abs().max() < 0.04
+    assert greedy_command(lp) == int(lp.argmax())
+    [greedy] = policy.act([(PROMPT, COMMANDS)], greedy=True)
+    assert greedy.index == int(lp.argmax())
+
+
+def test_bad_inputs_are_refused(policy):
+    with pytest.raises(ValueError, match="at least one command"):
+        command_log_probs(policy.model, [([2, 5], [])], policy.end_id)
+    with pytest.raises(ValueError, match="at least one token"):
+        command_log_probs(policy.model, [([], [[5]])], policy.end_id)
+    assert command_log_probs(policy.model, [], policy.end_id) == []
