@@ -12,10 +12,12 @@ admissible commands are the same text alfworld's ``AlfredTWEnv`` produces.
   from the card's ``max_steps``).
 
 ``info`` carries ``admissible_commands``, ``won``, ``task_type``, ``game_id``, ``level``,
-``split``, ``walkthrough`` (reset only) and, with ``expert=True``, ``expert_plan`` (commands
-that win from the current state). The env emits no primitives itself: the observers in
-:mod:`derl_bench.observers.alfworld` read :meth:`ALFWorldEnv.goal_progress`,
-:attr:`ALFWorldEnv.last_action_admissible` and :attr:`ALFWorldEnv.agent_location`.
+``split``, ``walkthrough`` (reset only), with ``expert=True`` ``expert_plan`` (commands
+that win from the current state) and with ``teacher=True`` ``teacher_action`` (the searching
+teacher's next command, see :mod:`derl_bench.envs.alfworld.teacher`). The env emits no
+primitives itself: the observers in :mod:`derl_bench.observers.alfworld` read
+:meth:`ALFWorldEnv.goal_progress`, :attr:`ALFWorldEnv.last_action_admissible` and
+:attr:`ALFWorldEnv.agent_location`.
 
 With ALFWorld in the data root (``derl-bench data download alfworld``)::
 
@@ -43,6 +45,7 @@ from derl_bench.data.root import dataset_dir
 from derl_bench.envs.alfworld import games as games_mod
 from derl_bench.envs.alfworld.engine import Engine
 from derl_bench.envs.alfworld.game import load_game
+from derl_bench.envs.alfworld.teacher import SearchTeacher, TaskParams, engine_view
 from derl_bench.envs.alfworld.upstream import EngineError, ensure_alfworld_data
 from derl_bench.envs.spaces import as_text, text_space
 
@@ -60,6 +63,9 @@ class ALFWorldEnv(gym.Env[str, str]):
         expert: also report an expert plan from the current state in ``info["expert_plan"]``:
             the walkthrough's rest while the agent follows it, else fast-downward's plan (a
             planner search whenever the agent leaves the plan).
+        teacher: also report the searching teacher's next command in
+            ``info["teacher_action"]`` (``""`` once won): a label that follows only what the
+            agent has seen, kept up to date with every executed command, whoever chose it.
         games: play only these game ids (default: the split's manifest).
         data_root: the data root (default: ``DERL_BENCH_DATA``).
     """
@@ -71,6 +77,7 @@ class ALFWorldEnv(gym.Env[str, str]):
         level: str = "L0",
         split: str = "train",
         expert: bool = False,
+        teacher: bool = False,
         games: Sequence[str] | None = None,
         data_root: str | Path | None = None,
         render_mode: str | None = None,
@@ -80,6 +87,8 @@ class ALFWorldEnv(gym.Env[str, str]):
         self.level = level
         self.split = split
         self.expert = bool(expert)
+        self.teacher = bool(teacher)
+        self._teacher: SearchTeacher | None = None
         self.render_mode = render_mode
         self._root = Path(data_root).expanduser().resolve() if data_root is not None else None
         self._alfworld_dir = dataset_dir(games_mod.FAMILY, self._root)
@@ -139,6 +148,10 @@ class ALFWorldEnv(gym.Env[str, str]):
         self.last_observation = observation
         self.last_action_admissible = False
         self.agent_location = self._engine.agent_location()
+        if self.teacher:
+            self._teacher = SearchTeacher(TaskParams.from_game_id(self.game_id),
+                                          engine_view(self._engine))
+            self._teacher.reset(observation)
         info = self._info(won=False)
         info["walkthrough"] = list(game.walkthrough)
         return observation, info
@@ -154,6 +167,8 @@ class ALFWorldEnv(gym.Env[str, str]):
         try:
             observation, admissible = self._engine.step(command)
             won = self._engine.won
+            if self._teacher is not None:
+                self._teacher.observe(command, observation)
             info = self._info(won=won)
         except Exception as exc:
             self._broken = f"{type(exc).__name__}: {exc}"
@@ -224,5 +239,7 @@ class ALFWorldEnv(gym.Env[str, str]):
         }
         if self.expert:
             info["expert_plan"] = [] if won else self._engine.expert_plan()
+        if self._teacher is not None:
+            info["teacher_action"] = "" if won else self._teacher.act(info["admissible_commands"])
         return info
 
