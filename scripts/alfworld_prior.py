@@ -2,7 +2,8 @@
 
 For every game of ALFWorld's ``train`` split (the PDDL initial state of its ``game.tw-pddl``)
 it counts how often an object of each type starts in a receptacle of each type, how many
-receptacles of each type the games have, and which receptacle types open. Only the train
+receptacles of each type the games have, and what fraction of each type opens (some cabinets
+are open shelves). Only the train
 split is read: the eval games (valid_seen, valid_unseen) never shape the teacher. Usage::
 
     DERL_BENCH_DATA=/path/to/data python scripts/alfworld_prior.py          # rewrite the file
@@ -30,8 +31,9 @@ def _type_name(pddl_type: str) -> str:
     return pddl_type.removesuffix("Type").lower()
 
 
-def count_game(problem: str) -> tuple[Counter[tuple[str, str]], Counter[str], set[str]]:
-    """One game's (object type, receptacle type) pairs, receptacle types and openable types."""
+def count_game(problem: str) -> tuple[Counter[tuple[str, str]], Counter[str], Counter[str]]:
+    """One game's (object type, receptacle type) pairs, receptacles and openable receptacles
+    per type."""
     init = problem[problem.find("(:init"):problem.find("(:goal")]
     object_type: dict[str, str] = {}
     receptacle_type: dict[str, str] = {}
@@ -49,14 +51,14 @@ def count_game(problem: str) -> tuple[Counter[tuple[str, str]], Counter[str], se
     pairs = Counter((object_type[o], receptacle_type[r]) for o, r in placed
                     if o in object_type and r in receptacle_type)
     return (pairs, Counter(receptacle_type.values()),
-            {receptacle_type[r] for r in openable if r in receptacle_type})
+            Counter(receptacle_type[r] for r in openable if r in receptacle_type))
 
 
 def compute(root: Path | None = None) -> dict[str, object]:
     """The prior over the data root's train games (see the module docstring)."""
     pairs: Counter[tuple[str, str]] = Counter()
     receptacles: Counter[str] = Counter()
-    openable: set[str] = set()
+    openable: Counter[str] = Counter()
     game_ids = games_mod.discover_games("train", root)
     for game_id in game_ids:
         with open(games_mod.game_path(game_id, root), encoding="utf-8") as fh:
@@ -64,7 +66,7 @@ def compute(root: Path | None = None) -> dict[str, object]:
         game_pairs, game_receptacles, game_openable = count_game(problem)
         pairs.update(game_pairs)
         receptacles.update(game_receptacles)
-        openable |= game_openable
+        openable.update(game_openable)
     objects: dict[str, dict[str, int]] = defaultdict(dict)
     for (obj, recep), count in sorted(pairs.items()):
         objects[obj][recep] = count
@@ -73,7 +75,7 @@ def compute(root: Path | None = None) -> dict[str, object]:
                   "(scripts/alfworld_prior.py)",
         "games": len(game_ids),
         "receptacles": dict(sorted(receptacles.items())),
-        "openable": sorted(openable),
+        "openable": {r: round(openable[r] / receptacles[r], 4) for r in sorted(openable)},
         "objects": dict(sorted(objects.items())),
     }
 

@@ -7,6 +7,7 @@ import ast
 import json
 import random
 import re
+import runpy
 from pathlib import Path
 
 import gymnasium as gym
@@ -176,3 +177,22 @@ def test_task_params_come_from_the_folder_name():
     assert params == TaskParams("pick_heat_then_place_in_recep", "egg", "countertop", None)
     assert TaskParams.from_game_id(
         "train/pick_two_obj_and_place-CD-None-Drawer-304/trial_x").count == 2
+
+
+def test_the_prior_counts_initial_placements_of_the_train_games(data_root):
+    script = runpy.run_path(str(Path(__file__).resolve().parents[2] / "scripts/alfworld_prior.py"))
+    problem = """(:init
+        (objectType Egg_bar_1 EggType) (objectType Egg_bar_2 EggType)
+        (receptacleType Fridge_bar_1 FridgeType) (receptacleType Cabinet_bar_1 CabinetType)
+        (receptacleType Cabinet_bar_2 CabinetType) (openable Fridge_bar_1)
+        (openable Cabinet_bar_1)
+        (inReceptacle Egg_bar_1 Fridge_bar_1) (inReceptacle Egg_bar_2 Fridge_bar_1))
+        (:goal (inReceptacle Egg_bar_1 Cabinet_bar_2))"""
+    pairs, receptacles, openable = script["count_game"](problem)
+    assert pairs == {("egg", "fridge"): 2}  # the goal's atoms are not the initial state
+    assert receptacles == {"fridge": 1, "cabinet": 2}
+    assert openable == {"fridge": 1, "cabinet": 1}
+    prior = json.loads(teacher.PRIOR_PATH.read_text(encoding="utf-8"))
+    assert prior["games"] == len(games.discover_games("train", data_root))
+    assert teacher.load_prior().per_receptacle("egg", "fridge") > teacher.load_prior(
+    ).per_receptacle("egg", "bed")

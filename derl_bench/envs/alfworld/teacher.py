@@ -107,11 +107,12 @@ class TaskParams:
 
 @dataclass(frozen=True)
 class Prior:
-    """How many objects of a type start, on average, in one receptacle of a type."""
+    """How many objects of a type start, on average, in one receptacle of a type, and what
+    fraction of a receptacle type has a door or lid (``openable``)."""
 
     objects: dict[str, dict[str, int]]
     receptacles: dict[str, int]
-    openable: frozenset[str]
+    openable: dict[str, float]
 
     def per_receptacle(self, obj: str, receptacle: str) -> float:
         instances = self.receptacles.get(receptacle, 0)
@@ -124,7 +125,7 @@ class Prior:
 def load_prior(path: Path = PRIOR_PATH) -> Prior:
     data = json.loads(path.read_text(encoding="utf-8"))
     return Prior(objects=data["objects"], receptacles=data["receptacles"],
-                 openable=frozenset(data["openable"]))
+                 openable=data["openable"])
 
 
 def engine_view(engine: Any) -> Facts:
@@ -151,6 +152,7 @@ class Memory:
     receptacles: list[str] = field(default_factory=list)
     contents: dict[str, set[str]] = field(default_factory=dict)  # last known, per receptacle
     looked: set[str] = field(default_factory=set)  # receptacles whose contents were listed
+    doorless: set[str] = field(default_factory=set)  # listed as "On the ...": nothing to open
     here: str | None = None
 
     def where(self, obj: str) -> str | None:
@@ -199,6 +201,8 @@ class SearchTeacher:
                 _ITEM.findall(match["items"]))
             memory.contents[receptacle] = items
             memory.looked.add(receptacle)
+            if match["on"]:
+                memory.doorless.add(receptacle)
         for match in _PICK.finditer(text):
             memory.contents.setdefault(match[2], set()).discard(match[1])
         for match in _MOVE.finditer(text):
@@ -288,16 +292,22 @@ class SearchTeacher:
         """Open the receptacle here or go to the next one, by prior mass per step."""
         facts = self._facts() if facts is None else facts
         memory = self.memory
+        skip_targets = self.task.task_type == "pick_and_place_simple" and wanted == {self.task.obj}
         best: tuple[float, bool, str, int] | None = None
         choice = ""
         for receptacle in memory.receptacles:
             if receptacle in memory.looked:
                 continue
             mass = sum(self.prior.per_receptacle(w, kind(receptacle)) for w in wanted)
+            if skip_targets and kind(receptacle) == self.task.target:
+                mass = 0.0  # the goal would already hold if the object started there
             if receptacle == memory.here:
-                steps, command = 1, f"open {receptacle}"
+                steps, command = 1.0, f"open {receptacle}"
             else:
-                steps = 1 + int(self._closed(receptacle, facts))
+                # Expected steps: going there, and opening it if it has a door (unknown yet:
+                # the type's share of doors; some cabinets are open shelves).
+                steps = 1.0 + (self.prior.openable.get(kind(receptacle), 0.0)
+                               if self._closed(receptacle, facts) else 0.0)
                 command = f"go to {receptacle}"
             if command not in allowed:
                 continue
@@ -317,7 +327,11 @@ class SearchTeacher:
 
     # ------------------------------------------------------------------ helpers
     def _closed(self, receptacle: str, facts: frozenset[tuple[str, str]]) -> bool:
-        return kind(receptacle) in self.prior.openable and ("opened", receptacle) not in facts
+        """Whether to open ``receptacle`` before looking in or putting into it (asked where the
+        agent is, whose text said whether it is closed)."""
+        return (self.prior.openable.get(kind(receptacle), 0.0) > 0
+                and ("opened", receptacle) not in facts
+                and receptacle not in self.memory.doorless)
 
     def _here_first(self) -> list[str]:
         here = self.memory.here
