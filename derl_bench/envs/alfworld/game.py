@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import json
+import os
+import pickle
 import re
 import sys
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from derl_bench.envs.alfworld.goal import Goal, parse_goal
@@ -43,15 +48,68 @@ def _pddl2sas(domain: str, problem: str, optimize: bool = False) -> tuple[Any, s
         sys.argv = argv
 
 
+TRANSLATIONS = ".sas-cache"
+"""The folder beside a release's ``json_2.1.1`` that keeps each game's translation."""
+
+
+def _translation_file(path: str, raw: bytes) -> Path | None:
+    """Where the translation of the game file ``path`` (bytes ``raw``) is kept, or None for a
+    game outside a release layout. The name hashes the file's bytes, fast-downward's version
+    and Python's, so an edited game or another translator never reads a stale entry."""
+    import fast_downward
+
+    for folder in Path(path).parents:
+        if folder.name.startswith("json_"):
+            key = hashlib.sha256(raw)
+            key.update(f"{getattr(fast_downward, '__version__', '')}|{sys.version_info[:2]}"
+                       .encode())
+            return folder.parent / TRANSLATIONS / f"{key.hexdigest()}.pickle"
+    return None
+
+
+def _translate(path: str, raw: bytes, data: dict[str, Any]) -> tuple[Any, str]:
+    """fast-downward's translation of a game, from the disk cache when it holds it.
+
+    Translating the PDDL to SAS costs most of a game's load (about 0.6-0.9 s; reading the
+    pickle back about 3 ms), and training plays the same games in many processes (rollout
+    workers, inner runs, evaluations), so each game is translated once per data root. A
+    cache that cannot be read is translated again; one that cannot be written is skipped.
+    """
+    cached = _translation_file(path, raw)
+    if cached is not None and cached.is_file():
+        try:
+            with open(cached, "rb") as fh:
+                task, sas = pickle.load(fh)
+            return task, sas
+        except Exception:  # a damaged entry: translate again and replace it
+            pass
+    task, sas = _pddl2sas(data["pddl_domain"], data["pddl_problem"])
+    if cached is not None:
+        staged: Path | None = None
+        try:
+            cached.parent.mkdir(exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=cached.parent, delete=False,
+                                             suffix=".tmp") as fh:
+                staged = Path(fh.name)
+                pickle.dump((task, sas), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(staged, cached)  # whole or not at all, whoever writes it too
+        except OSError:  # a read-only data root: play without the cache
+            if staged is not None:
+                staged.unlink(missing_ok=True)
+    return task, sas
+
+
 @functools.lru_cache(maxsize=16)
 def load_game(path: str) -> GameData:
-    """Read and translate one ``game.tw-pddl`` file (cached per process)."""
+    """Read and translate one ``game.tw-pddl`` file (cached per process, and its translation
+    on disk beside the release, see :func:`_translate`)."""
     import_engine()
     from fast_downward.translate.pddl import conditions
 
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
-    task, sas = _pddl2sas(data["pddl_domain"], data["pddl_problem"])
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    data = json.loads(raw)
+    task, sas = _translate(path, raw, data)
     logic = _game_logic(data["pddl_domain"], data["grammar"])
     fluents = {eff.literal.predicate for action in task.actions for eff in action.effects}
     objects_by_type: dict[str, list[str]] = defaultdict(list)
