@@ -1,0 +1,88 @@
+"""Evaluating a command policy (a model that picks among admissible commands) on an agent
+env's fixed game sets: every game of a level's split once, greedy, in lockstep.
+
+    result = evaluate_commands("runs/alfworld-base", level="L0")
+    result["success"], result["by_task_type"]
+
+The policy's view of the game is handed in (``state_factory``; default the ALFWorld
+:class:`~derl_bench.policies.alfworld_state.CompactState`), as in training.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from derl_bench.rollout.commands import CommandEpisode
+
+
+def summarise(episodes: list[CommandEpisode]) -> dict[str, Any]:
+    """Success rate, per task type, and the mean length of the won episodes."""
+    by_type: dict[str, list[CommandEpisode]] = defaultdict(list)
+    for e in episodes:
+        by_type[e.task_type].append(e)
+
+    def stats(group: list[CommandEpisode]) -> dict[str, Any]:
+        won = [e for e in group if e.won]
+        return {"games": len(group), "won": len(won),
+                "success": len(won) / len(group) if group else float("nan"),
+                "mean_steps_won": float(np.mean([e.length for e in won])) if won else None}
+
+    return {**stats(episodes), "by_task_type": {k: stats(v) for k, v in sorted(by_type.items())}}
+
+
+def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "eval", *,
+                      env_id: str = "derl/ALFWorld-v0", limit: int | None = None,
+                      envs: int = 16, num_threads: int | None = None,
+                      state_factory: Callable[[], Any] | None = None,
+                      data_root: str | None = None,
+                      episodes_out: list[CommandEpisode] | None = None) -> dict[str, Any]:
+    """Play every game of ``level``'s ``split`` (the first ``limit``) once, greedily.
+
+    ``model`` is a model folder (or a loaded ``CommandPolicy``). Returns :func:`summarise`'s
+    figures with the level, split and wall seconds; ``episodes_out`` receives the episodes.
+    """
+    import gymnasium as gym
+    import torch
+
+    from derl_bench.policies.commands import CommandPolicy
+    from derl_bench.rollout.commands import play
+
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    if isinstance(model, CommandPolicy):
+        policy = model
+    else:
+        from derl_bench.policies import load_model_and_tokenizer
+
+        lm, tokenizer = load_model_and_tokenizer(str(model))
+        policy = CommandPolicy(lm.eval(), tokenizer)
+    if state_factory is None:
+        from derl_bench.policies.alfworld_state import CompactState
+
+        state_factory = CompactState
+    kwargs: dict[str, Any] = {"level": level, "split": split}
+    if data_root is not None:
+        kwargs["data_root"] = data_root
+    started = time.perf_counter()
+    pool = [gym.make(env_id, **kwargs) for _ in range(envs)]
+    try:
+        count = len(pool[0].unwrapped.game_ids)
+        games = [{"index": i} for i in range(count if limit is None else min(limit, count))]
+        episodes = play(pool[:len(games)] or pool[:1], policy, games, state_factory,
+                        greedy=True)
+    finally:
+        for env in pool:
+            env.close()
+    if episodes_out is not None:
+        episodes_out.extend(episodes)
+    return {"level": level, "split": split, **summarise(episodes),
+            "seconds": time.perf_counter() - started}
+
+
+__all__ = ["evaluate_commands", "summarise"]
