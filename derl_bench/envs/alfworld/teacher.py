@@ -155,12 +155,6 @@ class Memory:
     doorless: set[str] = field(default_factory=set)  # listed as "On the ...": nothing to open
     here: str | None = None
 
-    def where(self, obj: str) -> str | None:
-        for receptacle in self.receptacles:
-            if obj in self.contents.get(receptacle, ()):
-                return receptacle
-        return None
-
 
 class SearchTeacher:
     """Plays one ALFWorld game from text and a few visible predicates (module docstring).
@@ -186,7 +180,12 @@ class SearchTeacher:
         self._read(observation)
 
     def observe(self, command: str, observation: str) -> None:
-        """Update the memory with an executed command and the game's answer to it."""
+        """Update the memory with an executed command and the game's answer to it.
+
+        The answer names what changed (``You pick up the mug 1 from the cabinet 2.``), so it
+        alone is read; a command the game refused (``Nothing happens.``) changes nothing.
+        """
+        del command
         self._read(observation)
 
     def _read(self, text: str) -> None:
