@@ -26,6 +26,7 @@ same call plays the same episodes.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -105,6 +106,8 @@ def _admissible(info: Mapping[str, Any]) -> list[str]:
 def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[Mapping[str, Any]],
          state_factory: Callable[[], AgentState], *, greedy: bool = False,
          teacher_share: float = 0.0, detour_share: float = 0.0, seed: int = 0,
+         respond: Callable[[str], str] | None = None,
+         timing: dict[str, float] | None = None,
          on_episode: Callable[[CommandEpisode], None] | None = None) -> list[CommandEpisode]:
     """Play each game of ``games`` (reset options) once, ``len(envs)`` at a time.
 
@@ -119,6 +122,11 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
         detour_share: probability that a step executes a uniformly random admissible command
             (drawn before the teacher's; the teacher still labels the state).
         seed: seeds both generators (the draws of who acts and the policy's samples).
+        respond: what is sent to the env for a chosen command (default: the command itself;
+            e.g. the command in the think/action tags of an env behind
+            :class:`~derl_bench.observers.think_action.ThinkActionWrapper`).
+        timing: if given, seconds are added to its ``reset_s`` (loading and resetting games),
+            ``step_s`` (the envs' steps) and ``model_s`` (encoding and scoring states).
         on_episode: called with each episode as it ends.
 
     Returns the episodes in the order of ``games``.
@@ -127,6 +135,9 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
         raise ValueError("a policy is needed unless the teacher executes every step")
     if not 0.0 <= teacher_share <= 1.0 or not 0.0 <= detour_share <= 1.0:
         raise ValueError("teacher_share and detour_share are probabilities")
+    clock = timing if timing is not None else {}
+    for key in ("reset_s", "step_s", "model_s"):
+        clock.setdefault(key, 0.0)
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
     queue = list(enumerate(games))
@@ -137,7 +148,9 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
     def start(slot: int) -> None:
         position, options = queue.pop(0)
         env = envs[slot]
+        began = time.perf_counter()
         observation, info = env.reset(options=dict(options))
+        clock["reset_s"] += time.perf_counter() - began
         state = state_factory()
         state.reset(observation, info)
         episode = CommandEpisode(dict(options), str(info.get("game_id", "")),
@@ -160,6 +173,7 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
                 actors.append("teacher")
             else:
                 actors.append("policy")
+        began = time.perf_counter()
         texts = [(running[s].state.render(), running[s].admissible) for s in order]
         ids = [policy.encode(p, c) for p, c in texts] if policy is not None else [
             ([], []) for _ in texts]
@@ -171,6 +185,7 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
                 values = command_log_probs(policy.model, [ids[i] for i in scored],
                                            policy.end_id)
             log_probs = dict(zip(scored, values, strict=True))
+        clock["model_s"] += time.perf_counter() - began
         for i, slot in enumerate(order):
             r = running[slot]
             commands = r.admissible
@@ -185,7 +200,10 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
                 chosen = greedy_command(lp) if greedy else sample_command(lp, generator)
             lp_chosen = float(log_probs[i][chosen]) if i in log_probs else math.nan
             command = commands[chosen]
-            observation, _, terminated, truncated, info = r.env.step(command)
+            sent = command if respond is None else respond(command)
+            began = time.perf_counter()
+            observation, _, terminated, truncated, info = r.env.step(sent)
+            clock["step_s"] += time.perf_counter() - began
             r.episode.steps.append(CommandStep(ids[i], list(commands), chosen, lp_chosen, label,
                                                actors[i], dict(info.get("primitives", {}))))
             if terminated or truncated:
