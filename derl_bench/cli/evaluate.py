@@ -2,6 +2,8 @@
 
     derl-bench evaluate --env derl/ALFWorld-v0 --level L1 --policy random --output rec.json
     derl-bench evaluate --env derl/GSM8K-v0 --level L0 --policy mypkg.agent:act --num-envs 4
+    derl-bench evaluate --env derl/ALFWorld-v0 --level L0 --commands runs/alfworld-base \
+        --method teacher-dagger --train-seed 0 --checkpoint final --output rec.json
 """
 
 from __future__ import annotations
@@ -23,9 +25,15 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--env", required=True, help="env id, e.g. derl/ALFWorld-v0")
     p.add_argument("--level", required=True, choices=("L0", "L1", "L2"))
-    p.add_argument("--policy", required=True,
-                   help="random | oracle | stall (ScienceWorld) | majority (math) | llm:MODEL | "
-                        "module:function | file.py:function")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--policy",
+                       help="random | oracle | stall (ScienceWorld) | majority (math) | "
+                            "llm:MODEL | module:function | file.py:function")
+    which.add_argument("--commands", type=Path, metavar="MODEL_DIR",
+                       help="a command policy's model folder (ALFWorld): it reads the compact "
+                            "state and picks among the admissible commands, greedily; the "
+                            "record's policy_interface is compact-constrained. Needs --method "
+                            "and --checkpoint")
     p.add_argument("--output", type=Path, help="result record path (default: print to stdout)")
     p.add_argument("--trajectories", type=Path, help="also write a per-episode JSONL log here")
     p.add_argument("--num-envs", type=int, default=1, help="parallel envs (worker processes)")
@@ -34,6 +42,9 @@ def register(subparsers: Any) -> None:
                         "validate for a leaderboard)")
     p.add_argument("--seed", type=int, default=0, help="base seed (episode i uses seed + i)")
     p.add_argument("--method", help="method name for the record (default: the policy's)")
+    p.add_argument("--train-seed", type=int, metavar="N",
+                   help="with --commands: the training run's seed, named in the method "
+                        "('derl (seed 2)', filed as derl-s2-L0.json)")
     p.add_argument("--model", help="model name for the record (default: the policy's)")
     p.add_argument("--recipe", type=Path, help="training recipe file; its sha256 is recorded")
     p.add_argument("--meta-reward", help="the Meta-Reward expression the policy was trained with")
@@ -72,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
     if args.num_envs < 1 or (args.limit is not None and args.limit < 1):
         print("error: --num-envs and --limit must be positive", file=sys.stderr)
         return 2
+    if args.commands is None and args.train_seed is not None:
+        print("error: --train-seed goes with --commands (name the seed in --method)",
+              file=sys.stderr)
+        return 2
     from derl_bench.files import output_file_problem
 
     for option, path in (("--output", args.output), ("--trajectories", args.trajectories)):
@@ -91,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {errors[0]} (use plain words: a leaderboard rejects anything else)",
                   file=sys.stderr)
             return 2
+    if args.commands is not None:
+        return _run_commands(args)
     try:
         eval_set = adapter_for(args.env).eval_set(args.level, protocol=args.protocol,
                                                   seed=args.seed)
@@ -130,6 +147,78 @@ def run(args: argparse.Namespace) -> int:
         write_json_atomic(args.output, record)
         rate = record["results"]["success_rate"]
         print(f"{args.env} {args.level} {record['method']}: success "
+              f"{rate['mean']:.3f} ± {rate['se']:.3f} (n={record['results']['n']}) -> "
+              f"{args.output}", file=sys.stderr)
+    else:
+        print(json.dumps(record, indent=2))
+    return 0
+
+
+def _run_commands(args: argparse.Namespace) -> int:
+    """``--commands MODEL_DIR``: evaluate a command policy and write its record."""
+    from derl_bench.evaluation import ProtocolError, adapter_for
+    from derl_bench.evaluation.commands import evaluate_commands
+    from derl_bench.evaluation.record import command_record
+    from derl_bench.evaluation.schema import COMPACT_CONSTRAINED
+    from derl_bench.files import write_json_atomic
+    from derl_bench.rollout.commands import CommandEpisode
+
+    refused = [(args.trajectories is not None, "--trajectories is not available with --commands"),
+               (args.protocol != "strict", "--commands evaluates under the strict protocol"),
+               (not args.method, "--commands needs --method (e.g. teacher-dagger, grpo-outcome, "
+                                 "derl)"),
+               (not args.checkpoint, "--commands needs --checkpoint (which weights: 'final', "
+                                     "'step 150', ...)"),
+               (args.train_seed is not None and args.train_seed < 0,
+                "--train-seed must be 0 or more"),
+               (args.seed != 0, "--seed does not apply to --commands: its games are chosen by "
+                                "index and played greedily, with no seed (name the training "
+                                "seed with --train-seed)"),
+               (not args.commands.is_dir(), f"--commands: {args.commands} is not a folder")]
+    for bad, message in refused:
+        if bad:
+            print(f"error: {message}", file=sys.stderr)
+            return 2
+    from derl_bench.evaluation.record import COMMAND_POLICY
+    from derl_bench.evaluation.schema import RESULT_SCHEMA, schema_errors
+
+    fields = RESULT_SCHEMA["properties"]
+    errors = (schema_errors(args.model or args.commands.name, fields["model"], "the model name")
+              + schema_errors(COMMAND_POLICY.format(model=args.commands), fields["policy"],
+                              "the policy spec"))
+    if errors:
+        print(f"error: {errors[0]} (name the model with --model; give the folder as a plain "
+              "path)", file=sys.stderr)
+        return 2
+    try:
+        adapter = adapter_for(args.env)
+        adapter.level(args.level)
+        if COMPACT_CONSTRAINED not in adapter.policy_interfaces:
+            raise ProtocolError(f"{args.env} has no command policies (no compact state)")
+        recipe = args.recipe
+        if recipe is not None and not recipe.is_file():
+            raise OSError(f"--recipe: {recipe} is not a file")
+        meta_reward = _meta_reward(args.meta_reward, args.env)
+    except (ProtocolError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    episodes: list[CommandEpisode] = []
+    try:
+        evaluation = evaluate_commands(args.commands, args.level, env_id=args.env,
+                                       limit=args.limit, envs=args.num_envs,
+                                       episodes_out=episodes)
+        record = command_record(evaluation, episodes, method=args.method,
+                                model=args.model or args.commands.name,
+                                model_dir=args.commands, checkpoint=args.checkpoint,
+                                seed=args.train_seed, meta_reward=meta_reward,
+                                recipe=recipe)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.output is not None:
+        write_json_atomic(args.output, record)
+        rate = record["results"]["success_rate"]
+        print(f"{args.env} {args.level} {record['method']} [{COMPACT_CONSTRAINED}]: success "
               f"{rate['mean']:.3f} ± {rate['se']:.3f} (n={record['results']['n']}) -> "
               f"{args.output}", file=sys.stderr)
     else:

@@ -29,7 +29,7 @@ from derl_bench.evaluation.policies import (
     load_policy,
 )
 from derl_bench.evaluation.protocol import EvalSet, LevelSpec, ProtocolError, sample_entries
-from derl_bench.evaluation.record import build_record, summarize
+from derl_bench.evaluation.record import build_record, command_record, summarize
 from derl_bench.evaluation.runner import EpisodeResult, run_episodes
 from derl_bench.evaluation.schema import REPORTED_NOTE, RESULT_SCHEMA, SCHEMA_VERSION, schema_errors
 from derl_bench.files import write_json_atomic
@@ -103,6 +103,7 @@ __all__ = [
     "RandomPolicy",
     "adapter_for",
     "build_record",
+    "command_record",
     "evaluate",
     "evaluated_env_ids",
     "hacking_flag",

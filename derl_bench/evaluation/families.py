@@ -33,6 +33,7 @@ from derl_bench.evaluation.protocol import (
     ProtocolError,
     card_manifest,
 )
+from derl_bench.evaluation.schema import COMPACT_CONSTRAINED, PROMPT_FREE_TEXT
 from derl_bench.family import (
     FamilySpec,
     UnknownFamilyError,
@@ -64,6 +65,8 @@ class FamilyAdapter:
     has_score: bool = False
     has_published: bool = False
     """Records also report the published metric (ScienceWorld: RLVMR's rule)."""
+    policy_interfaces: tuple[str, ...] = (PROMPT_FREE_TEXT,)
+    """The policy interfaces a record of this env may name (``policy_interface``)."""
 
     def __init__(self, env_id: str) -> None:
         self.env_id = env_id
@@ -279,6 +282,9 @@ def _problem_index(env: Any, problem_id: str) -> int:
 
 class ALFWorldAdapter(FamilyAdapter):
     """ALFWorld: the RLVMR/DERL levels, every eval game in manifest order."""
+
+    # the command policies read a compact state (derl_bench.policies.alfworld_state)
+    policy_interfaces = (PROMPT_FREE_TEXT, COMPACT_CONSTRAINED)
 
     def rlvmr_eval_set(self, level: str, seed: int) -> EvalSet:
         # RLVMR's ALFWorld workers draw games inside alfworld's batch env; this protocol

@@ -15,14 +15,24 @@ import sys
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from derl_bench._version import __version__
 from derl_bench.evaluation.families import adapter_for
 from derl_bench.evaluation.protocol import EvalSet, draw_rule
 from derl_bench.evaluation.runner import EpisodeResult
-from derl_bench.evaluation.schema import SCHEMA_VERSION, binomial_se
+from derl_bench.evaluation.schema import (
+    COMPACT_CONSTRAINED,
+    DEFAULT_POLICY_INTERFACE,
+    RESULT_SCHEMA,
+    SCHEMA_VERSION,
+    binomial_se,
+    schema_errors,
+)
 from derl_bench.files import write_text_atomic
+
+if TYPE_CHECKING:
+    from derl_bench.rollout.commands import CommandEpisode
 
 SEED_RULE = "episode i of the eval set uses seed base + i"
 _PACKAGES = ("gymnasium", "alfworld", "textworld", "scienceworld", "math-verify", "torch",
@@ -127,10 +137,13 @@ def build_record(
     date: dt.date | None = None,
     protocol: str = "strict",
     checkpoint: str | None = None,
+    policy_interface: str = DEFAULT_POLICY_INTERFACE,
 ) -> dict[str, Any]:
     """A complete ``kind: run`` result record for ``results`` on ``eval_set``. ``checkpoint``
     says which weights were evaluated (e.g. "final", "best validation success"); without it
-    the record says it was not stated, and a board rejects it."""
+    the record says it was not stated, and a board rejects it. ``policy_interface`` (see
+    :data:`~derl_bench.evaluation.schema.POLICY_INTERFACES`) is written only when it is not
+    the default."""
     adapter = adapter_for(eval_set.env_id)
     summary = summarize(results, adapter.has_score, adapter.has_published)
     described = eval_set.describe()
@@ -138,6 +151,8 @@ def build_record(
         "schema_version": SCHEMA_VERSION,
         "kind": "run",
         **({} if protocol == "strict" else {"protocol": protocol}),
+        **({} if policy_interface == DEFAULT_POLICY_INTERFACE
+           else {"policy_interface": policy_interface}),
         "benchmark": adapter.benchmark,
         "env": {"id": eval_set.env_id,
                 "card_version": adapter.spec.card_version,
@@ -229,3 +244,120 @@ def meta_reward_block(expression: str, env_id: str) -> dict[str, str]:
 
     compiled = compile_reward(expression, env=env_id)
     return {"expression": compiled.canonical, "hash": compiled.hash}
+
+
+def recipe_block(recipe: str | Path | Mapping[str, Any] | None,
+                 name: str = "training config") -> dict[str, str] | None:
+    """The ``recipe`` block: a recipe file (its name and the sha256 of its bytes), a ready
+    ``{name, sha256}`` block, or a config mapping (``name`` and the sha256 of its canonical
+    JSON, sorted keys; values JSON cannot hold are written as text).
+
+    >>> recipe_block({"name": "x", "sha256": "0" * 64})["name"], recipe_block(None)
+    ('x', None)
+    >>> recipe_block({"lr": 1e-4, "steps": 10})["sha256"] == recipe_block(
+    ...     {"steps": 10, "lr": 1e-4})["sha256"]
+    True
+    """
+    if recipe is None:
+        return None
+    if isinstance(recipe, str | Path):
+        return {"name": Path(recipe).name, "sha256": file_sha256(recipe)}
+    if set(recipe) == {"name", "sha256"}:
+        return {"name": str(recipe["name"]), "sha256": str(recipe["sha256"])}
+    text = json.dumps(recipe, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                      default=str)
+    return {"name": name, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
+COMMAND_POLICY = "commands:{model},greedy"
+"""A command policy's ``policy`` spec: its model folder, decoded greedily."""
+
+
+def command_results(eval_set: EvalSet, episodes: Sequence[CommandEpisode],
+                    base_seed: int = 0) -> list[EpisodeResult]:
+    """The episodes of a command-policy evaluation as the protocol's results: episode ``i``
+    must have played the eval set's ``i``-th game (a full evaluation plays them all, a
+    ``limit`` the first ones); anything else raises ``ValueError``."""
+    adapter = adapter_for(eval_set.env_id)
+    if len(episodes) > eval_set.size:
+        raise ValueError(f"{len(episodes)} episodes, but the {eval_set.level} eval set has "
+                         f"{eval_set.size} games")
+    results = []
+    for i, (episode, entry) in enumerate(zip(episodes, eval_set.entries, strict=False)):
+        if episode.game_id != entry:
+            raise ValueError(f"episode {i} played {episode.game_id!r}, but game {i} of the "
+                             f"{eval_set.level} eval set is {entry!r}")
+        results.append(EpisodeResult(
+            index=i, entry=entry, seed=base_seed + i,
+            task_type=episode.task_type or adapter.task_type(entry, {}),
+            success=bool(episode.won), steps=episode.length, total_reward=float(episode.won)))
+    return results
+
+
+def command_record(
+    evaluation: Mapping[str, Any],
+    episodes: Sequence[CommandEpisode],
+    *,
+    method: str,
+    model: str,
+    model_dir: str | Path,
+    checkpoint: str,
+    seed: int | None = None,
+    meta_reward: str | Mapping[str, str] | None = None,
+    recipe: str | Path | Mapping[str, Any] | None = None,
+    level: str | None = None,
+    policy_interface: str = COMPACT_CONSTRAINED,
+    env_id: str = "derl/ALFWorld-v0",
+    date: dt.date | None = None,
+) -> dict[str, Any]:
+    """The ``kind: run`` record of a command policy's evaluation:
+    :func:`~derl_bench.evaluation.commands.evaluate_commands`'s result (``evaluation``) and
+    the episodes it handed back (``episodes_out``).
+
+    ``method`` is the board's method name (``teacher-dagger``, ``grpo-outcome``, ``derl``);
+    ``seed``, the training run's seed, is named in it (``derl (seed 2)``, filed as
+    ``derl-s2-L0.json``). ``model`` names the model on the board, ``model_dir`` is the folder
+    evaluated (recorded as the ``policy`` spec), ``checkpoint`` which of the run's weights it
+    holds, in words. ``meta_reward`` is the Meta-Reward expression the policy was trained with
+    (or its ``{expression, hash}`` block; ``None`` for a policy trained without one),
+    ``recipe`` the training recipe (see :func:`recipe_block`). ``level``, when given, must be
+    the evaluation's. The record carries ``policy_interface`` (default: the compact state,
+    constrained decoding) and the eval set, data checksums, versions and hardware of
+    :func:`build_record`. Raises ``ValueError`` when the evaluation is not of the level's eval
+    games in order, or the record would break the schema. A record of a ``limit``-ed
+    evaluation is built but does not validate for a board (n is not the eval set's size).
+    """
+    adapter = adapter_for(env_id)
+    if evaluation.get("split") != "eval":
+        raise ValueError(f"a record is of the eval split; this evaluation played "
+                         f"{evaluation.get('split')!r}")
+    if level is not None and level != evaluation.get("level"):
+        raise ValueError(f"level {level!r}, but the evaluation is of level "
+                         f"{evaluation.get('level')!r}")
+    if policy_interface not in adapter.policy_interfaces:
+        raise ValueError(f"{env_id} offers no {policy_interface!r} policy interface")
+    if not episodes:
+        raise ValueError("no episodes: pass evaluate_commands(..., episodes_out=[...])'s list")
+    won = sum(bool(e.won) for e in episodes)
+    if (evaluation.get("games"), evaluation.get("won")) != (len(episodes), won):
+        raise ValueError(f"the evaluation counts {evaluation.get('won')} of "
+                         f"{evaluation.get('games')} games won, its episodes {won} of "
+                         f"{len(episodes)}: not the episodes of this evaluation")
+    if not checkpoint:
+        raise ValueError("say which weights were evaluated (checkpoint)")
+    eval_set = adapter.eval_set(str(evaluation["level"]))
+    results = command_results(eval_set, episodes)
+    if isinstance(meta_reward, str):
+        meta_block: Mapping[str, str] | None = meta_reward_block(meta_reward, env_id)
+    else:
+        meta_block = meta_reward
+    record = build_record(
+        eval_set, results, method=method if seed is None else f"{method} (seed {seed})",
+        model=model, policy_spec=COMMAND_POLICY.format(model=model_dir),
+        wall_time_s=float(evaluation.get("seconds", 0.0)), recipe=recipe_block(recipe),
+        meta_reward=meta_block, date=date, checkpoint=checkpoint,
+        policy_interface=policy_interface)
+    problems = schema_errors(record, RESULT_SCHEMA)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return record

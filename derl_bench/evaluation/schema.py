@@ -20,6 +20,31 @@ from typing import Any
 SCHEMA_VERSION = "derl-bench-result/1"
 REPORTED_NOTE = "reported, not reproduced here"
 
+PROMPT_FREE_TEXT = "prompt-free-text"
+COMPACT_CONSTRAINED = "compact-constrained"
+POLICY_INTERFACES: dict[str, str] = {
+    PROMPT_FREE_TEXT: "the family's prompt (the papers' ReAct-style prompt for the agent envs), "
+                      "the action generated as free text and parsed from it",
+    COMPACT_CONSTRAINED: "a compact text state of the game instead of the prompt, decoding "
+                         "constrained to the admissible commands (the policy cannot send an "
+                         "invalid command)",
+}
+"""What a policy reads and how its action is produced (a record's ``policy_interface``).
+Numbers of different interfaces are not comparable: a board shows each apart."""
+DEFAULT_POLICY_INTERFACE = PROMPT_FREE_TEXT
+"""The interface of a record without the field: every published number and every run of
+``derl-bench evaluate --policy`` (scripted baselines included)."""
+
+
+def policy_interface(record: Mapping[str, Any]) -> str:
+    """A record's policy interface; absent means :data:`DEFAULT_POLICY_INTERFACE`.
+
+    >>> policy_interface({}), policy_interface({"policy_interface": "compact-constrained"})
+    ('prompt-free-text', 'compact-constrained')
+    """
+    return str(record.get("policy_interface", DEFAULT_POLICY_INTERFACE))
+
+
 _HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _NAME = {"type": "string", "minLength": 1, "maxLength": 120,
          "pattern": r"^[A-Za-z0-9][A-Za-z0-9 _.,:;+/()\[\]%=@#'-]*$"}
@@ -73,6 +98,8 @@ RESULT_SCHEMA: dict[str, Any] = {
         "kind": {"enum": ["run", "reported"]},
         # absent for the strict protocol, which is what a board ranks
         "protocol": {"enum": ["strict", "rlvmr"]},
+        # absent for the prompt-free-text interface (the papers' and every older record's)
+        "policy_interface": {"enum": list(POLICY_INTERFACES)},
         "benchmark": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,40}$"},
         "env": {
             "type": "object",

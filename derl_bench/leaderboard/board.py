@@ -4,7 +4,9 @@ provenance).
 
 One board per benchmark. When a row has several records for one level the newest wins (then the
 larger n). Boards of envs with a published metric next to the strict one (ScienceWorld) keep a
-cell per level and metric; a reported row fills the cells of the metric its source used.
+cell per level and metric; a reported row fills the cells of the metric its source used. A row
+is also one policy interface (a record's ``policy_interface``): rows of another interface than
+the papers' are not ranked with those, and the boards show them apart.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from derl_bench.evaluation.families import adapter_for, evaluated_env_ids
 from derl_bench.evaluation.policies import SCRIPTED
 from derl_bench.evaluation.record import record_digest
+from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, policy_interface
 from derl_bench.family import DEFAULT_SUCCESS_RULE
 
 PROVENANCES = ("run here", "submitted", "reported")
@@ -26,7 +29,7 @@ record, and a number copied from a publication."""
 
 FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("prompting", ("react",)),
-    ("supervised fine-tuning", ("sft",)),
+    ("supervised fine-tuning", ("sft", "teacher", "dagger")),
     ("RL, searched reward", ("derl", "revolve", "random")),
     ("RL, hand-made reward", ("grpo", "gigpo", "eto", "rlvmr", "outcome", "average")),
 )
@@ -93,6 +96,9 @@ class Row:
     cells: dict[str, Cell] = field(default_factory=dict)
     published: dict[str, Cell] = field(default_factory=dict)
     """Cells of the published metric, by level (boards with ``published_metric``)."""
+    interface: str = DEFAULT_POLICY_INTERFACE
+    """What the policy read and how it acted (:data:`~derl_bench.evaluation.schema.
+    POLICY_INTERFACES`)."""
 
     def metric_cells(self, metric: str) -> dict[str, Cell]:
         return self.published if metric == "published" else self.cells
@@ -126,6 +132,15 @@ class Board:
     def metrics(self) -> tuple[str, ...]:
         return ("strict", "published") if self.published_metric else ("strict",)
 
+    def interfaces(self) -> list[str]:
+        """The policy interfaces of the board's rows: the default first, then the others in
+        row order (each is shown apart)."""
+        found = dict.fromkeys([DEFAULT_POLICY_INTERFACE, *(r.interface for r in self.rows)])
+        return [i for i in found if any(r.interface == i for r in self.rows)]
+
+    def rows_of(self, interface: str) -> list[Row]:
+        return [r for r in self.rows if r.interface == interface]
+
     def columns(self) -> list[tuple[str, str, str]]:
         """``(label, level, metric)`` per column, strict levels first."""
         if not self.published_metric:
@@ -153,17 +168,18 @@ def build_boards(records: Sequence[tuple[Path, dict[str, Any]]],
         boards[name] = Board(name, env_id, list(adapter.levels()), [],
                              published_metric=adapter.has_published,
                              heading=card_board.title, success_rule=card_board.success_rule)
-    rows: dict[tuple[str, str, str, str], Row] = {}
+    rows: dict[tuple[str, str, str, str, str], Row] = {}
     for path, rec in records:
         board = boards[rec["benchmark"]]
         origin = provenance(rec, run_here)
-        key = (rec["benchmark"], rec["method"], rec["model"], origin)
+        interface = policy_interface(rec)
+        key = (rec["benchmark"], rec["method"], rec["model"], origin, interface)
         if key not in rows:
             source = rec["source"] or {}
             rows[key] = Row(rec["method"], rec["model"], rec["kind"], origin,
                             method_family(rec["method"], rec["setup"]["checkpoint"]),
                             source.get("citation", ""), source.get("url", ""),
-                            source.get("table", ""))
+                            source.get("table", ""), interface=interface)
             board.rows.append(rows[key])
         res = rec["results"]
         rates = [(res["metric"], res["success_rate"])]
@@ -177,7 +193,8 @@ def build_boards(records: Sequence[tuple[Path, dict[str, Any]]],
             if old is None or (cell.date, cell.n or 0) > (old.date, old.n or 0):
                 cells[rec["level"]] = cell
     for board in boards.values():
-        board.rows.sort(key=lambda r: (r.kind != "run", -_best(r), r.method, r.model))
+        board.rows.sort(key=lambda r: (r.interface != DEFAULT_POLICY_INTERFACE, r.interface,
+                                       r.kind != "run", -_best(r), r.method, r.model))
     return [b for b in boards.values() if b.rows]
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, POLICY_INTERFACES
 from derl_bench.leaderboard.board import (
     FAMILIES,
     OTHER_FAMILY,
@@ -103,7 +104,27 @@ def _view(board: Board, level: str, metric: str) -> str:
                ("family", "text"), ("provenance", "text"), (f"{name} %", "num"),
                ("SE %", "num"), ("n", "num"), ("step cap", "num"), ("episodes", "text"),
                ("repeats", "num"), ("checkpoint", "text"), ("source", "text"))
-    ranked = sorted(((row, row.metric_cells(metric)[level]) for row in board.rows
+    tables = []
+    for interface in board.interfaces():
+        body = _view_rows(board.rows_of(interface), level, metric)
+        if interface == DEFAULT_POLICY_INTERFACE:
+            tables.append(_table('class="sortable board"', columns, body))
+        elif body:
+            tables.append(_interface_heading(interface)
+                          + _table('class="sortable board interface"', columns, body))
+    return _section(
+        f'id="view-{esc(view_id(board, level, metric))}" data-benchmark="{esc(board.benchmark)}" '
+        f'data-level="{esc(level)}" data-metric="{esc(metric)}"',
+        f"{board.title} {level} — {name}",
+        f"<code>{esc(board.env_id)}</code>, level {esc(level)}. Metric: <b>{esc(name)}</b>; "
+        f"{esc(rule)}. Hover over a cell that says <i>not stated</i> to read why; over an "
+        "episode count to read how the episodes were drawn.",
+        "\n".join(tables))
+
+
+def _view_rows(rows: Sequence[Row], level: str, metric: str) -> list[str]:
+    """The ranked rows of one view's table."""
+    ranked = sorted(((row, row.metric_cells(metric)[level]) for row in rows
                      if level in row.metric_cells(metric)),
                     key=lambda rc: (-rc[1].mean, rc[0].method, rc[0].model))
     body = []
@@ -126,28 +147,37 @@ def _view(board: Board, level: str, metric: str) -> str:
             _source_td(row, cell),
         ]
         body.append(_tr(row, tds))
-    return _section(
-        f'id="view-{esc(view_id(board, level, metric))}" data-benchmark="{esc(board.benchmark)}" '
-        f'data-level="{esc(level)}" data-metric="{esc(metric)}"',
-        f"{board.title} {level} — {name}",
-        f"<code>{esc(board.env_id)}</code>, level {esc(level)}. Metric: <b>{esc(name)}</b>; "
-        f"{esc(rule)}. Hover over a cell that says <i>not stated</i> to read why; over an "
-        "episode count to read how the episodes were drawn.",
-        'class="sortable board"', columns, body)
+    return body
 
 
-def _section(attrs: str, title: str, note: str, table_attrs: str,
-             columns: Sequence[tuple[str, str]], body: Sequence[str]) -> str:
-    """One view: its title, what it shows, a sortable table and the filters' row count."""
+def _interface_heading(interface: str) -> str:
+    """Title and note of a table of rows of another policy interface than the papers'."""
+    esc = html.escape
+    what = POLICY_INTERFACES[interface]
+    return (f"<h3>Policy interface <code>{esc(interface)}</code></h3>\n"
+            f'<p class="metric">{esc(what[0].upper() + what[1:])}. Not ranked with the table '
+            f"above (policy interface <code>{esc(DEFAULT_POLICY_INTERFACE)}</code>: "
+            f"{esc(POLICY_INTERFACES[DEFAULT_POLICY_INTERFACE])}).</p>\n")
+
+
+def _table(table_attrs: str, columns: Sequence[tuple[str, str]], body: Sequence[str]) -> str:
+    """A sortable table."""
     esc = html.escape
     head = "".join(f'<th data-type="{kind}" scope="col">{esc(label)}</th>'
                    for label, kind in columns)
+    return (f"<table {table_attrs}><thead><tr>{head}</tr></thead>\n<tbody>\n"
+            + "\n".join(body) + "\n</tbody></table>")
+
+
+def _section(attrs: str, title: str, note: str, tables: str) -> str:
+    """One view: its title, what it shows, its tables and the filters' row count."""
+    esc = html.escape
     return (f'<section class="view" {attrs}>\n<h2>{esc(title)}</h2>\n<p class="metric">{note}</p>\n'
-            f"<table {table_attrs}><thead><tr>{head}</tr></thead>\n<tbody>\n"
-            + "\n".join(body) + '\n</tbody></table>\n<p class="shown"></p>\n</section>')
+            f'{tables}\n<p class="shown"></p>\n</section>')
 
 
 def _all_records(boards: Sequence[Board]) -> str:
+    interfaces = any(i != DEFAULT_POLICY_INTERFACE for b in boards for i in b.interfaces())
     body = []
     for board in boards:
         for row in board.rows:
@@ -164,10 +194,15 @@ def _all_records(boards: Sequence[Board]) -> str:
                     _setup_td(cell.setup, "checkpoint"),
                     _td(cell.date, cell.date), _td(metric, metric),
                 ]
+                if interfaces:
+                    tds.append(_td(row.interface, row.interface))
                 body.append(_tr(row, tds))
-    return _section('id="view-all"', "All records",
-                    "Every level and metric in one table; the <i>metric</i> column says what "
-                    "each rate counts.", 'class="sortable" id="results"', _ALL_COLUMNS, body)
+    columns = _ALL_COLUMNS + ((("policy interface", "text"),) if interfaces else ())
+    note = ("Every level and metric in one table; the <i>metric</i> column says what each rate "
+            "counts" + ("; the <i>policy interface</i> column what the policy read and how it "
+                        "acted (compare rows of one interface only)." if interfaces else "."))
+    return _section('id="view-all"', "All records", note,
+                    _table('class="sortable" id="results"', columns, body))
 
 
 def _filters(boards: Sequence[Board]) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.evaluation.record import read_run_here
+from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE
 from derl_bench.leaderboard.board import Board, build_boards
 from derl_bench.leaderboard.markdown import collect_citations, render_markdown
 from derl_bench.leaderboard.page import render_html
@@ -37,6 +38,8 @@ def render_chart(board: Board, path: Path) -> None:
                 heights.append(100 * cell.mean)
                 errs.append(100 * (cell.se or 0.0))
         label = f"{row.method} · {row.model}" + ("" if row.kind == "run" else " (reported)")
+        if row.interface != DEFAULT_POLICY_INTERFACE:
+            label += f" [{row.interface}]"
         reported = row.kind != "run"
         ax.bar(xs, heights, width, yerr=None if reported else errs, capsize=2, label=label,
                hatch="//" if reported else None)

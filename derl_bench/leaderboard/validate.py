@@ -27,7 +27,9 @@ A submission is rejected, with every reason found, when:
   ``run`` record leaves any null, or its step cap, episode count, draw rule or repeats differ
   from the protocol's one pass over its eval set;
 - its date is not a real date or lies in the future;
-- it was run under another protocol than the strict one (``protocol: rlvmr``).
+- it was run under another protocol than the strict one (``protocol: rlvmr``);
+- it names a policy interface its env does not offer (``policy_interface``: the compact,
+  constrained interface exists for ALFWorld only).
 
     >>> problems_in_text('{"a": 1, "a": 2}')
     ["malformed JSON: duplicate key 'a'"]
@@ -56,6 +58,7 @@ from derl_bench.evaluation.schema import (
     RESULT_SCHEMA,
     SETUP_FIELDS,
     binomial_se,
+    policy_interface,
     schema_errors,
 )
 
@@ -299,6 +302,18 @@ def _eval_set_problems(record: Mapping[str, Any]) -> tuple[list[str], int]:
     return problems, int(expected["size"])
 
 
+def _interface_problems(record: Mapping[str, Any]) -> list[str]:
+    """The record's policy interface is one its env offers."""
+    env_id, interface = record["env"]["id"], policy_interface(record)
+    if env_id not in evaluated_env_ids():
+        return []  # reported by the eval-set check
+    offered = adapter_for(env_id).policy_interfaces
+    if interface not in offered:
+        return [f"$.policy_interface: {env_id} offers no {interface!r} interface "
+                f"(it offers {', '.join(offered)})"]
+    return []
+
+
 @functools.cache
 def known_data_checksums(family: str) -> dict[str, frozenset[str]]:
     """Data path -> the sha256 values accepted for it: every checksum the data catalogue records
@@ -388,6 +403,7 @@ def record_problems(record: Any, path: Path | None = None) -> list[str]:
                         "protocol; boards rank the strict protocol")
     eval_problems, size = _eval_set_problems(record)
     problems += eval_problems
+    problems += _interface_problems(record)
     if path is not None:
         if path.parent.name != record["benchmark"]:
             problems.append(f"file is in folder {path.parent.name!r}, but its benchmark is "

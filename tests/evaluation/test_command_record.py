@@ -1,0 +1,211 @@
+"""Records of command policies: an ``evaluate_commands`` result and its episodes become a run
+record of the compact-constrained interface that validates on a board; what is not a pass over
+the level's eval games is refused, by the builder and by ``derl-bench evaluate --commands``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from derl_bench.cli import main
+from derl_bench.evaluation import adapter_for
+from derl_bench.evaluation.commands import summarise
+from derl_bench.evaluation.record import command_record, recipe_block
+from derl_bench.evaluation.schema import COMPACT_CONSTRAINED
+from derl_bench.leaderboard import validate_file
+from derl_bench.rollout.commands import CommandEpisode, CommandStep
+
+ALFWORLD = "derl/ALFWorld-v0"
+
+
+def _episodes(level: str, wins: int = 3) -> list[CommandEpisode]:
+    """One episode per game of the level's eval set, in order; every ``wins``-th won."""
+    step = CommandStep(ids=([], []), commands=["look"], chosen=0, log_prob=0.0, label=None,
+                       actor="policy")
+    entries = adapter_for(ALFWORLD).eval_set(level).entries
+    return [CommandEpisode({"index": i}, game, game.split("/")[1].split("-")[0],
+                           [step] * (4 + i % 27 if i % wins == 0 else 30),
+                           won=i % wins == 0, truncated=i % wins != 0)
+            for i, game in enumerate(entries)]
+
+
+def _evaluation(episodes: list[CommandEpisode], level: str = "L0") -> dict[str, Any]:
+    """What ``evaluate_commands`` returns for these episodes."""
+    return {"level": level, "split": "eval", **summarise(episodes), "seconds": 41.5}
+
+
+def _board_file(tmp_path: Path, record: dict[str, Any], name: str) -> Path:
+    path = tmp_path / "leaderboards" / "alfworld" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    return path
+
+
+BASE = {"method": "teacher-dagger", "model": "tiny-command-633k",
+        "model_dir": "runs/alfworld/base", "checkpoint": "final weights of DAgger round 4"}
+
+
+@pytest.mark.parametrize("level", ["L0", "L2"])
+def test_a_full_evaluation_makes_a_record_that_validates_on_a_board(data_root, tmp_path, level,
+                                                                    capsys):
+    episodes = _episodes(level)
+    record = command_record(_evaluation(episodes, level), episodes, seed=0, **BASE)
+    assert record["policy_interface"] == COMPACT_CONSTRAINED
+    assert record["kind"] == "run" and "protocol" not in record  # the strict protocol
+    assert record["method"] == "teacher-dagger (seed 0)"
+    assert record["policy"] == "commands:runs/alfworld/base,greedy"
+    assert record["meta_reward"] is None and record["recipe"] is None
+    results = record["results"]
+    won = sum(e.won for e in episodes)
+    assert (results["n"], results["successes"]) == (len(episodes), won)
+    assert results["mean_steps"] == sum(e.length for e in episodes) / len(episodes)
+    assert results["wall_time_s"] == 41.5
+    assert sum(b["n"] for b in results["per_task_type"].values()) == len(episodes)
+    assert record["setup"]["checkpoint"] == BASE["checkpoint"]
+    assert record["data_checksums"] == adapter_for(ALFWORLD).data_checksums(
+        adapter_for(ALFWORLD).eval_set(level))
+    path = _board_file(tmp_path, record, f"teacher-dagger-s0-{level}.json")
+    assert validate_file(path).problems == []
+    assert main(["leaderboard", "validate", "--dir", str(tmp_path / "leaderboards")]) == 0
+    assert "ok " in capsys.readouterr().out
+
+
+def test_a_trained_method_records_its_meta_reward_recipe_and_seed(data_root, tmp_path):
+    episodes = _episodes("L0")
+    config = {"lr": 1e-4, "group": 8, "meta_reward": "success"}
+    record = command_record(_evaluation(episodes), episodes, method="derl", seed=2,
+                            meta_reward="success + 0.1 * env_reward", recipe=config,
+                            level="L0", **{k: v for k, v in BASE.items() if k != "method"})
+    assert record["method"] == "derl (seed 2)"
+    assert set(record["meta_reward"]) == {"expression", "hash"}
+    assert record["recipe"] == recipe_block(config)
+    assert validate_file(_board_file(tmp_path, record, "derl-s2-L0.json")).problems == []
+    # the board's file name must name the seed
+    assert any("-s2-L0.json" in p for p in
+               validate_file(_board_file(tmp_path, record, "derl-L0.json")).problems)
+
+
+def test_recipe_blocks_hash_files_and_configs(tmp_path):
+    recipe = tmp_path / "base.yaml"
+    recipe.write_text("lr: 0.001\n")
+    block = recipe_block(recipe)
+    assert block is not None and block["name"] == "base.yaml" and len(block["sha256"]) == 64
+    assert recipe_block({"b": 1, "a": 2}) == recipe_block({"a": 2, "b": 1})
+    assert recipe_block({"a": 1}) != recipe_block({"a": 2})
+
+
+def _swap(episodes: list[CommandEpisode]) -> list[CommandEpisode]:
+    return [episodes[1], episodes[0], *episodes[2:]]
+
+
+@pytest.mark.parametrize(("name", "change", "reason"), [
+    ("validation-split", lambda ev, eps: ({**ev, "split": "validation"}, eps), "eval split"),
+    ("other-level", lambda ev, eps: ({**ev, "level": "L1"}, eps), "the L1 eval set"),
+    ("games-out-of-order", lambda ev, eps: (ev, _swap(eps)), "game 0 of the L0 eval set"),
+    ("episodes-of-another-evaluation", lambda ev, eps: (ev, eps[:-1]), "not the episodes"),
+    ("no-episodes", lambda ev, eps: (ev, []), "no episodes"),
+    ("too-many-episodes", lambda ev, eps: ({**ev, "games": len(eps) + 1},
+                                           [*eps, eps[0]]), "has 140 games"),
+])
+def test_the_builder_refuses_what_is_not_a_pass_over_the_eval_games(data_root, name, change,
+                                                                    reason):
+    episodes = _episodes("L0")
+    evaluation, episodes = change(_evaluation(episodes), episodes)
+    if name == "too-many-episodes":
+        evaluation["won"] = sum(e.won for e in episodes)
+    with pytest.raises(ValueError, match=reason):
+        command_record(evaluation, episodes, **BASE)
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ({"level": "L2"}, "level 'L2', but the evaluation is of level 'L0'"),
+    ({"env_id": "derl/GSM8K-v0"}, "offers no 'compact-constrained'"),
+    ({"checkpoint": ""}, "which weights"),
+    ({"method": "$(rm -rf /)"}, r"\$.method"),
+    ({"model_dir": "runs/my model"}, r"\$.policy"),
+])
+def test_the_builder_refuses_bad_arguments(data_root, changes, reason):
+    episodes = _episodes("L0")
+    with pytest.raises(ValueError, match=reason):
+        command_record(_evaluation(episodes), episodes, **{**BASE, **changes})
+
+
+@pytest.fixture(scope="module")
+def command_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A command model with random weights (its play is arbitrary; the plumbing is real)."""
+    import torch
+
+    from derl_bench.policies.alfworld_vocab import init_command_model
+
+    torch.set_num_threads(1)  # the evaluations below run in this process
+
+    return Path(init_command_model(tmp_path_factory.mktemp("models") / "tiny-command"))
+
+
+def test_a_short_real_evaluation_becomes_a_record(data_root, command_model, tmp_path):
+    from derl_bench.evaluation.commands import evaluate_commands
+
+    episodes: list[CommandEpisode] = []
+    evaluation = evaluate_commands(command_model, "L0", limit=2, envs=2, episodes_out=episodes)
+    record = command_record(evaluation, episodes, seed=0, **{**BASE, "model_dir": command_model})
+    assert record["results"]["n"] == 2
+    assert record["results"]["mean_steps"] == sum(e.length for e in episodes) / 2
+    assert record["policy"] == f"commands:{command_model},greedy"
+    # a partial pass is a record, but not one a board takes
+    problems = validate_file(_board_file(tmp_path, record, "teacher-dagger-s0-L0.json")).problems
+    assert problems == ["$.results.n: n=2 is too small: the eval set has 140 episodes"]
+
+
+def test_the_cli_evaluates_a_command_model_and_writes_its_record(data_root, command_model,
+                                                                 tmp_path, capsys):
+    out = tmp_path / "rec.json"
+    status = main(["evaluate", "--env", ALFWORLD, "--level", "L0", "--commands",
+                   str(command_model), "--method", "teacher-dagger", "--train-seed", "1",
+                   "--model", "tiny-command-633k", "--checkpoint", "final", "--limit", "2",
+                   "--num-envs", "2", "--output", str(out)])
+    assert status == 0, capsys.readouterr().err
+    record = json.loads(out.read_text())
+    assert (record["method"], record["model"], record["results"]["n"]) == (
+        "teacher-dagger (seed 1)", "tiny-command-633k", 2)
+    assert record["policy_interface"] == COMPACT_CONSTRAINED
+    assert "[compact-constrained]" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["rec.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize(("extra", "reason"), [
+    ([], "needs --method"),
+    (["--method", "x", "--env-swap", "derl/GSM8K-v0"], "has no command policies"),
+    (["--method", "x", "--trajectories", "t.jsonl"], "--trajectories is not available"),
+    (["--method", "x", "--protocol", "rlvmr"], "strict protocol"),
+    (["--method", "x", "--seed", "3"], "--seed does not apply"),
+    (["--method", "x", "--folder", "missing"], "is not a folder"),
+    (["--method", "$(reboot)"], "--method"),
+    (["--method", "x", "--folder", "my model"], "the policy spec"),
+    (["--method", "x", "--folder", "model!"], "the model name"),
+])
+def test_the_cli_refuses_bad_input_with_status_2(command_model, tmp_path, capsys, extra,
+                                                 reason):
+    env, folder = ALFWORLD, str(command_model)
+    if "--env-swap" in extra:
+        env = extra[extra.index("--env-swap") + 1]
+        extra = extra[:extra.index("--env-swap")]
+    if "--folder" in extra:
+        folder = str(tmp_path / extra[extra.index("--folder") + 1])
+        if not folder.endswith("missing"):  # a folder that exists, named as a board cannot
+            Path(folder).mkdir()
+        extra = extra[:extra.index("--folder")]
+    extra = [str(tmp_path / a) if a.endswith(".jsonl") else a for a in extra]
+    status = main(["evaluate", "--env", env, "--level", "L0", "--commands", folder,
+                   "--checkpoint", "final", "--output", str(tmp_path / "rec.json"), *extra])
+    assert status == 2
+    assert reason in capsys.readouterr().err
+    assert not (tmp_path / "rec.json").exists()
+
+
+def test_train_seed_goes_with_commands_only(tmp_path, capsys):
+    status = main(["evaluate", "--env", "derl/Arithmetic-v0", "--level", "L0", "--policy",
+                   "random", "--train-seed", "0", "--limit", "1"])
+    assert status == 2 and "--train-seed goes with --commands" in capsys.readouterr().err
