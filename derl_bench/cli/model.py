@@ -4,7 +4,9 @@
 (tests and the recipes' ``model: tiny`` default use it); ``init --shape qwen2.5-0.5b PATH``
 writes a random model of a real Qwen2.5 architecture (:mod:`derl_bench.policies.shapes`);
 ``merge`` folds a LoRA adapter checkpoint into its base model; ``rehearse`` runs the training,
-meta and evaluation commands at a real shape on this machine (:mod:`derl_bench.cli.rehearse`).
+meta and evaluation commands at a real shape on this machine (:mod:`derl_bench.cli.rehearse`);
+``agent-base`` builds an ALFWorld command policy from the searching teacher
+(:mod:`derl_bench.sft.dagger`).
 Nothing is downloaded.
 """
 
@@ -18,7 +20,8 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    """Add ``model init-tiny`` and ``model sft``."""
+    """Add ``model init-tiny``, ``init``, ``merge``, ``rehearse``, ``sft`` and
+    ``agent-base``."""
     parser = subparsers.add_parser("model", help="create models for training")
     sub = parser.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     tiny = sub.add_parser("init-tiny", help="write a tiny random-initialised model to PATH")
@@ -90,6 +93,20 @@ def register(subparsers: Any) -> None:
                      "(the chat TRL's multi-turn trainer plays, trainer: trl) instead of "
                      "<think>...<action>")
     sft.set_defaults(func=run_sft_command)
+    base = sub.add_parser(
+        "agent-base", help="build an ALFWorld command policy from the searching teacher "
+        "(behaviour cloning, then DAgger)",
+        description="Train a small command model on the compact ALFWorld state to pick the "
+        "searching teacher's commands: behaviour cloning on teacher episodes with random "
+        "detours, then DAgger rounds (derl_bench.sft.dagger). Seeded: the same command writes "
+        "the same weights. PATH is written whole or not at all, with dagger.json.")
+    base.add_argument("path", metavar="PATH", help="output directory (must be empty or absent)")
+    base.add_argument("--level", default="L0", choices=("L0", "L1", "L2"),
+                      help="whose training games (L2: task types 1-4 only)")
+    base.add_argument("--seed", type=int, default=0)
+    base.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                      help="other DaggerConfig fields, e.g. bc_updates=2000 rounds=4")
+    base.set_defaults(func=run_agent_base)
 
 
 def run_init_tiny(args: argparse.Namespace) -> int:
@@ -181,3 +198,54 @@ def run_sft_command(args: argparse.Namespace) -> int:
         return 2
     print(f"{args.path}  loss {report['loss_first']:.3f} -> {report['loss_last']:.3f}")
     return 0
+
+
+def run_agent_base(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import yaml
+
+    from derl_bench.sft.dagger import DaggerConfig, run_dagger
+
+    fields = {f.name: f for f in dataclasses.fields(DaggerConfig)}
+    overrides: dict[str, Any] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or key not in fields or key in ("output", "level", "seed"):
+            print(f"derl-bench model agent-base: --set takes KEY=VALUE with KEY one of "
+                  f"{', '.join(sorted(set(fields) - {'output', 'level', 'seed'}))}; got "
+                  f"{item!r}", file=sys.stderr)
+            return 2
+        overrides[key] = yaml.safe_load(value)
+    try:
+        config = DaggerConfig(output=args.path, level=args.level, seed=args.seed, **overrides)
+        _check_agent_base(config)
+        record = run_dagger(config, log=print)
+    except (ValueError, TypeError, FileExistsError) as err:
+        print(f"derl-bench model agent-base: {err}", file=sys.stderr)
+        return 2
+    last = record["rounds"][-1] if record["rounds"] else record["bc"]
+    print(f"{args.path}  {record['parameters']:,} parameters, {record['seconds']:.0f} s; "
+          f"last round's success {last['success']:.3f}")
+    return 0
+
+
+def _check_agent_base(config: Any) -> None:
+    """Refuse settings that cannot train, before anything is loaded."""
+    counts = ("pool", "bc_games", "bc_updates", "batch_size", "envs", "num_threads",
+              "max_episode_steps")
+    for name in counts:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    for name in ("rounds", "round_games", "round_updates"):
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+    for name in ("detour_share", "teacher_share", "teacher_decay"):
+        value = getattr(config, name)
+        if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    rate = config.learning_rate
+    if not isinstance(rate, int | float) or not 0.0 < rate < float("inf"):
+        raise ValueError(f"learning_rate must be a finite number > 0, got {rate!r}")

@@ -51,7 +51,7 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
     import torch
 
     from derl_bench.policies.commands import CommandPolicy
-    from derl_bench.rollout.commands import play
+    from derl_bench.rollout.commands import game_count, play
 
     if num_threads is not None:
         torch.set_num_threads(num_threads)
@@ -72,7 +72,7 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
     started = time.perf_counter()
     pool = [gym.make(env_id, **kwargs) for _ in range(envs)]
     try:
-        count = len(pool[0].unwrapped.game_ids)
+        count = game_count(pool[0])
         games = [{"index": i} for i in range(count if limit is None else min(limit, count))]
         episodes = play(pool[:len(games)] or pool[:1], policy, games, state_factory,
                         greedy=True)

@@ -98,7 +98,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str,
     from derl_bench.policies.commands import CommandPolicy, command_log_probs
     from derl_bench.progress import quiet_transformers
     from derl_bench.reward import compile_reward
-    from derl_bench.rollout.commands import play
+    from derl_bench.rollout.commands import game_count, play
 
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -113,7 +113,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str,
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
     started = time.perf_counter()
     envs = make_envs(config, "train", config.envs)
-    total = len(envs[0].unwrapped.game_ids)
+    total = game_count(envs[0])
     pool = rng.permutation(total)[:config.pool]
     history: list[dict[str, Any]] = []
     try:
@@ -186,7 +186,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str,
     # The inner run's score: greedy success on the level's validation games.
     val_envs = make_envs(config, "validation", config.envs)
     try:
-        count = len(val_envs[0].unwrapped.game_ids)
+        count = game_count(val_envs[0])
         games = [{"index": i} for i in range(min(config.validation_games, count))]
         val = play(val_envs, policy, games, CompactState, greedy=True, respond=respond)
     finally:

@@ -99,6 +99,14 @@ class _Running:
     teacher: str | None
 
 
+def game_count(env: gym.Env) -> int:
+    """How many games ``env`` plays by index (``reset(options={"index": i})``)."""
+    ids = getattr(env.unwrapped, "game_ids", None)
+    if ids is None:
+        raise TypeError(f"{env.unwrapped!r} does not play indexed games (no game_ids)")
+    return len(ids)
+
+
 def _admissible(info: Mapping[str, Any]) -> list[str]:
     return [str(c) for c in info.get("admissible_commands", [])]
 
@@ -222,4 +230,4 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
     return [done[i] for i in range(len(games))]
 
 
-__all__ = ["AgentState", "CommandEpisode", "CommandStep", "play"]
+__all__ = ["AgentState", "CommandEpisode", "CommandStep", "game_count", "play"]

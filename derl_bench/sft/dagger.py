@@ -145,7 +145,7 @@ def run_dagger(config: DaggerConfig, log: Any = None) -> dict[str, Any]:
     )
     from derl_bench.policies.commands import CommandPolicy
     from derl_bench.progress import quiet_transformers
-    from derl_bench.rollout.commands import play
+    from derl_bench.rollout.commands import game_count, play
 
     output = Path(config.output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
@@ -166,7 +166,7 @@ def run_dagger(config: DaggerConfig, log: Any = None) -> dict[str, Any]:
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
                                   weight_decay=0.0)
     envs = _make_envs(config, config.envs)
-    total = len(envs[0].unwrapped.game_ids)
+    total = game_count(envs[0])
     pool = [{"index": int(i)} for i in rng.permutation(total)[:config.pool]]
     if config.bc_games > len(pool):
         raise ValueError(f"bc_games {config.bc_games} exceeds the pool of {len(pool)} games")
