@@ -95,7 +95,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str,
     validation score)."""
     from derl_bench.policies import load_model_and_tokenizer
     from derl_bench.policies.alfworld_state import CompactState
-    from derl_bench.policies.commands import CommandPolicy, command_log_probs
+    from derl_bench.policies.commands import CommandPolicy, chosen_log_probs, command_log_probs
     from derl_bench.progress import quiet_transformers
     from derl_bench.reward import compile_reward
     from derl_bench.rollout.commands import game_count, play
@@ -142,18 +142,18 @@ def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str,
                 optimizer.zero_grad(set_to_none=True)
                 for start in range(0, len(rows), config.minibatch):
                     part = rows[start:start + config.minibatch]
-                    new = command_log_probs(model, [s.ids for s, _ in part], policy.end_id)
-                    chosen = torch.stack([lp[s.chosen] for lp, (s, _) in zip(new, part,
-                                                                            strict=True)])
+                    ids = [s.ids for s, _ in part]
+                    chosen = chosen_log_probs(model, ids, [s.chosen for s, _ in part],
+                                              policy.end_id)
                     old = torch.tensor([s.log_prob for s, _ in part], dtype=chosen.dtype)
                     adv = torch.tensor([a for _, a in part], dtype=chosen.dtype)
                     ratio = (chosen - old).exp()
                     clipped = ratio.clamp(1 - config.clip_eps, 1 + config.clip_eps)
                     loss = -torch.minimum(ratio * adv, clipped * adv).sum() / len(rows)
-                    if reference is not None:
+                    if reference is not None:  # the exact KL needs every command's
+                        new = command_log_probs(model, ids, policy.end_id)
                         with torch.no_grad():
-                            ref = command_log_probs(reference, [s.ids for s, _ in part],
-                                                    policy.end_id)
+                            ref = command_log_probs(reference, ids, policy.end_id)
                         kl = sum(((lp.exp() * (lp - r)).sum() for lp, r in zip(new, ref,
                                                                                 strict=True)),
                                  torch.zeros((), dtype=chosen.dtype))

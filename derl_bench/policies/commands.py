@@ -141,6 +141,41 @@ def _step_logits_hf(model: Any, states: Sequence[StateIds], width: int,
     return logits.gather(1, steps[..., None].expand(-1, -1, logits.shape[-1]))
 
 
+def _check(states: Sequence[StateIds]) -> None:
+    for prompt, commands in states:
+        if not prompt:
+            raise ValueError("a prompt needs at least one token (start with <bos>)")
+        if not commands or any(len(c) == 0 for c in commands):
+            raise ValueError("every state needs at least one command, each of one token or more")
+
+
+def _row_log_probs(model: Any, states: Sequence[StateIds], end_id: int, lean: bool | None,
+                   rows: Sequence[int] | None) -> torch.Tensor:
+    """Log-probabilities of the trie's rows (state-major), or of ``rows`` only: a row's
+    logits depend on its prompt and its own tokens alone, so a subset costs only its rows,
+    while the masks still come from every command of the state."""
+    device = next(model.parameters()).device
+    vocab_size = model.get_output_embeddings().weight.shape[0]
+    trie = trie_targets([cmds for _, cmds in states], end_id, vocab_size, device)
+    if rows is None:
+        scored = states
+        targets, allowed, valid = trie.targets, trie.allowed, trie.valid
+    else:
+        starts = torch.tensor([0, *[len(c) for _, c in states]]).cumsum(0)[:-1].tolist()
+        picked = torch.tensor([start + r for start, r in zip(starts, rows, strict=True)],
+                              device=device)
+        scored = [(p, [cmds[r]]) for (p, cmds), r in zip(states, rows, strict=True)]
+        targets, allowed, valid = trie.targets[picked], trie.allowed[picked], trie.valid[picked]
+    width = targets.shape[1]
+    use_lean = supports(model) if lean is None else lean
+    step_logits = (_step_logits_lean if use_lean else _step_logits_hf)(model, scored, width,
+                                                                       device)
+    # float64 so that the probabilities of a state's commands sum to one to ~1e-15.
+    logits = step_logits.double().masked_fill(~allowed, float("-inf"))
+    token_log_probs = logits.log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1)
+    return token_log_probs.masked_fill(~valid, 0.0).sum(-1)
+
+
 def command_log_probs(model: Any, states: Sequence[StateIds], end_id: int,
                       lean: bool | None = None) -> list[torch.Tensor]:
     """Exact log-probabilities of each state's commands under trie-constrained decoding.
@@ -157,23 +192,26 @@ def command_log_probs(model: Any, states: Sequence[StateIds], end_id: int,
     """
     if not states:
         return []
-    for prompt, commands in states:
-        if not prompt:
-            raise ValueError("a prompt needs at least one token (start with <bos>)")
-        if not commands or any(len(c) == 0 for c in commands):
-            raise ValueError("every state needs at least one command, each of one token or more")
-    device = next(model.parameters()).device
-    vocab_size = model.get_output_embeddings().weight.shape[0]
-    trie = trie_targets([cmds for _, cmds in states], end_id, vocab_size, device)
-    width = trie.targets.shape[1]
-    use_lean = supports(model) if lean is None else lean
-    step_logits = (_step_logits_lean if use_lean else _step_logits_hf)(model, states, width,
-                                                                       device)
-    # float64 so that the probabilities of a state's commands sum to one to ~1e-15.
-    logits = step_logits.double().masked_fill(~trie.allowed, float("-inf"))
-    token_log_probs = logits.log_softmax(-1).gather(-1, trie.targets[..., None]).squeeze(-1)
-    per_row = token_log_probs.masked_fill(~trie.valid, 0.0).sum(-1)
+    _check(states)
+    per_row = _row_log_probs(model, states, end_id, lean, None)
     return list(per_row.split([len(cmds) for _, cmds in states]))
+
+
+def chosen_log_probs(model: Any, states: Sequence[StateIds], chosen: Sequence[int],
+                     end_id: int, lean: bool | None = None) -> torch.Tensor:
+    """``command_log_probs(...)[i][chosen[i]]`` for every state ``i``, as one float64 tensor,
+    running the model on the chosen commands only (a training update needs nothing else: the
+    normalisers at each step of a command come from its own row's logits, masked by the
+    whole trie). About as many rows as states instead of one per admissible command."""
+    if len(chosen) != len(states):
+        raise ValueError(f"{len(chosen)} choices for {len(states)} states")
+    if not states:
+        return torch.zeros(0, dtype=torch.float64)
+    _check(states)
+    for (_, commands), c in zip(states, chosen, strict=True):
+        if not 0 <= c < len(commands):
+            raise ValueError(f"choice {c} is not one of the state's {len(commands)} commands")
+    return _row_log_probs(model, states, end_id, lean, chosen)
 
 
 def sample_command(log_probs: torch.Tensor, generator: torch.Generator | None = None) -> int:

@@ -93,14 +93,16 @@ def train_steps(model: Any, end_id: int, data: list[CommandStep], updates: int,
                 batch_size: int, optimizer: torch.optim.Optimizer,
                 rng: np.random.Generator) -> list[float]:
     """``updates`` minibatch steps of the teacher's commands' negative log-probability."""
-    from derl_bench.policies.commands import command_log_probs
+    from derl_bench.policies.commands import chosen_log_probs
 
     model.train()
     losses = []
     for _ in range(updates):
         batch = [data[i] for i in rng.integers(len(data), size=batch_size)]
-        log_probs = command_log_probs(model, [s.ids for s in batch], end_id)
-        loss = -torch.stack([lp[s.label] for lp, s in zip(log_probs, batch, strict=True)]).mean()
+        labels = [s.label for s in batch if s.label is not None]
+        if len(labels) != len(batch):
+            raise ValueError("train_steps needs labelled states (see labelled())")
+        loss = -chosen_log_probs(model, [s.ids for s in batch], labels, end_id).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

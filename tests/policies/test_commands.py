@@ -166,3 +166,25 @@ def test_bad_inputs_are_refused(policy):
     with pytest.raises(ValueError, match="at least one token"):
         command_log_probs(policy.model, [([], [[5]])], policy.end_id)
     assert command_log_probs(policy.model, [], policy.end_id) == []
+
+
+def test_the_chosen_commands_alone_score_what_every_command_scores():
+    """chosen_log_probs runs only the chosen rows; the trie's masks still come from every
+    command, so each value is the full computation's (up to float32 sums over other
+    padding)."""
+    from derl_bench.policies.commands import chosen_log_probs
+    from tests.numerics import assert_close_reordered
+
+    tok = build_alfworld_tokenizer()
+    policy = CommandPolicy(build_command_model(tok).eval(), tok)
+    states = [policy.encode("goal : put mug in cabinet >",
+                            ["go to cabinet 1", "go to cabinet 10", "go to drawer 2", "look"]),
+              policy.encode("goal : heat egg then put in countertop > last : look ok",
+                            ["inventory", "go to microwave 1", "take egg 1 from fridge 1"])]
+    full = command_log_probs(policy.model, states, policy.end_id)
+    for chosen in ([1, 2], [3, 0], [0, 1]):
+        got = chosen_log_probs(policy.model, states, chosen, policy.end_id)
+        want = torch.stack([lp[c] for lp, c in zip(full, chosen, strict=True)])
+        assert_close_reordered(got.float(), want.detach().float(), terms=256)
+    with pytest.raises(ValueError, match="choice 4"):
+        chosen_log_probs(policy.model, states, [4, 0], policy.end_id)
