@@ -7,7 +7,8 @@ is a ratio of command probabilities, computed by the same function at rollout an
 step of an inner run reads top to bottom:
 
 1. draw ``games_per_step`` games of the training pool and play each ``group_size`` times,
-   sampling, on ``envs`` envs in lockstep (:func:`derl_bench.rollout.commands.play`);
+   sampling token by token inside each state's trie, on ``envs`` envs in lockstep
+   (:func:`derl_bench.rollout.commands.play`);
 2. score every episode with the Meta-Reward (``episodic_from_steps`` over its primitives);
 3. the advantage of an episode is its reward centred (and scaled) within its game's group;
    every command of the episode carries it;
@@ -124,7 +125,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str,
             began = time.perf_counter()
             timing: dict[str, float] = {}
             episodes = play(envs, policy, games, CompactState, seed=config.seed * 100_003 + step,
-                            respond=respond, timing=timing)
+                            respond=respond, decode=True, timing=timing)
             rollout_s = time.perf_counter() - began
             # 2-3. Rewards and group advantages.
             rewards = reward.episodic_from_steps([e.primitive_steps() for e in episodes])

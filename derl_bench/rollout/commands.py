@@ -38,9 +38,11 @@ import torch
 from derl_bench.policies.commands import (
     CommandPolicy,
     StateIds,
+    chosen_log_probs,
     command_log_probs,
     greedy_command,
     sample_command,
+    sample_commands,
 )
 
 
@@ -114,7 +116,7 @@ def _admissible(info: Mapping[str, Any]) -> list[str]:
 def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[Mapping[str, Any]],
          state_factory: Callable[[], AgentState], *, greedy: bool = False,
          teacher_share: float = 0.0, detour_share: float = 0.0, seed: int = 0,
-         respond: Callable[[str], str] | None = None,
+         respond: Callable[[str], str] | None = None, decode: bool = False,
          timing: dict[str, float] | None = None,
          on_episode: Callable[[CommandEpisode], None] | None = None) -> list[CommandEpisode]:
     """Play each game of ``games`` (reset options) once, ``len(envs)`` at a time.
@@ -133,6 +135,9 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
         respond: what is sent to the env for a chosen command (default: the command itself;
             e.g. the command in the think/action tags of an env behind
             :class:`~derl_bench.observers.think_action.ThinkActionWrapper`).
+        decode: sample by decoding inside each state's trie
+            (:func:`~derl_bench.policies.commands.sample_commands`) instead of scoring every
+            command: the same distribution, other draws, a fraction of the model's time.
         timing: if given, seconds are added to its ``reset_s`` (loading and resetting games),
             ``step_s`` (the envs' steps) and ``model_s`` (encoding and scoring states).
         on_episode: called with each episode as it ends.
@@ -187,7 +192,20 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
             ([], []) for _ in texts]
         scored = [i for i, a in enumerate(actors) if a == "policy"]
         log_probs: dict[int, torch.Tensor] = {}
-        if scored:
+        drawn_log_probs: dict[int, float] = {}
+        drawn: dict[int, int] = {}
+        if scored and decode and not greedy:
+            assert policy is not None
+            # Token by token inside each trie, then the drawn commands' log-probabilities:
+            # the same draws' distribution for a fraction of the scoring.
+            sub = [ids[i] for i in scored]
+            with torch.no_grad():
+                picks = sample_commands(policy.model, sub, policy.end_id,
+                                        policy.tokenizer.pad_token_id, generator)
+                values = chosen_log_probs(policy.model, sub, picks, policy.end_id)
+            drawn = dict(zip(scored, picks, strict=True))
+            drawn_log_probs = dict(zip(scored, values.tolist(), strict=True))
+        elif scored:
             assert policy is not None
             with torch.no_grad():
                 values = command_log_probs(policy.model, [ids[i] for i in scored],
@@ -203,10 +221,15 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
             elif actors[i] == "teacher":
                 assert label is not None
                 chosen = label
+            elif i in drawn:
+                chosen = drawn[i]
             else:
                 lp = log_probs[i]
                 chosen = greedy_command(lp) if greedy else sample_command(lp, generator)
-            lp_chosen = float(log_probs[i][chosen]) if i in log_probs else math.nan
+            if i in drawn:
+                lp_chosen = drawn_log_probs[i]
+            else:
+                lp_chosen = float(log_probs[i][chosen]) if i in log_probs else math.nan
             command = commands[chosen]
             sent = command if respond is None else respond(command)
             began = time.perf_counter()

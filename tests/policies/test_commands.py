@@ -188,3 +188,32 @@ def test_the_chosen_commands_alone_score_what_every_command_scores():
         assert_close_reordered(got.float(), want.detach().float(), terms=256)
     with pytest.raises(ValueError, match="choice 4"):
         chosen_log_probs(policy.model, states, [4, 0], policy.end_id)
+
+
+def test_token_by_token_sampling_draws_from_the_command_distribution():
+    """sample_commands (decoding inside the trie) and the exact distribution agree: over many
+    draws every command's frequency is within 4 standard errors of its probability."""
+    from derl_bench.policies.commands import sample_commands
+
+    tok = build_alfworld_tokenizer()
+    model = build_command_model(tok).eval()
+    with torch.no_grad():  # a less uniform model, so the test can tell distributions apart
+        for name, param in model.named_parameters():
+            if "norm" not in name:
+                param.mul_(3.0)
+    policy = CommandPolicy(model, tok)
+    state = policy.encode("goal : put mug in cabinet >",
+                          ["go to cabinet 1", "go to cabinet 10", "go to drawer 2", "look",
+                           "take mug 1 from cabinet 1"])
+    [lp] = command_log_probs(model, [state], policy.end_id)
+    probs = lp.detach().exp()
+    draws = 3000
+    generator = torch.Generator().manual_seed(5)
+    picked = sample_commands(model, [state] * draws, policy.end_id, tok.pad_token_id, generator)
+    counts = torch.bincount(torch.tensor(picked), minlength=len(probs)).double()
+    se = (probs * (1 - probs) / draws).sqrt()
+    assert ((counts / draws - probs).abs() <= 4 * se + 1e-3).all(), (counts / draws, probs)
+    assert probs.max() > 0.3  # not uniform: the check above has teeth
+    first, again = (sample_commands(model, [state] * 50, policy.end_id, tok.pad_token_id,
+                                    torch.Generator().manual_seed(9)) for _ in range(2))
+    assert first == again  # seeded

@@ -60,9 +60,11 @@ def test_off_path_states_carry_the_teachers_label(envs, policy, data_root):
         fresh.close()
 
 
-def test_the_same_seed_plays_the_same_episodes_and_keeps_the_rollout_log_probs(envs, policy):
-    first = play(envs, policy, GAMES, CompactState, seed=11)
-    again = play(envs, policy, GAMES, CompactState, seed=11)
+@pytest.mark.parametrize("decode", [False, True], ids=["scored", "decoded"])
+def test_the_same_seed_plays_the_same_episodes_and_keeps_the_rollout_log_probs(envs, policy,
+                                                                               decode):
+    first = play(envs, policy, GAMES, CompactState, seed=11, decode=decode)
+    again = play(envs, policy, GAMES, CompactState, seed=11, decode=decode)
     assert [[s.chosen for s in e.steps] for e in first] == [
         [s.chosen for s in e.steps] for e in again]
     steps = [s for e in first for s in e.steps]
