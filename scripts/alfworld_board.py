@@ -1,0 +1,220 @@
+"""The ALFWorld board's run-here rows of the command policy: the teacher-taught bases, GRPO from
+them under each hand-made reward, their L0/L1/L2 records and the comparison of the rewards.
+
+    python scripts/alfworld_board.py run --runs runs/alfworld-board \\
+        --base-L0 runs/base-L0 --base-L2 runs/base-L2          # resumable, 2 workers
+    python scripts/alfworld_board.py report --runs runs/alfworld-board
+
+``run`` does each unit once (a unit whose records exist is skipped, so a stopped run goes on
+where it was):
+
+- the bases (``derl-bench model agent-base``, built beforehand): ``teacher-dagger`` on L0 and
+  L1 from the L0 base, on L2 from the L2 base (trained on task types 1-4 only);
+- for every reward and seed, a GRPO inner run from the L0 base on L0's training games
+  (evaluated on L0 and L1) and one from the L2 base on L2's (evaluated on L2).
+
+The recipe (``GRPO``), the rewards and the checkpoint rule are fixed here and stated in
+docs/alfworld-agent.md before the runs: the final weights after the last step, no selection.
+Every record is a greedy evaluation of every game of the level's eval split. The run folders
+(models) stay in ``--runs``; each run's ``metrics.jsonl`` and ``result.json`` are copied to
+``leaderboards/alfworld/evidence/`` with the records.
+
+``report`` prints each row's mean and standard deviation over seeds and the rewards' paired
+differences on L0 and L2 (by seed), Holm-corrected together, with the MDE, and writes them to
+``leaderboards/alfworld/evidence/comparison.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+BOARD = REPO / "leaderboards" / "alfworld"
+EVIDENCE = BOARD / "evidence"
+
+REWARDS = {
+    "outcome": "success",
+    "average": "(g1 + g2 + g3 + g4) / 4",
+    "progress": "success + sum(goal_progress_delta)",
+}
+"""The hand-made rewards: outcome; the paper's average of g1..g4; success plus the goal
+progress made over the episode (a bare step primitive would read the last step only)."""
+
+GRPO = {"steps": 10, "games_per_step": 4, "group_size": 8, "learning_rate": 5e-5,
+        "clip_eps": 0.2, "kl_coef": 0.0, "pool": 200, "validation_games": 32, "envs": 16,
+        "num_threads": 1}
+"""The inner recipe: 10 steps x 4 games x 8 samples (320 episodes), lr 5e-5, no KL."""
+
+MODEL = "command-lm-633k"
+BASE_CHECKPOINT = "final weights of the teacher-taught build (behaviour cloning, then DAgger)"
+GRPO_CHECKPOINT = "final weights after the last GRPO step (no selection)"
+LEVELS = {"L0": ("L0", "L1"), "L2": ("L2",)}
+"""The base a run starts from -> the levels its policy is evaluated on."""
+
+
+def _record(model_dir: Path, level: str, method: str, seed: int, checkpoint: str,
+            meta_reward: str | None, recipe: dict[str, Any] | None) -> Path:
+    """Evaluate ``model_dir`` on ``level``'s eval games and write its record."""
+    from derl_bench.evaluation.commands import evaluate_commands
+    from derl_bench.evaluation.record import command_record
+    from derl_bench.files import write_json_atomic
+    from derl_bench.leaderboard.validate import validate_file
+
+    episodes: list[Any] = []
+    result = evaluate_commands(model_dir, level, num_threads=1, episodes_out=episodes)
+    record = command_record(result, episodes, method=method, model=MODEL, model_dir=model_dir,
+                            checkpoint=checkpoint, seed=seed, meta_reward=meta_reward,
+                            recipe=recipe, level=level)
+    path = BOARD / f"{method}-s{seed}-{level}.json"
+    write_json_atomic(path, record)
+    problems = validate_file(path)
+    if problems:
+        path.unlink()
+        raise ValueError(f"{path.name}: {problems}")
+    print(f"{path.name}: success {result['success']:.3f} ({result['seconds']:.0f} s)",
+          flush=True)
+    return path
+
+
+def _unit(kind: str, runs: str, base: str, base_level: str, reward: str | None,
+          seed: int) -> list[str]:
+    """One unit in a worker process: a base's evaluation, or a GRPO run and its evaluation."""
+    import torch
+
+    torch.set_num_threads(1)
+    if kind == "base":
+        done = []
+        for level in LEVELS[base_level]:
+            if not (BOARD / f"teacher-dagger-s{seed}-{level}.json").exists():
+                done.append(str(_record(Path(base), level, "teacher-dagger", seed,
+                                        BASE_CHECKPOINT, None, _base_recipe(base))))
+        return done
+    from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
+
+    assert reward is not None
+    method = f"grpo-{reward}"
+    name = f"{method}-s{seed}-{base_level}"
+    run_dir = Path(runs) / name
+    config = CommandGRPOConfig(model=base, output_dir=str(run_dir), level=base_level,
+                               meta_reward=REWARDS[reward], seed=seed, **GRPO)
+    if not (run_dir / "result.json").exists():
+        if run_dir.exists():
+            shutil.rmtree(run_dir)  # a run stopped half way starts again
+        train_commands(config, log=lambda m: print(f"{name}: {m}", flush=True))
+    evidence = EVIDENCE / name
+    evidence.mkdir(parents=True, exist_ok=True)
+    for file in ("metrics.jsonl", "result.json"):
+        shutil.copy(run_dir / file, evidence / file)
+    recipe = {**GRPO, "base": Path(base).name, "meta_reward": REWARDS[reward],
+              "level": base_level}
+    return [str(_record(run_dir / "model", level, method, seed, GRPO_CHECKPOINT,
+                        REWARDS[reward], recipe))
+            for level in LEVELS[base_level]
+            if not (BOARD / f"{method}-s{seed}-{level}.json").exists()]
+
+
+def _base_recipe(base: str) -> dict[str, Any]:
+    config = json.loads((Path(base) / "dagger.json").read_text())["config"]
+    return {k: v for k, v in config.items() if k not in ("output", "data_root")}
+
+
+def run(args: argparse.Namespace) -> int:
+    units: list[tuple] = [("base", args.runs, args.base_L0, "L0", None, 0),
+                          ("base", args.runs, args.base_L2, "L2", None, 0)]
+    for seed in args.seeds:
+        for reward in args.rewards:
+            for level, base in (("L0", args.base_L0), ("L2", args.base_L2)):
+                units.append(("grpo", args.runs, base, level, reward, seed))
+    todo = []
+    for unit in units:
+        kind, _, _, level, reward, seed = unit
+        method = "teacher-dagger" if kind == "base" else f"grpo-{reward}"
+        if all((BOARD / f"{method}-s{seed}-{lv}.json").exists() for lv in LEVELS[level]):
+            continue
+        todo.append(unit)
+    print(f"{len(todo)} of {len(units)} units to run", flush=True)
+    context = multiprocessing.get_context("spawn")
+    failed = 0
+    with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=context) as pool:
+        futures = {pool.submit(_unit, *unit): unit for unit in todo}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                future.result()
+            except Exception as err:  # one unit's failure must not lose the others
+                failed += 1
+                print(f"unit {futures[future]} failed: {err!r}", file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+def report(args: argparse.Namespace) -> int:
+    from derl_bench.experiments.stats import holm, mean_sd, paired_difference
+
+    def success(method: str, seed: int, level: str) -> float | None:
+        path = BOARD / f"{method}-s{seed}-{level}.json"
+        if not path.exists():
+            return None
+        return float(json.loads(path.read_text())["results"]["success_rate"]["mean"])
+
+    rows: dict[str, Any] = {}
+    methods = ["teacher-dagger", *(f"grpo-{r}" for r in args.rewards)]
+    for method in methods:
+        seeds = [0] if method == "teacher-dagger" else args.seeds
+        rows[method] = {}
+        for level in ("L0", "L1", "L2"):
+            values = [v for s in seeds if (v := success(method, s, level)) is not None]
+            if values:
+                mean, sd = mean_sd(values)
+                rows[method][level] = {"mean": mean, "sd": sd, "n": len(values)}
+    comparisons = []
+    for level in ("L0", "L2"):
+        rewards = list(args.rewards)
+        for i, a in enumerate(rewards):
+            for b in rewards[i + 1:]:
+                xa = [success(f"grpo-{a}", s, level) for s in args.seeds]
+                xb = [success(f"grpo-{b}", s, level) for s in args.seeds]
+                if None in xa or None in xb:
+                    continue
+                diff = paired_difference(xa, xb)  # type: ignore[arg-type]
+                comparisons.append({"level": level, "a": a, "b": b, **diff})
+    corrected = holm(comparisons) if comparisons else []
+    out = {"rows": rows, "comparisons": corrected, "seeds": args.seeds,
+           "note": "success rates (0-1) of greedy play on every eval game; differences are "
+                   "a - b paired by seed, Holm-corrected together"}
+    EVIDENCE.mkdir(parents=True, exist_ok=True)
+    (EVIDENCE / "comparison.json").write_text(json.dumps(out, indent=2) + "\n")
+    for method, levels in rows.items():
+        cells = [f"{lv} {v['mean'] * 100:.1f} ± {v['sd'] * 100:.1f} (n={v['n']})"
+                 for lv, v in levels.items()]
+        print(f"{method:18s} " + "; ".join(cells))
+    for c in corrected:
+        print(f"{c['level']} {c['a']} - {c['b']}: {c['mean'] * 100:+.1f} points, Holm "
+              f"[{c['holm_low'] * 100:+.1f}, {c['holm_high'] * 100:+.1f}], MDE "
+              f"{c['mde'] * 100:.1f}, p_holm {c['p_holm']:.3f}")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "report"):
+        p = sub.add_parser(name)
+        p.add_argument("--runs", default="runs/alfworld-board")
+        p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+        p.add_argument("--rewards", nargs="+", default=list(REWARDS), choices=list(REWARDS))
+        if name == "run":
+            p.add_argument("--base-L0", dest="base_L0", default="runs/base-L0")
+            p.add_argument("--base-L2", dest="base_L2", default="runs/base-L2")
+            p.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    return run(args) if args.command == "run" else report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
