@@ -38,6 +38,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 BOARD = REPO / "leaderboards" / "alfworld"
 EVIDENCE = BOARD / "evidence"
+QUICK = {"steps": 1, "games_per_step": 1, "group_size": 2, "pool": 2, "validation_games": 2,
+         "envs": 4}
+"""``--quick``: a rehearsal of every code path in minutes (into another ``--board``)."""
 
 REWARDS = {
     "outcome": "success",
@@ -74,7 +77,7 @@ def _record(model_dir: Path, level: str, method: str, seed: int, checkpoint: str
                             recipe=recipe, level=level)
     path = BOARD / f"{method}-s{seed}-{level}.json"
     write_json_atomic(path, record)
-    problems = validate_file(path)
+    problems = validate_file(path).problems
     if problems:
         path.unlink()
         raise ValueError(f"{path.name}: {problems}")
@@ -84,10 +87,14 @@ def _record(model_dir: Path, level: str, method: str, seed: int, checkpoint: str
 
 
 def _unit(kind: str, runs: str, base: str, base_level: str, reward: str | None,
-          seed: int) -> list[str]:
+          seed: int, board: str, quick: bool) -> list[str]:
     """One unit in a worker process: a base's evaluation, or a GRPO run and its evaluation."""
     import torch
 
+    global BOARD, EVIDENCE
+    BOARD, EVIDENCE = Path(board), Path(board) / "evidence"
+    if quick:
+        GRPO.update(QUICK)
     torch.set_num_threads(1)
     if kind == "base":
         done = []
@@ -126,15 +133,20 @@ def _base_recipe(base: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    units: list[tuple] = [("base", args.runs, args.base_L0, "L0", None, 0),
-                          ("base", args.runs, args.base_L2, "L2", None, 0)]
+    global BOARD, EVIDENCE
+    BOARD, EVIDENCE = Path(args.board), Path(args.board) / "evidence"
+    extra = (str(BOARD), args.quick)
+    units: list[tuple] = [("base", args.runs, args.base_L0, "L0", None, 0, *extra),
+                          ("base", args.runs, args.base_L2, "L2", None, 0, *extra)]
     for seed in args.seeds:
         for reward in args.rewards:
             for level, base in (("L0", args.base_L0), ("L2", args.base_L2)):
-                units.append(("grpo", args.runs, base, level, reward, seed))
+                units.append(("grpo", args.runs, base, level, reward, seed, *extra))
+    if args.levels:
+        units = [u for u in units if u[3] in args.levels]
     todo = []
     for unit in units:
-        kind, _, _, level, reward, seed = unit
+        kind, _, _, level, reward, seed = unit[:6]
         method = "teacher-dagger" if kind == "base" else f"grpo-{reward}"
         if all((BOARD / f"{method}-s{seed}-{lv}.json").exists() for lv in LEVELS[level]):
             continue
@@ -155,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     from derl_bench.experiments.stats import holm, mean_sd, paired_difference
+
+    global BOARD, EVIDENCE
+    BOARD, EVIDENCE = Path(args.board), Path(args.board) / "evidence"
 
     def success(method: str, seed: int, level: str) -> float | None:
         path = BOARD / f"{method}-s{seed}-{level}.json"
@@ -208,10 +223,15 @@ def main() -> int:
         p.add_argument("--runs", default="runs/alfworld-board")
         p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
         p.add_argument("--rewards", nargs="+", default=list(REWARDS), choices=list(REWARDS))
+        p.add_argument("--board", default=str(BOARD), help="where the records go")
         if name == "run":
             p.add_argument("--base-L0", dest="base_L0", default="runs/base-L0")
             p.add_argument("--base-L2", dest="base_L2", default="runs/base-L2")
             p.add_argument("--workers", type=int, default=2)
+            p.add_argument("--levels", nargs="*", choices=("L0", "L2"),
+                           help="only the units of these bases")
+            p.add_argument("--quick", action="store_true",
+                           help="a rehearsal: GRPO of 1 step x 1 game x 2 samples")
     args = parser.parse_args()
     return run(args) if args.command == "run" else report(args)
 
