@@ -202,9 +202,9 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
             with torch.no_grad():
                 picks = sample_commands(policy.model, sub, policy.end_id,
                                         policy.tokenizer.pad_token_id, generator)
-                values = chosen_log_probs(policy.model, sub, picks, policy.end_id)
+                picked = chosen_log_probs(policy.model, sub, picks, policy.end_id)
             drawn = dict(zip(scored, picks, strict=True))
-            drawn_log_probs = dict(zip(scored, values.tolist(), strict=True))
+            drawn_log_probs = dict(zip(scored, picked.tolist(), strict=True))
         elif scored:
             assert policy is not None
             with torch.no_grad():
