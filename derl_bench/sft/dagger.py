@@ -172,7 +172,8 @@ def run_dagger(config: DaggerConfig, log: Any = None) -> dict[str, Any]:
     pool = [{"index": int(i)} for i in rng.permutation(total)[:config.pool]]
     if config.bc_games > len(pool):
         raise ValueError(f"bc_games {config.bc_games} exceeds the pool of {len(pool)} games")
-    record: dict[str, Any] = {"config": asdict(config), "games_in_split": total, "rounds": []}
+    record: dict[str, Any] = {"config": asdict(config), "games_in_split": total,
+                              "pool": [g["index"] for g in pool], "rounds": []}
     try:
         bc_games = pool[:config.bc_games]
         episodes = play(envs, policy, bc_games, CompactState, teacher_share=1.0,
