@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     extra = (str(BOARD), args.quick)
     units: list[tuple] = [("base", args.runs, args.base_L0, "L0", None, 0, *extra),
                           ("base", args.runs, args.base_L2, "L2", None, 0, *extra)]
-    for seed in args.seeds:
+    for seed in [] if args.only_bases else args.seeds:
         for reward in args.rewards:
             for level, base in (("L0", args.base_L0), ("L2", args.base_L2)):
                 units.append(("grpo", args.runs, base, level, reward, seed, *extra))
@@ -230,6 +230,8 @@ def main() -> int:
             p.add_argument("--workers", type=int, default=2)
             p.add_argument("--levels", nargs="*", choices=("L0", "L2"),
                            help="only the units of these bases")
+            p.add_argument("--only-bases", action="store_true",
+                           help="only the bases' records (teacher-dagger)")
             p.add_argument("--quick", action="store_true",
                            help="a rehearsal: GRPO of 1 step x 1 game x 2 samples")
     args = parser.parse_args()

@@ -6,7 +6,8 @@ probability of a command is exact under trie-constrained decoding, so the ratio 
 is a ratio of command probabilities, computed by the same function at rollout and update. One
 step of an inner run reads top to bottom:
 
-1. draw ``games_per_step`` games of the training pool and play each ``group_size`` times,
+1. draw ``games_per_step`` games of the training pool (games the base was not taught on,
+   :func:`training_pool`) and play each ``group_size`` times,
    sampling token by token inside each state's trie, on ``envs`` envs in lockstep
    (:func:`derl_bench.rollout.commands.play`);
 2. score every episode with the Meta-Reward (``episodic_from_steps`` over its primitives);
@@ -77,6 +78,35 @@ def respond(command: str) -> str:
     return f"<think></think><action>{command}</action>"
 
 
+def base_games(model: str | Path, total: int) -> set[int]:
+    """The training games a teacher-taught base (``dagger.json`` beside its weights) was
+    built on: its record's ``pool``, or the pool its seed draws (the same permutation
+    :func:`~derl_bench.sft.dagger.run_dagger` draws); empty for any other model."""
+    record_file = Path(model) / "dagger.json"
+    if not record_file.is_file():
+        return set()
+    record = json.loads(record_file.read_text())
+    if "pool" in record:
+        return {int(i) for i in record["pool"]}
+    base = record["config"]
+    if record.get("games_in_split") != total:
+        return set()
+    return {int(i) for i in np.random.default_rng(base["seed"]).permutation(total)[:base["pool"]]}
+
+
+def training_pool(config: CommandGRPOConfig, total: int) -> np.ndarray:
+    """The run's ``pool`` training games: drawn with the run's seed among the games its base
+    was not taught on, so GRPO meets games the base has not memorised (on its own teaching
+    games a base wins nearly every episode, and no group's rewards differ)."""
+    taught = base_games(config.model, total)
+    rng = np.random.default_rng([config.seed, 0x67727030])  # a stream of its own
+    fresh = np.array([g for g in rng.permutation(total) if int(g) not in taught])
+    if len(fresh) < config.pool:
+        raise ValueError(f"only {len(fresh)} training games are left beside the base's "
+                         f"{len(taught)}; pool {config.pool} is too large")
+    return fresh[:config.pool]
+
+
 def make_envs(config: CommandGRPOConfig, split: str, n: int) -> list[Any]:
     """``n`` envs of ``split`` behind the think/action parser (its ``format_valid``)."""
     import gymnasium as gym
@@ -115,7 +145,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str,
     started = time.perf_counter()
     envs = make_envs(config, "train", config.envs)
     total = game_count(envs[0])
-    pool = rng.permutation(total)[:config.pool]
+    pool = training_pool(config, total)
     history: list[dict[str, Any]] = []
     try:
         for step in range(1, config.steps + 1):
@@ -205,4 +235,5 @@ def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str,
     return history
 
 
-__all__ = ["CommandGRPOConfig", "make_envs", "respond", "train_commands"]
+__all__ = ["CommandGRPOConfig", "base_games", "make_envs", "respond", "train_commands",
+           "training_pool"]

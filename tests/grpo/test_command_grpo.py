@@ -44,3 +44,26 @@ def test_an_inner_run_trains_and_scores(tmp_path, data_root, reward, kl):
     moved = any(not torch.equal(a, b) for a, b in zip(before.parameters(), after.parameters(),
                                                       strict=True))
     assert moved == any(r["commands/trained"] > 0 for r in steps)
+
+
+def test_the_training_pool_leaves_out_the_games_the_base_was_taught_on(tmp_path):
+    import numpy as np
+
+    from derl_bench.grpo.commands import base_games, training_pool
+
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "dagger.json").write_text(json.dumps({"pool": list(range(0, 60, 2)),
+                                                  "games_in_split": 100,
+                                                  "config": {"seed": 0, "pool": 30}}))
+    config = CommandGRPOConfig(model=str(base), output_dir=str(tmp_path / "run"), pool=40)
+    pool = training_pool(config, 100)
+    assert len(set(pool.tolist())) == 40 and not set(pool.tolist()) & set(range(0, 60, 2))
+    assert np.array_equal(pool, training_pool(config, 100))  # seeded
+    # A record without its pool: the pool its seed drew, as run_dagger draws it.
+    (base / "dagger.json").write_text(json.dumps({"games_in_split": 100,
+                                                  "config": {"seed": 3, "pool": 10}}))
+    drawn = set(np.random.default_rng(3).permutation(100)[:10].tolist())
+    assert base_games(base, 100) == drawn
+    with pytest.raises(ValueError, match="too large"):
+        training_pool(CommandGRPOConfig(model=str(base), output_dir="x", pool=95), 100)
