@@ -135,9 +135,14 @@ _FULL = {
 SHAPES: dict[str, ModelShape] = {
     **_FULL,
     **{f"{name}-short": replace(shape, num_hidden_layers=2) for name, shape in _FULL.items()},
+    # torch's CPU bfloat16 GEMM without AVX512-BF16/AMX runs some layouts (the backward's
+    # grad @ weight) at under 1 GFLOP/s, so a bfloat16 update at 896 wide takes tens of minutes
+    # on such a CPU; the vocabulary, tokenizer, head size and dtype paths stay real here.
+    "qwen2.5-narrow": ModelShape(128, 704, 2, 2, 1),
 }
-"""Named shapes: Qwen2.5 0.5B/1.5B/3B as released, and ``-short`` variants (same width,
-heads and vocabulary, 2 layers) that run on a CPU in CI."""
+"""Named shapes: Qwen2.5 0.5B/1.5B/3B as released, ``-short`` variants (same width, heads and
+vocabulary, 2 layers) that run on a CPU in CI, and ``qwen2.5-narrow`` (the vocabulary and the
+64-wide heads at width 128, 2 layers) for bfloat16 training on any CPU."""
 
 SHAPE_FILE = "model_shape.json"
 

@@ -29,6 +29,8 @@ def test_shapes_are_qwen25s_published_configs():
     short = SHAPES["qwen2.5-0.5b-short"]
     assert short.num_hidden_layers == 2 and short.hidden_size == 896
     assert short.vocab_size == 151936
+    narrow = SHAPES["qwen2.5-narrow"]
+    assert (narrow.vocab_size, narrow.head_dim) == (151936, SHAPES["qwen2.5-0.5b"].head_dim)
 
 
 def test_init_writes_a_folder_that_loads_like_the_hub_model(short_model):
