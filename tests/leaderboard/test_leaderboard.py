@@ -15,7 +15,7 @@ import pytest
 
 from derl_bench.cli import main
 from derl_bench.evaluation import adapter_for, evaluated_env_ids, schema_errors
-from derl_bench.evaluation.schema import RESULT_SCHEMA, binomial_se
+from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, RESULT_SCHEMA, binomial_se
 from derl_bench.leaderboard import render_html, submission_files, validate_file
 from derl_bench.leaderboard.board import build_boards
 
@@ -422,8 +422,12 @@ def test_render_writes_tables_charts_and_page(tmp_path):
     assert page.count("http") == page.count('<a href="http')  # in links and nowhere else
     boards = build_boards([(p, json.loads(p.read_text())) for p in committed()])
     cells = sum(len(r.cells) + len(r.published) for b in boards for r in b.rows)
-    views = sum(len(b.columns()) for b in boards)
-    assert page.count("<tr") == (1 + cells) + (views + cells)  # all records, then the views
+    # a view holds one table per policy interface with a row for its level and metric
+    tables = sum(any(level in r.metric_cells(metric) for r in b.rows_of(interface))
+                 or interface == DEFAULT_POLICY_INTERFACE
+                 for b in boards for _, level, metric in b.columns()
+                 for interface in b.interfaces())
+    assert page.count("<tr") == (1 + cells) + (tables + cells)  # all records, then the views
 
 
 def test_render_skips_invalid_records(tmp_path, capsys):
