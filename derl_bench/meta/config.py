@@ -238,6 +238,15 @@ class MetaConfig:
     when it does not), ``false`` (always separate runs). Each candidate's result is what its
     separate run gives, up to float rounding."""
 
+    inner_commands: dict[str, Any] | None = None
+    """Train ALFWorld's command policy (:mod:`derl_bench.grpo.commands`) in every inner run
+    instead of an LLM: the fields of its recipe (:class:`~derl_bench.grpo.commands.
+    CommandGRPOConfig`: ``steps``, ``games_per_step``, ``group_size``, ``learning_rate``, ...).
+    Each run starts from ``inner.model`` (a teacher-taught base, ``derl-bench model
+    agent-base``) on ``inner.level`` with the candidate's reward and inner seed, and scores
+    greedy success on the first ``validation_episodes`` games of the level's validation
+    split. ``None``: the LLM recipe ``inner``."""
+
     output_dir: str | None = None
     progress: bool = True
 
@@ -278,6 +287,8 @@ class MetaConfig:
             self.inner = config_from_dict({"seed": self.seed, **self.inner})
         elif not isinstance(self.inner, TrainConfig):
             raise ConfigError("inner must be a mapping of TrainConfig fields")
+        if self.inner_commands is not None:
+            self._check_inner_commands()
         if isinstance(self.optimizer, dict):
             unknown = sorted(set(self.optimizer) - {f.name for f in fields(OptimizerConfig)})
             if unknown:
@@ -294,6 +305,30 @@ class MetaConfig:
             except MetaRewardError as err:
                 raise ConfigError(f"{self.inner.env_id}: the official prompt and protocol "
                                   f"write formulas over g1..g4: {err}") from None
+
+    def _check_inner_commands(self) -> None:
+        from derl_bench.grpo.commands import CommandGRPOConfig
+
+        if not isinstance(self.inner_commands, dict):
+            raise ConfigError("inner_commands must be a mapping of the command policy's "
+                              "GRPO recipe fields")
+        # The run sets these per candidate or takes them from `inner`.
+        set_by_run = {"model", "output_dir", "meta_reward", "seed", "level", "env_id",
+                      "validation_games", "data_root"}
+        allowed = {f.name for f in fields(CommandGRPOConfig)} - set_by_run
+        unknown = sorted(set(self.inner_commands) - allowed)
+        if unknown:
+            raise ConfigError(f"inner_commands: unknown or run-set fields {', '.join(unknown)}"
+                              f" (allowed: {', '.join(sorted(allowed))})")
+        if self.inner.env_id != "derl/ALFWorld-v0":
+            raise ConfigError(f"inner_commands trains ALFWorld's command policy; the inner "
+                              f"env is {self.inner.env_id}")
+        if self.batch_inner == "true":
+            raise ConfigError("inner_commands: command-policy runs do not train as one "
+                              "population (batch_inner must be auto or false)")
+        if self.validation_split not in (None, "validation"):
+            raise ConfigError("inner_commands scores on the level's validation split; "
+                              "validation_split cannot be changed")
 
     @property
     def run_dir(self) -> Path:

@@ -22,6 +22,7 @@ import gymnasium as gym
 from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.family import FamilySpec, family_spec
 from derl_bench.grpo.checkpoint import quiet_transformers
+from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
 from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
 from derl_bench.grpo.dispatch import run_training
 from derl_bench.grpo.population import PopulationRun, train_population
@@ -196,10 +197,34 @@ def train_and_score(meta: MetaConfig, expr: str, run_dir: Path, start_model: str
     if run_dir.exists():
         shutil.rmtree(run_dir)
     config = inner_config(meta, expr, run_dir, start_model, data_offset, seed)
+    if meta.inner_commands is not None:
+        return _train_and_score_commands(meta, config)
     history, checkpoint = run_training(config)
     score, metrics = validation_score(checkpoint, meta, config)
     last_reward = float(history[-1]["reward/mean"]) if history else float("nan")
     return InnerResult(score, last_reward, checkpoint, metrics)
+
+
+def command_config(meta: MetaConfig, config: TrainConfig) -> CommandGRPOConfig:
+    """The command policy's run for the inner run ``config`` (:attr:`MetaConfig.
+    inner_commands`): its reward, seed, start model, level and folder, scored on
+    ``validation_episodes`` validation games."""
+    return CommandGRPOConfig(
+        model=str(config.model), output_dir=str(config.run_dir),
+        meta_reward=str(config.meta_reward), env_id=config.env_id,
+        level=config.level or "L0", seed=config.seed,
+        validation_games=meta.validation_episodes,
+        **(meta.inner_commands or {}))
+
+
+def _train_and_score_commands(meta: MetaConfig, config: TrainConfig) -> InnerResult:
+    # The command policy draws its training games by seed from the games its base was not
+    # taught on, so a warm start's data offset has nothing to continue: each run draws anew.
+    history = train_commands(command_config(meta, config))
+    steps = [row for row in history if row["step"] != "validation"]
+    last_reward = float(steps[-1]["reward/mean"]) if steps else float("nan")
+    return InnerResult(float(history[-1]["score"]), last_reward,
+                       config.run_dir / "model", {})
 
 
 @dataclass(frozen=True)
