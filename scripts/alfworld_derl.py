@@ -1,0 +1,221 @@
+"""Reward discovery on ALFWorld with the command policy: ``derl``, ``derl-frozen`` and
+``random`` from the teacher-taught base, with ALFWorld's own primitives, at the budget stated
+in docs/alfworld-agent.md before the runs.
+
+    python scripts/alfworld_derl.py run --runs runs/alfworld-derl \\
+        --base-L0 runs/base-L0 --base-L2 runs/base-L2          # resumable
+    python scripts/alfworld_derl.py report --runs runs/alfworld-derl
+
+``run`` does, for every method and seed, each step once (a finished step is skipped, a
+stopped search resumes from its last generation):
+
+1. **search**: ``derl-bench meta``'s loop (:func:`derl_bench.meta.run_meta`) with
+   ``inner_commands``: every candidate trains the command policy from the L0 base with the
+   board's GRPO recipe (``scripts/alfworld_board.py``) and scores its greedy success on the
+   first ``validation_games`` games of L0's validation split (``valid_train``, disjoint from every
+   eval set);
+2. **pick**: the candidate with the highest validation score (the first one on a tie);
+3. **re-train** the picked reward on a fresh seed (``RETRAIN_SEED + seed``) from the L0 base
+   (records on L0 and L1) and from the L2 base (L2), final weights, greedy on every eval game:
+   the records ``<method>-s<seed>-<level>.json`` on the ALFWorld board.
+
+``report`` prints each method's mean over seeds, what each picked, and the paired differences
+(derl - derl-frozen, derl - random, each method - grpo-outcome) on L0 and L2, Holm-corrected
+together, and writes ``leaderboards/alfworld/evidence/derl-comparison.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import alfworld_board
+from alfworld_board import GRPO, LEVELS, QUICK, _record
+
+BOARD = alfworld_board.BOARD
+EVIDENCE = BOARD / "evidence"
+METHODS = ("derl", "derl-frozen", "random")
+SEARCH = {"outer_steps": 3, "population": 4}
+"""The budget of one search: 3 generations x 4 rewards = 12 inner runs."""
+QUICK_SEARCH = {"outer_steps": 1, "population": 2}
+"""``--quick``: a rehearsal of every code path in minutes (into another ``--board``)."""
+RETRAIN_SEED = 100
+"""The re-training seed of search seed ``s`` is ``RETRAIN_SEED + s``: a seed no search used
+for its inner runs (slots 0-11)."""
+RETRAIN_CHECKPOINT = ("final weights after the last GRPO step of the picked reward, re-trained "
+                      "on a fresh seed (no selection)")
+
+
+def search(method: str, seed: int, runs: Path, base_L0: str, workers: int) -> dict[str, Any]:
+    """The search of ``method`` and ``seed`` (resumed where it stopped); returns its result."""
+    from derl_bench.meta import MetaConfig, run_meta
+
+    out = runs / f"{method}-s{seed}" / "search"
+    result_file = out.parent / "search.json"
+    if result_file.exists():
+        return json.loads(result_file.read_text())
+    recipe = {k: v for k, v in GRPO.items() if k != "validation_games"}
+    config = MetaConfig(
+        name=f"{method}-s{seed}", method=method, seed=seed, **SEARCH,
+        validation_episodes=GRPO["validation_games"], eval_levels=[], progress=False,
+        inner={"env_id": "derl/ALFWorld-v0", "model": str(Path(base_L0).resolve()),
+               "level": "L0", "tensorboard": False},
+        inner_commands=recipe, executor="local" if workers == 1 else "ray", workers=workers,
+        output_dir=str(out))
+    resume = (out / "config.yaml").exists()
+    result = run_meta(config, resume=resume)
+    scored = [c for c in result.candidates if c.get("status") == "scored"]
+    summary = {"method": method, "seed": seed, "budget": SEARCH,
+               "picked": result.best_expr, "picked_score": result.best_score,
+               "candidates": [{k: c.get(k) for k in ("generation", "index", "expr", "status",
+                                                     "score", "train_reward", "inner_seed",
+                                                     "duplicate_of")}
+                              for c in result.candidates],
+               "scored": len(scored)}
+    result_file.write_text(json.dumps(summary, indent=2) + "\n")
+    EVIDENCE.joinpath(f"{method}-s{seed}").mkdir(parents=True, exist_ok=True)
+    shutil.copy(result_file, EVIDENCE / f"{method}-s{seed}" / "search.json")
+    return summary
+
+
+def retrain(method: str, seed: int, expr: str, runs: Path, bases: dict[str, str]) -> None:
+    """Train ``expr`` on a fresh seed from each base and write its records."""
+    from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
+
+    for base_level, base in bases.items():
+        levels = [lv for lv in LEVELS[base_level]
+                  if not (BOARD / f"{method}-s{seed}-{lv}.json").exists()]
+        if not levels:
+            continue
+        run_dir = runs / f"{method}-s{seed}" / f"retrain-{base_level}"
+        config = CommandGRPOConfig(model=base, output_dir=str(run_dir), level=base_level,
+                                   meta_reward=expr, seed=RETRAIN_SEED + seed, **GRPO)
+        if not (run_dir / "result.json").exists():
+            if run_dir.exists():
+                shutil.rmtree(run_dir)
+            train_commands(config, log=lambda m, b=base_level: print(
+                f"{method}-s{seed} re-train {b}: {m}", flush=True))
+        evidence = EVIDENCE / f"{method}-s{seed}" / f"retrain-{base_level}"
+        evidence.mkdir(parents=True, exist_ok=True)
+        for file in ("metrics.jsonl", "result.json"):
+            shutil.copy(run_dir / file, evidence / file)
+        recipe = {**GRPO, "base": Path(base).name, "meta_reward": expr, "level": base_level,
+                  "seed": RETRAIN_SEED + seed, "search": {"method": method, "seed": seed,
+                                                          **SEARCH}}
+        for level in levels:
+            _record(run_dir / "model", level, method, seed, RETRAIN_CHECKPOINT, expr, recipe)
+
+
+def _use_board(board: str, quick: bool) -> None:
+    """Write records and evidence under ``board``; ``quick``: the rehearsal's sizes."""
+    global BOARD, EVIDENCE
+    BOARD, EVIDENCE = Path(board), Path(board) / "evidence"
+    alfworld_board.BOARD, alfworld_board.EVIDENCE = BOARD, EVIDENCE
+    if quick:
+        GRPO.update(QUICK)
+        SEARCH.update(QUICK_SEARCH)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    torch.set_num_threads(1)
+    _use_board(args.board, args.quick)
+    runs = Path(args.runs)
+    bases = {"L0": str(Path(args.base_L0).resolve()), "L2": str(Path(args.base_L2).resolve())}
+    for seed in args.seeds:
+        for method in args.methods:
+            found = search(method, seed, runs, bases["L0"], args.workers)
+            print(f"{method}-s{seed}: picked {found['picked']!r} (validation "
+                  f"{found['picked_score']:.3f})", flush=True)
+            if found["picked"] is None:
+                print(f"{method}-s{seed}: no candidate scored; nothing to re-train",
+                      file=sys.stderr)
+                continue
+            retrain(method, seed, found["picked"], runs, bases)
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    from derl_bench.experiments.stats import holm, mean_sd, paired_difference
+
+    _use_board(args.board, False)
+
+    def success(method: str, seed: int, level: str) -> float | None:
+        path = BOARD / f"{method}-s{seed}-{level}.json"
+        if not path.exists():
+            return None
+        return float(json.loads(path.read_text())["results"]["success_rate"]["mean"])
+
+    rows: dict[str, Any] = {}
+    for method in (*args.methods, "grpo-outcome"):
+        rows[method] = {}
+        for level in ("L0", "L1", "L2"):
+            values = [v for s in args.seeds if (v := success(method, s, level)) is not None]
+            if values:
+                mean, sd = mean_sd(values)
+                rows[method][level] = {"mean": mean, "sd": sd, "n": len(values)}
+    pairs = [("derl", "derl-frozen"), ("derl", "random"),
+             *((m, "grpo-outcome") for m in args.methods)]
+    comparisons = []
+    for level in ("L0", "L2"):
+        for a, b in pairs:
+            xa = [success(a, s, level) for s in args.seeds]
+            xb = [success(b, s, level) for s in args.seeds]
+            if None in xa or None in xb:
+                continue
+            comparisons.append({"level": level, "a": a, "b": b,
+                                **paired_difference(xa, xb)})  # type: ignore[arg-type]
+    corrected = holm(comparisons) if comparisons else []
+    picks = {}
+    for method in args.methods:
+        for seed in args.seeds:
+            found = EVIDENCE / f"{method}-s{seed}" / "search.json"
+            if found.exists():
+                data = json.loads(found.read_text())
+                picks[f"{method}-s{seed}"] = {"picked": data["picked"],
+                                              "validation": data["picked_score"]}
+    out = {"rows": rows, "picks": picks, "comparisons": corrected, "seeds": args.seeds,
+           "budget": SEARCH, "note": "success rates (0-1) of greedy play on every eval game; "
+           "differences a - b paired by seed, Holm-corrected together"}
+    EVIDENCE.mkdir(parents=True, exist_ok=True)
+    (EVIDENCE / "derl-comparison.json").write_text(json.dumps(out, indent=2) + "\n")
+    for name, pick in picks.items():
+        print(f"{name:16s} picked {pick['picked']!r} (validation {pick['validation']:.3f})")
+    for method, levels in rows.items():
+        cells = [f"{lv} {v['mean'] * 100:.1f} ± {v['sd'] * 100:.1f} (n={v['n']})"
+                 for lv, v in levels.items()]
+        print(f"{method:16s} " + "; ".join(cells))
+    for c in corrected:
+        print(f"{c['level']} {c['a']} - {c['b']}: {c['mean'] * 100:+.1f} points, Holm "
+              f"[{c['holm_low'] * 100:+.1f}, {c['holm_high'] * 100:+.1f}], MDE "
+              f"{c['mde'] * 100:.1f}, p_holm {c['p_holm']:.3f}")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "report"):
+        p = sub.add_parser(name)
+        p.add_argument("--runs", default="runs/alfworld-derl")
+        p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+        p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+        p.add_argument("--board", default=str(BOARD), help="where the records go")
+        if name == "run":
+            p.add_argument("--base-L0", dest="base_L0", default="runs/base-L0")
+            p.add_argument("--base-L2", dest="base_L2", default="runs/base-L2")
+            p.add_argument("--workers", type=int, default=2,
+                           help="inner runs at once (Ray above 1)")
+            p.add_argument("--quick", action="store_true",
+                           help="a rehearsal: 1 generation of 2 rewards, GRPO of 1 step")
+    args = parser.parse_args()
+    return run(args) if args.command == "run" else report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
