@@ -47,11 +47,10 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
     ``model`` is a model folder (or a loaded ``CommandPolicy``). Returns :func:`summarise`'s
     figures with the level, split and wall seconds; ``episodes_out`` receives the episodes.
     """
-    import gymnasium as gym
     import torch
 
     from derl_bench.policies.commands import CommandPolicy
-    from derl_bench.rollout.commands import game_count, play
+    from derl_bench.rollout.commands import command_envs, game_count, play
 
     if num_threads is not None:
         torch.set_num_threads(num_threads)
@@ -66,11 +65,8 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
         from derl_bench.policies.alfworld_state import CompactState
 
         state_factory = CompactState
-    kwargs: dict[str, Any] = {"level": level, "split": split}
-    if data_root is not None:
-        kwargs["data_root"] = data_root
     started = time.perf_counter()
-    pool = [gym.make(env_id, **kwargs) for _ in range(envs)]
+    pool = command_envs(env_id, level, split, envs, data_root=data_root)
     try:
         count = game_count(pool[0])
         games = [{"index": i} for i in range(count if limit is None else min(limit, count))]

@@ -109,15 +109,11 @@ def training_pool(config: CommandGRPOConfig, total: int) -> np.ndarray:
 
 def make_envs(config: CommandGRPOConfig, split: str, n: int) -> list[Any]:
     """``n`` envs of ``split`` behind the think/action parser (its ``format_valid``)."""
-    import gymnasium as gym
+    from derl_bench.rollout.commands import command_envs
 
-    from derl_bench.observers.think_action import ThinkActionWrapper
-
-    kwargs: dict[str, Any] = {"level": config.level, "split": split,
-                              "max_episode_steps": config.max_episode_steps}
-    if config.data_root is not None:
-        kwargs["data_root"] = config.data_root
-    return [ThinkActionWrapper(gym.make(config.env_id, **kwargs)) for _ in range(n)]
+    return command_envs(config.env_id, config.level, split, n,
+                        max_episode_steps=config.max_episode_steps, data_root=config.data_root,
+                        think_action=True)
 
 
 def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str, Any]]:

@@ -101,6 +101,25 @@ class _Running:
     teacher: str | None
 
 
+def command_envs(env_id: str, level: str, split: str, n: int, *,
+                 max_episode_steps: int | None = None, data_root: str | None = None,
+                 teacher: bool = False, think_action: bool = False) -> list[gym.Env]:
+    """``n`` envs of ``level``'s ``split`` for :func:`play`: ``teacher`` puts the teacher's
+    command in ``info``; ``think_action`` sends each command through the think/action parser
+    (its ``format_valid``), as an LLM's response would reach the env."""
+    from derl_bench.observers.think_action import ThinkActionWrapper
+
+    kwargs: dict[str, Any] = {"level": level, "split": split}
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
+    if data_root is not None:
+        kwargs["data_root"] = data_root
+    if teacher:
+        kwargs["teacher"] = True
+    envs = [gym.make(env_id, **kwargs) for _ in range(n)]
+    return [ThinkActionWrapper(env) for env in envs] if think_action else envs
+
+
 def game_count(env: gym.Env) -> int:
     """How many games ``env`` plays by index (``reset(options={"index": i})``)."""
     ids = getattr(env.unwrapped, "game_ids", None)
@@ -253,4 +272,5 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
     return [done[i] for i in range(len(games))]
 
 
-__all__ = ["AgentState", "CommandEpisode", "CommandStep", "game_count", "play"]
+__all__ = ["AgentState", "CommandEpisode", "CommandStep", "command_envs", "game_count",
+           "play"]

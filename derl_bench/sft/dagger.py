@@ -75,13 +75,10 @@ class DaggerConfig:
 
 
 def _make_envs(config: DaggerConfig, n: int) -> list[Any]:
-    import gymnasium as gym
+    from derl_bench.rollout.commands import command_envs
 
-    kwargs: dict[str, Any] = {"level": config.level, "split": "train", "teacher": True,
-                              "max_episode_steps": config.max_episode_steps}
-    if config.data_root is not None:
-        kwargs["data_root"] = config.data_root
-    return [gym.make(config.env_id, **kwargs) for _ in range(n)]
+    return command_envs(config.env_id, config.level, "train", n, teacher=True,
+                        max_episode_steps=config.max_episode_steps, data_root=config.data_root)
 
 
 def labelled(episodes: list[CommandEpisode]) -> list[CommandStep]:
