@@ -1,4 +1,5 @@
-"""One run per folder: a folder is held by one command at a time (docs/guarantees.md)."""
+"""One run per folder: a folder is held by one command at a time, and ``--overwrite`` replaces
+only a derl-bench run (docs/guarantees.md)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,26 @@ def _wait_for(predicate: Callable[[], bool], proc: subprocess.Popen,
         if time.monotonic() > deadline:
             raise AssertionError("the run never got there")
         time.sleep(0.05)
+
+
+def test_overwrite_never_offers_to_delete_files_that_are_not_a_run(tmp_path, capsys):
+    recipe = _recipe(tmp_path, "tiny.yaml", TRAIN)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert main(["train", recipe, "--output", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert "holds files that are not a derl-bench run (notes.txt)" in err
+    assert "choose another --output, or empty the folder" in err and "--overwrite" not in err
+    # Following the advice the old message gave deletes nothing either.
+    assert main(["train", recipe, "--output", str(mine), "--overwrite"]) == 2
+    assert "holds files that are not a derl-bench run (notes.txt)" in capsys.readouterr().err
+    # A config.yaml of one's own is not a run: a run also has its id.
+    (mine / "config.yaml").write_text("lr: 3\n")
+    assert main(["meta", _recipe(tmp_path, "meta.yaml", META), "--output", str(mine),
+                 "--overwrite"]) == 2
+    assert "not a derl-bench run (config.yaml, notes.txt)" in capsys.readouterr().err
+    assert _tree(mine) == {"config.yaml": b"lr: 3\n", "notes.txt": b"keep me"}
 
 
 def test_overwrite_of_a_running_train_is_refused_and_a_killed_one_is_free(tmp_path, capsys,

@@ -74,8 +74,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="continue the run in the output folder from its last checkpoint "
                         "(after a crash or kill); changed settings are refused")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace what the output folder holds, once the new run has "
-                        "passed its checks (default: refuse a folder that is not empty)")
+                        help="replace the derl-bench run the output folder holds, once the new "
+                        "run has passed its checks (default: refuse a folder that is not "
+                        "empty; a folder of other files is refused either way)")
     parser.__class__ = IntermixedParser
 
 

@@ -7,8 +7,8 @@
 ``KEY=VALUE`` overrides set any recipe field (values parsed as YAML). Exit status 2 means the
 recipe, an override, the output folder or ``--resume`` was rejected; nothing was written in that
 case. A run writes only into a folder that is new or empty, unless ``--resume`` continues the
-run there or ``--overwrite`` replaces it (only once the new run has passed its checks); one
-command at a time holds a folder.
+run there or ``--overwrite`` replaces it (only a run, and only once the new run has passed its
+checks); one command at a time holds a folder.
 """
 
 from __future__ import annotations

@@ -5,21 +5,22 @@ A command that writes a run folder holds the folder's lock (:class:`FolderLock`,
 run there, resume it or replace it meanwhile; the OS drops the lock when its holder dies, so a
 killed run can be resumed.
 
-A folder that does not exist or is empty is free. A folder that holds anything else, another
-run or unrelated files, is refused unless the run continues it (``--resume``, which then checks
-that the settings are the same) or replaces it (``--overwrite``). An overwrite removes the old
-run only when the caller says so, once the new run has passed its own checks, so a recipe that
-is rejected deletes nothing::
+A folder that does not exist or is empty is free. A folder that holds a run (its
+``config.yaml`` and ``run-id``) is refused unless the run continues it (``--resume``, which
+then checks that the settings are the same) or replaces it (``--overwrite``). A folder holding
+anything else is refused either way: ``--overwrite`` replaces only what a run wrote. An
+overwrite removes the old run only when the caller says so, once the new run has passed its own
+checks, so a recipe that is rejected deletes nothing::
 
     >>> import tempfile, pathlib
     >>> out = pathlib.Path(tempfile.mkdtemp())
     >>> claim_run_dir(out, resume=False, overwrite=False)   # empty: free
     False
     >>> _ = (out / "notes.txt").write_text("mine")
-    >>> claim_run_dir(out, resume=False, overwrite=False)
+    >>> claim_run_dir(out, resume=False, overwrite=True)
     Traceback (most recent call last):
     ...
-    derl_bench.grpo.rundir.RunDirError: ... holds files that are not a run (notes.txt); ...
+    derl_bench.grpo.rundir.RunDirError: ... that are not a derl-bench run (notes.txt); ...
 """
 
 from __future__ import annotations
@@ -63,13 +64,20 @@ def output_problem(path: Path) -> str | None:
     return None
 
 
+def is_run_dir(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` holds a run this tool wrote: its ``config.yaml`` and ``run-id``
+    (a file named ``config.yaml`` alone is too common to tell a run from a user's folder)."""
+    run_dir = Path(run_dir)
+    return (run_dir / RUN_MARKER).is_file() and (run_dir / RUN_ID_FILE).is_file()
+
+
 def claim_run_dir(run_dir: str | Path, *, resume: bool, overwrite: bool) -> bool:
     """Check that a run may write into ``run_dir``; writes nothing. Call it while holding the
     folder's :class:`FolderLock`, so that what it finds stays true.
 
-    Returns True when the folder holds something that ``overwrite`` is to replace (call
+    Returns True when the folder holds a run that ``overwrite`` is to replace (call
     :func:`clear_run_dir` once the new run has passed its checks). Raises
-    :class:`RunDirError` naming what the folder holds and what to pass.
+    :class:`RunDirError` naming what the folder holds and what to do.
     """
     run_dir = Path(run_dir)
     problem = output_problem(run_dir)
@@ -82,13 +90,16 @@ def claim_run_dir(run_dir: str | Path, *, resume: bool, overwrite: bool) -> bool
         if run_dir.is_dir() else []
     if not entries or resume:
         return False
-    if overwrite:
-        return True
+    if is_run_dir(run_dir):
+        if overwrite:
+            return True
+        raise RunDirError(f"the output folder {run_dir} already holds another run; pass "
+                          "--resume to continue it (with the same settings), --overwrite to "
+                          "replace it, or choose another --output")
+    # Only a run is replaced: files of the user's own are never offered for deletion.
     shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
-    what = "another run" if RUN_MARKER in entries else f"files that are not a run ({shown})"
-    raise RunDirError(f"the output folder {run_dir} already holds {what}; pass --resume to "
-                      "continue it (with the same settings), --overwrite to replace it, or "
-                      "choose another --output")
+    raise RunDirError(f"the output folder {run_dir} holds files that are not a derl-bench run "
+                      f"({shown}); choose another --output, or empty the folder yourself")
 
 
 def clear_run_dir(run_dir: str | Path) -> None:
@@ -279,4 +290,4 @@ def start_run_id(run_dir: str | Path, resume: bool) -> str:
 
 
 __all__ = ["LOCK_FILE", "RUN_ID_FILE", "RUN_MARKER", "FolderLock", "RunDirError", "claim_run_dir",
-           "clear_run_dir", "output_problem", "read_run_id", "start_run_id"]
+           "clear_run_dir", "is_run_dir", "output_problem", "read_run_id", "start_run_id"]
