@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import shlex
 import sys
 
 from derl_bench._version import __version__
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the process exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # A command that holds an output folder names itself in the folder's lock.
+    args.command_line = shlex.join(["derl-bench", *(sys.argv[1:] if argv is None else argv)])
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

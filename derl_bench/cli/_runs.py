@@ -1,15 +1,18 @@
-"""What the commands that run share: ``KEY=VALUE`` overrides anywhere on the line, the checks
-of a run's output folder and models, made before anything is written, and the argument types
-that refuse a bad count or override with exit 2 as argparse refuses any bad argument."""
+"""What the commands that run share: ``KEY=VALUE`` overrides anywhere on the line, the hold
+on an output folder (one command per folder at a time) and the checks of a run's folder and
+models, made before anything is written, and the argument types that refuse a bad count or
+override with exit 2 as argparse refuses any bad argument."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from derl_bench.grpo.rundir import RunDirError, claim_run_dir
+from derl_bench.grpo.rundir import FolderLock, RunDirError, claim_run_dir, output_problem
 
 
 class IntermixedParser(argparse.ArgumentParser):
@@ -71,19 +74,41 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="continue the run in the output folder from its last checkpoint "
                         "(after a crash or kill); changed settings are refused")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace what the output folder holds, once the new run has "
-                        "passed its checks (default: refuse a folder that is not empty)")
+                        help="replace the derl-bench run the output folder holds, once the new "
+                        "run has passed its checks (default: refuse a folder that is not "
+                        "empty; a folder of other files is refused either way)")
     parser.__class__ = IntermixedParser
 
 
-def check_run(run_dir: Path, models: Iterable[str], args: argparse.Namespace) -> bool:
-    """Refuse (:class:`RunDirError`) an output folder or a model the run cannot use; returns
-    whether an old run is to be removed (``--overwrite``) once everything else is checked."""
+@contextlib.contextmanager
+def hold_output(folder: str | Path, args: argparse.Namespace, *,
+                whole: bool = False) -> Iterator[None]:
+    """Hold ``folder`` for this command while the ``with`` block runs; a folder another command
+    holds is refused (:class:`RunDirError`, naming it). ``whole``: the output appears whole at
+    the end (a model folder renamed into place), so its lock sits beside it, not in it."""
+    folder = Path(folder)
+    problem = output_problem(folder)
+    if problem:
+        raise RunDirError(problem)
+    lock = None
+    if whole:
+        full = Path(os.path.abspath(folder))
+        lock = full.parent / f".{full.name}.lock"
+    with FolderLock(folder, lock, command=getattr(args, "command_line", None)):
+        yield
+
+
+@contextlib.contextmanager
+def hold_run(run_dir: Path, models: Iterable[str], args: argparse.Namespace) -> Iterator[bool]:
+    """Hold a run's folder (:func:`hold_output`) and refuse (:class:`RunDirError`) a folder or a
+    model the run cannot use; yields whether an old run is to be removed (``--overwrite``) once
+    everything else is checked (:func:`~derl_bench.grpo.rundir.clear_run_dir`)."""
     from derl_bench.policies.loading import model_problem
 
-    replace = claim_run_dir(run_dir, resume=args.resume, overwrite=args.overwrite)
-    for model in models:
-        problem = model_problem(model)
-        if problem:
-            raise RunDirError(problem)
-    return replace
+    with hold_output(run_dir, args):
+        replace = claim_run_dir(run_dir, resume=args.resume, overwrite=args.overwrite)
+        for model in models:
+            problem = model_problem(model)
+            if problem:
+                raise RunDirError(problem)
+        yield replace

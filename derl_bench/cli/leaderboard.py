@@ -33,7 +33,9 @@ def register(subparsers: Any) -> None:
     v.set_defaults(func=run_validate)
 
     r = sub.add_parser("render", help="write README.md, plots/*.png and index.html")
-    r.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="leaderboards folder")
+    r.add_argument("--dir", type=Path, default=DEFAULT_DIR,
+                   help="leaderboards folder: one holding <benchmark>/ record folders, or an "
+                   "empty or new one (any other folder is refused)")
     r.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
     r.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 if README.md or index.html is out of date")
@@ -87,8 +89,12 @@ def run_render(args: argparse.Namespace) -> int:
     from derl_bench.leaderboard import render_html, render_markdown, validate_board
     from derl_bench.leaderboard.board import build_boards
     from derl_bench.leaderboard.markdown import collect_citations
-    from derl_bench.leaderboard.render import render_all
+    from derl_bench.leaderboard.render import board_folder_problem, render_all
 
+    problem = None if args.check else board_folder_problem(args.dir)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     records = []
     for report in validate_board(args.dir):
         if report.ok and report.record is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from derl_bench.cli._runs import add_run_options, check_run
+from derl_bench.cli._runs import add_run_options, hold_run
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -25,6 +25,7 @@ def _run(args: argparse.Namespace) -> int:
         overrides.append(f"ray_address={args.address}")
     if args.workers is not None:  # 0 is refused by the config, not taken as unset
         overrides.append(f"workers={args.workers}")
+    from derl_bench.evaluation.batched import headline_evaluator
     from derl_bench.grpo.config import TINY_MODEL
     from derl_bench.grpo.rundir import RunDirError, clear_run_dir
     from derl_bench.meta.workers import ray_available
@@ -35,22 +36,19 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError("executor: ray needs the ray package: pip install "
                               "'derl-bench[distributed]' (or executor: local)")
         models = [m for m in (config.inner.model, config.optimizer.model) if m != TINY_MODEL]
-        if check_run(config.run_dir, models, args):
-            clear_run_dir(config.run_dir)
-    except (ConfigError, RunDirError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    from derl_bench.evaluation.batched import headline_evaluator
-
-    inner = config.inner
-    evaluate = headline_evaluator(inner.env_id, config.eval_levels, limit=config.eval_limit,
-                                  max_new_tokens=inner.max_new_tokens, model_label=inner.model,
-                                  env_kwargs={k: v for k, v in inner.env_kwargs.items()
-                                              if k not in ("split", "level")})
-    try:
-        result = run_meta(config, evaluate=evaluate if config.eval_levels else None,
-                          resume=args.resume)
-    except (ConfigError, ResumeError, ExecutorError) as err:
+        # The folder is held from its check to the run's last write.
+        with hold_run(config.run_dir, models, args) as replace:
+            if replace:
+                clear_run_dir(config.run_dir)
+            inner = config.inner
+            evaluate = headline_evaluator(
+                inner.env_id, config.eval_levels, limit=config.eval_limit,
+                max_new_tokens=inner.max_new_tokens, model_label=inner.model,
+                env_kwargs={k: v for k, v in inner.env_kwargs.items()
+                            if k not in ("split", "level")})
+            result = run_meta(config, evaluate=evaluate if config.eval_levels else None,
+                              resume=args.resume)
+    except (ConfigError, RunDirError, ResumeError, ExecutorError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if result.best_expr is None:

@@ -174,6 +174,7 @@ def run_sft_command(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import derl_bench  # noqa: F401  (registers the env ids)
+    from derl_bench.cli._runs import hold_output
     from derl_bench.sft import SFTConfig, run_sft
 
     if args.env not in gym.registry:
@@ -192,7 +193,9 @@ def run_sft_command(args: argparse.Namespace) -> int:
             if not family_spec(args.env).multi_turn:
                 raise ValueError(f"--tool-calls needs an agent env, not {args.env!r}")
             demos = tool_call_demos
-        report = run_sft(config, progress=True, demos=demos)
+        # The model folder appears whole at the end: it is held from beside it.
+        with hold_output(args.path, args, whole=True):
+            report = run_sft(config, progress=True, demos=demos)
     except (ValueError, FileExistsError) as err:
         print(f"derl-bench model sft: {err}", file=sys.stderr)
         return 2
@@ -205,6 +208,7 @@ def run_agent_base(args: argparse.Namespace) -> int:
 
     import yaml
 
+    from derl_bench.cli._runs import hold_output
     from derl_bench.sft.dagger import DaggerConfig, run_dagger
 
     fields = {f.name: f for f in dataclasses.fields(DaggerConfig)}
@@ -220,7 +224,8 @@ def run_agent_base(args: argparse.Namespace) -> int:
     try:
         config = DaggerConfig(output=args.path, level=args.level, seed=args.seed, **overrides)
         _check_agent_base(config)
-        record = run_dagger(config, log=print)
+        with hold_output(args.path, args, whole=True):
+            record = run_dagger(config, log=print)
     except (ValueError, TypeError, FileExistsError) as err:
         print(f"derl-bench model agent-base: {err}", file=sys.stderr)
         return 2

@@ -8,10 +8,22 @@ import json
 import sys
 from pathlib import Path
 
-from derl_bench.cli._runs import at_least_one, key_value
+from derl_bench.cli._runs import at_least_one, hold_output, key_value
 
 
 def _run(args: argparse.Namespace) -> int:
+    from derl_bench.grpo.rundir import RunDirError
+
+    try:
+        # Every mode writes under --output, from its first check to its last write.
+        with hold_output(args.output, args):
+            return _proxy(args)
+    except RunDirError as err:
+        print(f"derl-bench proxy: {err}", file=sys.stderr)
+        return 2
+
+
+def _proxy(args: argparse.Namespace) -> int:
     from derl_bench.experiments.proxy import METHODS, ProxyConfig, run_proxy, small
     from derl_bench.family import family_spec
     from derl_bench.grpo.config import ConfigError

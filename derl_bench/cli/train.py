@@ -7,7 +7,8 @@
 ``KEY=VALUE`` overrides set any recipe field (values parsed as YAML). Exit status 2 means the
 recipe, an override, the output folder or ``--resume`` was rejected; nothing was written in that
 case. A run writes only into a folder that is new or empty, unless ``--resume`` continues the
-run there or ``--overwrite`` replaces it (only once the new run has passed its checks).
+run there or ``--overwrite`` replaces it (only a run, and only once the new run has passed its
+checks); one command at a time holds a folder.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from derl_bench.cli._runs import add_run_options, check_run
+from derl_bench.cli._runs import add_run_options, hold_run
 
 REJECTED = 2
 
@@ -68,19 +69,21 @@ def run_train(args: argparse.Namespace) -> int:
         config = load_config(args.recipe, overrides)
         # Reject a reward over primitives the env does not emit before any model loads.
         compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
-        replace = check_run(config.run_dir, [m for m in [config.model] if m != TINY_MODEL],
-                            args)
-        check_env(config)
-        if replace:
-            clear_run_dir(config.run_dir)
-        if config.trainer == "trl" and family_spec(config.env_id).multi_turn:
-            # TRL's multi-turn trainer sits on top of the pipeline (derl_bench.integrations),
-            # so the train command, not grpo's dispatch, hands agent recipes to it.
-            from derl_bench.integrations.trl import train_trl_agent
+        models = [m for m in [config.model] if m != TINY_MODEL]
+        # The folder is held from its check to the run's last write.
+        with hold_run(config.run_dir, models, args) as replace:
+            check_env(config)
+            if replace:
+                clear_run_dir(config.run_dir)
+            if config.trainer == "trl" and family_spec(config.env_id).multi_turn:
+                # TRL's multi-turn trainer sits on top of the pipeline
+                # (derl_bench.integrations), so the train command, not grpo's dispatch, hands
+                # agent recipes to it.
+                from derl_bench.integrations.trl import train_trl_agent
 
-            history = train_trl_agent(config, resume=args.resume)
-        else:
-            history, _model = run_training(config, resume=args.resume)
+                history = train_trl_agent(config, resume=args.resume)
+            else:
+                history, _model = run_training(config, resume=args.resume)
     except (ConfigError, ResumeError, MetaRewardError, RunDirError) as err:
         print(f"derl-bench train: {err}", file=sys.stderr)
         return REJECTED

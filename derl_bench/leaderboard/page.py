@@ -20,6 +20,9 @@ from derl_bench.leaderboard.board import (
     Row,
 )
 
+PAGE_TITLE = "derl-bench leaderboards"
+"""The page's title, which also tells a rendered page from any other ``index.html``."""
+
 METRIC_NAMES = {"strict": "strict success", "published": "published metric"}
 PUBLISHED_RULE = ("RLVMR's rule: the episode ended, including by upstream's 100-tick limit, "
                   "with a score above 0. A policy that scores a few points and then waits "
@@ -247,9 +250,9 @@ def render_html(boards: Sequence[Board]) -> str:
     sections.append(_all_records(boards))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<title>derl-bench leaderboards</title>"
+        f"<title>{PAGE_TITLE}</title>"
         f"<style>\n{_asset('page.css')}</style></head><body>\n"
-        "<h1>derl-bench leaderboards</h1>\n"
+        f"<h1>{PAGE_TITLE}</h1>\n"
         '<p class="lead">One table per benchmark, level and metric; pick one below. Cells give '
         "the success rate in %, its standard error and the number of episodes. "
         "<b>Provenance</b>: <i>run here</i>, evaluated by this project with "

@@ -145,7 +145,7 @@ def test_a_run_folder_belongs_to_one_run(data_root, tmp_path, capsys):
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
     assert main(["train", recipe, "--output", str(mine), "steps=1", *common]) == 2
-    assert "files that are not a run (notes.txt)" in capsys.readouterr().err
+    assert "files that are not a derl-bench run (notes.txt)" in capsys.readouterr().err
     assert _tree(mine) == {"notes.txt": b"keep me"}
     # --overwrite replaces the old run once the new one has passed its checks.
     assert main(["train", recipe, "--output", str(run), "--overwrite", "steps=1", "seed=7",

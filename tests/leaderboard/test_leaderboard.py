@@ -441,6 +441,35 @@ def test_render_skips_invalid_records(tmp_path, capsys):
     assert "| random | none | submitted |" in (board_dir / "README.md").read_text()
 
 
+def test_render_writes_only_into_a_board_folder(tmp_path, capsys):
+    # A project's root: its own README.md and no board in it.
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "README.md").write_text("# my project\n")
+    assert main(["leaderboard", "render", "--dir", str(project)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {project} is not a leaderboard folder: its README.md was not written by " \
+        "`derl-bench leaderboard render`" in err
+    assert sorted(p.name for p in project.iterdir()) == ["README.md", "src"]
+    assert (project / "README.md").read_text() == "# my project\n"
+    # Nor a folder of other things, nor a board whose page someone wrote by hand.
+    (project / "README.md").unlink()
+    assert main(["leaderboard", "render", "--dir", str(project)]) == 2
+    assert "it holds no <benchmark>/ record folder" in capsys.readouterr().err
+    assert [p.name for p in project.iterdir()] == ["src"]
+    board_dir = _board_with_base(tmp_path)
+    (board_dir / "index.html").write_text("<p>mine</p>")
+    assert main(["leaderboard", "render", "--dir", str(board_dir), "--no-charts"]) == 2
+    assert "its index.html was not written" in capsys.readouterr().err
+    assert not (board_dir / "README.md").exists()
+    # A board, a new folder and a board rendered before are written.
+    (board_dir / "index.html").unlink()
+    assert main(["leaderboard", "render", "--dir", str(board_dir), "--no-charts"]) == 0
+    assert main(["leaderboard", "render", "--dir", str(board_dir), "--no-charts"]) == 0
+    assert main(["leaderboard", "render", "--dir", str(tmp_path / "new"), "--no-charts"]) == 0
+    assert (tmp_path / "new" / "index.html").is_file()
+
+
 def test_html_escapes_what_it_shows():
     from derl_bench.leaderboard.board import Board, Cell, Row
 
