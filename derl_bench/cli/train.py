@@ -5,9 +5,11 @@
     derl-bench train baselines/alfworld-average.yaml --output runs/alf --resume steps=40
 
 ``KEY=VALUE`` overrides set any recipe field (values parsed as YAML). Exit status 2 means the
-recipe, an override, the output folder or ``--resume`` was rejected; nothing was written in that
-case. A run writes only into a folder that is new or empty, unless ``--resume`` continues the
-run there or ``--overwrite`` replaces it (only once the new run has passed its checks).
+recipe, an override, the output folder, ``--resume`` or the data (a file that does not parse)
+was rejected; nothing was written in that case. A run writes only into a folder that is new or
+empty, unless ``--resume`` continues the run there or ``--overwrite`` replaces it (only once the
+new run has passed its checks). A damaged data file met during the run (an ALFWorld game) stops
+it with exit status 1 and a message naming the file.
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ def register(subparsers: Any) -> None:
 def check_env(config: Any) -> None:
     """Make the run's env once, so that a bad level, split or env kwarg is refused (as a
     :class:`~derl_bench.grpo.config.ConfigError`) before anything is written."""
+    from derl_bench.data.read import DataFileError
     from derl_bench.data.root import DataNotFoundError
     from derl_bench.grpo.config import ConfigError
     from derl_bench.grpo.trainer import make_env
 
     try:
         make_env(config).close()
-    except DataNotFoundError as err:
+    except (DataNotFoundError, DataFileError) as err:  # the message names the file
         raise ConfigError(str(err)) from None
     except (TypeError, ValueError, LookupError) as err:
         raise ConfigError(f"{config.env_id} cannot be made with "
@@ -54,6 +57,7 @@ def check_env(config: Any) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     """Load the recipe, train, print where the results are."""
+    from derl_bench.data.read import DataFileError
     from derl_bench.family import family_spec
     from derl_bench.grpo.checkpoint import ResumeError
     from derl_bench.grpo.config import TINY_MODEL, ConfigError, load_config
@@ -84,6 +88,9 @@ def run_train(args: argparse.Namespace) -> int:
     except (ConfigError, ResumeError, MetaRewardError, RunDirError) as err:
         print(f"derl-bench train: {err}", file=sys.stderr)
         return REJECTED
+    except DataFileError as err:  # met during the run: the message names the file
+        print(f"derl-bench train: {err}", file=sys.stderr)
+        return 1
     last = history[-1] if history else {}
     print(f"run: {config.run_dir}  steps: {len(history)}  "
           f"reward: {last.get('reward/mean', float('nan')):.4f}  "
