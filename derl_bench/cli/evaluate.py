@@ -75,7 +75,7 @@ def _meta_reward(expression: str | None, env_id: str) -> dict[str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the evaluation; exit status 0 on success, 2 on bad input (damaged data included:
-    a data file that does not parse)."""
+    a file that differs from the data catalogue, or does not parse)."""
     from derl_bench.data.read import DataFileError
     from derl_bench.evaluation import PolicyError, ProtocolError, adapter_for, evaluate
     from derl_bench.evaluation.record import file_sha256

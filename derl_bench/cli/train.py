@@ -5,11 +5,12 @@
     derl-bench train baselines/alfworld-average.yaml --output runs/alf --resume steps=40
 
 ``KEY=VALUE`` overrides set any recipe field (values parsed as YAML). Exit status 2 means the
-recipe, an override, the output folder, ``--resume`` or the data (a file that does not parse)
-was rejected; nothing was written in that case. A run writes only into a folder that is new or
-empty, unless ``--resume`` continues the run there or ``--overwrite`` replaces it (only once the
-new run has passed its checks). A damaged data file met during the run (an ALFWorld game) stops
-it with exit status 1 and a message naming the file.
+recipe, an override, the output folder, ``--resume`` or the data (a file that differs from the
+data catalogue's checksum, or does not parse) was rejected; nothing was written in that case. A
+run writes only into a folder that is new or empty, unless ``--resume`` continues the run there
+or ``--overwrite`` replaces it (only once the new run has passed its checks). A damaged data
+file met during the run (an ALFWorld game, which the catalogue has no checksum for) stops it
+with exit status 1 and a message naming the file.
 """
 
 from __future__ import annotations
@@ -58,10 +59,11 @@ def check_env(config: Any) -> None:
 def run_train(args: argparse.Namespace) -> int:
     """Load the recipe, train, print where the results are."""
     from derl_bench.data.read import DataFileError
+    from derl_bench.data.verify import DataChecksumError
     from derl_bench.family import family_spec
     from derl_bench.grpo.checkpoint import ResumeError
     from derl_bench.grpo.config import TINY_MODEL, ConfigError, load_config
-    from derl_bench.grpo.dispatch import run_training
+    from derl_bench.grpo.dispatch import check_data, run_training
     from derl_bench.grpo.rundir import RunDirError, clear_run_dir
     from derl_bench.reward import MetaRewardError, compile_reward
 
@@ -74,6 +76,7 @@ def run_train(args: argparse.Namespace) -> int:
         compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
         replace = check_run(config.run_dir, [m for m in [config.model] if m != TINY_MODEL],
                             args)
+        check_data(config)
         check_env(config)
         if replace:
             clear_run_dir(config.run_dir)
@@ -85,7 +88,7 @@ def run_train(args: argparse.Namespace) -> int:
             history = train_trl_agent(config, resume=args.resume)
         else:
             history, _model = run_training(config, resume=args.resume)
-    except (ConfigError, ResumeError, MetaRewardError, RunDirError) as err:
+    except (ConfigError, ResumeError, MetaRewardError, RunDirError, DataChecksumError) as err:
         print(f"derl-bench train: {err}", file=sys.stderr)
         return REJECTED
     except DataFileError as err:  # met during the run: the message names the file

@@ -243,6 +243,15 @@ class MathEnv(ProblemEnv):
         return [p.problem_id for p in load_problems(dataset, split, data_root)]
 
     @classmethod
+    def data_files(cls, dataset: str = "gsm8k", split: str = "train", **_: Any) -> list[str]:
+        """What a split reads from the data root, as the data catalogue names it
+        (:mod:`derl_bench.envs.items`); nothing for a split the dataset lacks."""
+        splits = load_card("math")["datasets"].get(dataset, {}).get("splits", {})
+        if split not in splits:
+            return []
+        return [f"{dataset}/{upstream_data(dataset, splits[split]['upstream'])}"]
+
+    @classmethod
     def eval_sets(cls, dataset: str = "gsm8k", **_: Any) -> dict[str, dict[str, Any]]:
         """Each level's eval set: the dataset's ``levels`` on the card, else its ``eval_split``
         as the one level L0 (:mod:`derl_bench.envs.items`)."""

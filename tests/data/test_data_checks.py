@@ -1,4 +1,5 @@
-"""Data checked where it is read: a damaged data file is named (with its line) wherever it is
+"""Data checked where it is read: ``train`` and ``evaluate`` refuse data that differs from the
+data catalogue's checksums, and a damaged data file is named (with its line) wherever it is
 parsed. Every test works on a copy of the data under ``tmp_path``."""
 
 from __future__ import annotations
@@ -11,8 +12,13 @@ import gymnasium as gym
 import pytest
 
 from derl_bench.cli import main
+from derl_bench.data import verify
 from derl_bench.data.read import DataFileError, read_json, read_jsonl
+from derl_bench.data.verify import DataChecksumError, check_data
 from derl_bench.envs.math import load_problems
+
+REPO = Path(__file__).resolve().parents[2]
+GSM8K_RECIPE = str(REPO / "baselines" / "gsm8k-outcome.yaml")
 
 
 def _gsm8k_copy(data_root: Path, root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -22,6 +28,13 @@ def _gsm8k_copy(data_root: Path, root: Path, monkeypatch: pytest.MonkeyPatch) ->
     return root / "gsm8k"
 
 
+def _flip_an_answer(path: Path) -> None:
+    """One byte changed: the first answer 18 becomes 98, and the file still parses."""
+    raw = path.read_bytes()
+    at = raw.index(b'#### 18"') + len(b"#### ")
+    path.write_bytes(raw[:at] + b"9" + raw[at + 1:])
+
+
 @pytest.fixture
 def fresh_problems():
     # Problems are cached per process by dataset, split and explicit root: a test that swaps
@@ -29,6 +42,43 @@ def fresh_problems():
     load_problems.cache_clear()
     yield
     load_problems.cache_clear()
+
+
+def test_train_refuses_a_gsm8k_file_with_a_flipped_byte(data_root, tmp_path, monkeypatch,
+                                                        capsys):
+    gsm8k = _gsm8k_copy(data_root, tmp_path / "root", monkeypatch)
+    _flip_an_answer(gsm8k / "train.jsonl")
+    run = tmp_path / "run"
+    assert main(["train", GSM8K_RECIPE, "--output", str(run), "steps=1", "progress=false"]) == 2
+    err = capsys.readouterr().err
+    assert f"{gsm8k / 'train.jsonl'} differs from the data catalogue (sha256 " in err
+    assert "`derl-bench data verify gsm8k`" in err
+    assert "`derl-bench data download gsm8k --force`" in err
+    assert not run.exists()
+    # The Python entry point the command trains through refuses it as well.
+    from derl_bench.grpo import load_config
+    from derl_bench.grpo.dispatch import run_training
+
+    with pytest.raises(DataChecksumError, match="train.jsonl differs from the data catalogue"):
+        run_training(load_config(GSM8K_RECIPE, [f"output_dir={run}"]))
+    assert not run.exists()
+
+
+def test_evaluate_refuses_a_gsm8k_file_with_a_flipped_byte(data_root, tmp_path, monkeypatch,
+                                                           capsys, fresh_problems):
+    gsm8k = _gsm8k_copy(data_root, tmp_path / "root", monkeypatch)
+    _flip_an_answer(gsm8k / "test.jsonl")
+    out = tmp_path / "record.json"
+    assert main(["evaluate", "--env", "derl/GSM8K-v0", "--level", "L0", "--policy", "random",
+                 "--output", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {gsm8k / 'test.jsonl'} differs from the data catalogue (sha256 " in err
+    assert "`derl-bench data verify gsm8k`" in err
+    assert not out.exists()
+    from derl_bench.evaluation import evaluate
+
+    with pytest.raises(DataChecksumError, match="test.jsonl differs from the data catalogue"):
+        evaluate("derl/GSM8K-v0", "L0", "random", limit=1)
 
 
 def test_a_truncated_data_file_is_named_with_its_line(data_root, tmp_path, monkeypatch, capsys,
@@ -88,3 +138,24 @@ def test_parse_errors_name_the_file_and_line(tmp_path):
     single.write_text('{"problem": "1 + 1", "solution": "\\\\boxed{2')
     with pytest.raises(DataFileError, match=r"problem.json: not valid JSON \(Unterminated"):
         read_json(single)
+
+
+def test_the_catalogue_check_hashes_a_file_once_while_it_is_unchanged(data_root, tmp_path,
+                                                                       monkeypatch):
+    root = tmp_path / "root"
+    _gsm8k_copy(data_root, root, monkeypatch)
+    hashed: list[Path] = []
+    sha256_file = verify.sha256_file
+    monkeypatch.setattr(verify, "sha256_file", lambda path: hashed.append(path)
+                        or sha256_file(path))
+    for _ in range(3):  # a command's own check, then each inner run's
+        check_data(["gsm8k/test.jsonl", "gsm8k/no-such.jsonl", "arithmetic/L0-eval"], root)
+    assert hashed == [root / "gsm8k" / "test.jsonl"]
+    # A digest computed already (for a record) is compared, not computed again.
+    check_data({"gsm8k/train.jsonl": sha256_file(root / "gsm8k" / "train.jsonl")}, root)
+    assert len(hashed) == 1
+    # A file replaced since it was hashed is hashed again, and refused when it differs.
+    _flip_an_answer(root / "gsm8k" / "test.jsonl")
+    with pytest.raises(DataChecksumError):
+        check_data(["gsm8k/test.jsonl"], root)
+    assert len(hashed) == 2
