@@ -19,6 +19,9 @@ A submission is rejected, with every reason found, when:
   lists none;
 - a ``run`` record's n is not the eval-set size, its successes disagree with its rate, its SE
   disagrees with n, or its per-task-type breakdown does not add up;
+- its per-task-type breakdown names a task type that the level's eval set does not have;
+- its ``meta_reward`` expression does not compile against its env's primitives (the reward
+  compiler parses it; nothing is evaluated), or its hash is not the expression's;
 - a ScienceWorld ``run`` record lacks the published metric next to the strict one, or says its
   ``success_rate`` counts anything but strict success;
 - a ``reported`` record lacks its citation and the "reported, not reproduced here" note, or
@@ -355,6 +358,40 @@ def _data_checksum_problems(record: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def _meta_reward_problems(record: Mapping[str, Any]) -> list[str]:
+    """The Meta-Reward a record names is one its env can compute: it compiles against the
+    primitives the env's family declares, and its hash is the compiled expression's."""
+    block = record["meta_reward"]
+    if block is None:
+        return []
+    from derl_bench.reward import MetaRewardError, compile_reward
+
+    env_id = record["env"]["id"]
+    try:
+        compiled = compile_reward(block["expression"], env=env_id)
+    except MetaRewardError as exc:
+        # the compiler's message goes on to draw the expression with a caret under the fault
+        return [f"$.meta_reward.expression: does not compile against the primitives of "
+                f"{env_id}: {str(exc).splitlines()[0]}"]
+    if block["hash"] != compiled.hash:
+        return [f"$.meta_reward.hash: {block['hash']!r} is not the hash of the expression "
+                f"({compiled.hash!r})"]
+    return []
+
+
+@functools.cache
+def _level_task_types(env_id: str, level: str) -> frozenset[str]:
+    return adapter_for(env_id).task_types(level)
+
+
+def _task_type_problems(record: Mapping[str, Any]) -> list[str]:
+    """The per-task-type breakdown names only task types of the level's eval set."""
+    known = _level_task_types(record["env"]["id"], record["level"])
+    return [f"$.results.per_task_type.{name}: not a task type of {record['env']['id']} at "
+            f"{record['level']} (it has {', '.join(sorted(known))})"
+            for name in record["results"]["per_task_type"] if name not in known]
+
+
 def _date_problems(text: str) -> list[str]:
     try:
         day = dt.date.fromisoformat(text)
@@ -412,6 +449,8 @@ def record_problems(record: Any, path: Path | None = None) -> list[str]:
     if size:
         problems += _setup_problems(record)
         problems += _data_checksum_problems(record)
+        problems += _task_type_problems(record)
+        problems += _meta_reward_problems(record)
         if record["kind"] == "run":
             problems += _run_problems(record, size)
         else:

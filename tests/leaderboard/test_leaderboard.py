@@ -169,6 +169,14 @@ def _breakdown_mismatch(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def _renamed_task_type(name: str) -> Mutation:
+    def mutate(record: dict[str, Any]) -> dict[str, Any]:
+        types = record["results"]["per_task_type"]
+        types[name] = types.pop("gsm8k")
+        return record
+    return mutate
+
+
 def _raw(text: str) -> Callable[[dict[str, Any]], str]:
     return lambda record: text
 
@@ -236,6 +244,18 @@ BROKEN: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("reported-without-source", _reported(source=None), "must cite its source"),
     ("run-citing-a-source", _set("source", {"citation": "x", "url": "https://x.org", "table": "1",
                                            "note": "n"}), "only reported records cite"),
+    ("meta-reward-that-does-not-parse",
+     _set("meta_reward", {"expression": "outcome +", "hash": "25a63e52a98f6fda"}),
+     "$.meta_reward.expression: does not compile against the primitives of derl/GSM8K-v0: "
+     "syntax error"),
+    ("meta-reward-over-a-primitive-the-family-lacks",
+     _set("meta_reward", {"expression": "success", "hash": "25a63e52a98f6fda"}),
+     "'success' is not a known primitive"),
+    ("meta-reward-hash-of-another-expression",
+     _set("meta_reward", {"expression": "outcome", "hash": "0123456789abcdef"}),
+     "$.meta_reward.hash: '0123456789abcdef' is not the hash of the expression"),
+    ("invented-task-type", _renamed_task_type("word_problems"),
+     "$.results.per_task_type.word_problems: not a task type of derl/GSM8K-v0 at L0"),
 ]
 
 
