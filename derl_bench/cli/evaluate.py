@@ -74,7 +74,9 @@ def _meta_reward(expression: str | None, env_id: str) -> dict[str, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the evaluation; exit status 0 on success, 2 on bad input."""
+    """Run the evaluation; exit status 0 on success, 2 on bad input (damaged data included:
+    a file that differs from the data catalogue, or does not parse)."""
+    from derl_bench.data.read import DataFileError
     from derl_bench.evaluation import PolicyError, ProtocolError, adapter_for, evaluate
     from derl_bench.evaluation.record import file_sha256
     from derl_bench.files import write_json_atomic, write_jsonl_atomic
@@ -136,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
             meta_reward=meta_reward, keep_trajectories=args.trajectories is not None,
             max_new_tokens=args.max_new_tokens, on_episode=tick, protocol=args.protocol,
             checkpoint=args.checkpoint, device=args.device, dtype=args.dtype)
-    except (PolicyError, ProtocolError) as exc:
+    except (PolicyError, ProtocolError, DataFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -5,10 +5,13 @@
     derl-bench train baselines/alfworld-average.yaml --output runs/alf --resume steps=40
 
 ``KEY=VALUE`` overrides set any recipe field (values parsed as YAML). Exit status 2 means the
-recipe, an override, the output folder or ``--resume`` was rejected; nothing was written in that
-case. A run writes only into a folder that is new or empty, unless ``--resume`` continues the
-run there or ``--overwrite`` replaces it (only a run, and only once the new run has passed its
-checks); one command at a time holds a folder.
+recipe, an override, the output folder, ``--resume`` or the data (a file that differs from the
+data catalogue's checksum, or does not parse) was rejected; nothing was written in that case. A
+run writes only into a folder that is new or empty, unless ``--resume`` continues the run there
+or ``--overwrite`` replaces it (only a run, and only once the new run has passed its checks);
+one command at a time holds a folder. A damaged data file met during the run (an ALFWorld
+game, which the catalogue has no checksum for) stops it with exit status 1 and a message
+naming the file.
 """
 
 from __future__ import annotations
@@ -40,13 +43,14 @@ def register(subparsers: Any) -> None:
 def check_env(config: Any) -> None:
     """Make the run's env once, so that a bad level, split or env kwarg is refused (as a
     :class:`~derl_bench.grpo.config.ConfigError`) before anything is written."""
+    from derl_bench.data.read import DataFileError
     from derl_bench.data.root import DataNotFoundError
     from derl_bench.grpo.config import ConfigError
     from derl_bench.grpo.trainer import make_env
 
     try:
         make_env(config).close()
-    except DataNotFoundError as err:
+    except (DataNotFoundError, DataFileError) as err:  # the message names the file
         raise ConfigError(str(err)) from None
     except (TypeError, ValueError, LookupError) as err:
         raise ConfigError(f"{config.env_id} cannot be made with "
@@ -55,10 +59,12 @@ def check_env(config: Any) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     """Load the recipe, train, print where the results are."""
+    from derl_bench.data.read import DataFileError
+    from derl_bench.data.verify import DataChecksumError
     from derl_bench.family import family_spec
     from derl_bench.grpo.checkpoint import ResumeError
     from derl_bench.grpo.config import TINY_MODEL, ConfigError, load_config
-    from derl_bench.grpo.dispatch import run_training
+    from derl_bench.grpo.dispatch import check_data, run_training
     from derl_bench.grpo.rundir import RunDirError, clear_run_dir
     from derl_bench.reward import MetaRewardError, compile_reward
 
@@ -72,6 +78,7 @@ def run_train(args: argparse.Namespace) -> int:
         models = [m for m in [config.model] if m != TINY_MODEL]
         # The folder is held from its check to the run's last write.
         with hold_run(config.run_dir, models, args) as replace:
+            check_data(config)
             check_env(config)
             if replace:
                 clear_run_dir(config.run_dir)
@@ -84,9 +91,12 @@ def run_train(args: argparse.Namespace) -> int:
                 history = train_trl_agent(config, resume=args.resume)
             else:
                 history, _model = run_training(config, resume=args.resume)
-    except (ConfigError, ResumeError, MetaRewardError, RunDirError) as err:
+    except (ConfigError, ResumeError, MetaRewardError, RunDirError, DataChecksumError) as err:
         print(f"derl-bench train: {err}", file=sys.stderr)
         return REJECTED
+    except DataFileError as err:  # met during the run: the message names the file
+        print(f"derl-bench train: {err}", file=sys.stderr)
+        return 1
     last = history[-1] if history else {}
     print(f"run: {config.run_dir}  steps: {len(history)}  "
           f"reward: {last.get('reward/mean', float('nan')):.4f}  "

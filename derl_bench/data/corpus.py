@@ -14,10 +14,10 @@ family's card defines)::
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
+from derl_bench.data.read import read_json
 from derl_bench.data.root import dataset_dir
 
 CORPUS_FILE = Path("dataset") / "cold_start_training_data.json"
@@ -50,7 +50,7 @@ def cold_start_formulas(root: Path | None = None) -> list[str]:
 
 def _items(root: Path | None) -> tuple[Path, list[dict]]:
     path = dataset_dir("derl", root) / CORPUS_FILE
-    items = json.loads(path.read_text(encoding="utf-8"))
+    items = read_json(path)
     if not isinstance(items, list):
         raise ValueError(f"{path}: expected a JSON list of items")
     return path, items

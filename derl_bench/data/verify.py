@@ -4,18 +4,26 @@ root::
     from derl_bench.data.sources import dataset
     results = verify_dataset(dataset("gsm8k"))
     [(r.name, r.count, r.ok) for r in results]   # [('train', 7473, True), ('test', 1319, True)]
+
+The commands that read data (``train``, ``evaluate``) compare what they read with the same
+checksums first (:func:`check_data`), so a file changed since its download is refused, named,
+instead of being trained or scored on::
+
+    check_data(["gsm8k/test.jsonl"])   # DataChecksumError naming the file, if it changed
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from derl_bench.data.read import DataFileError, dataset_of, repair_hint
 from derl_bench.data.root import data_root
-from derl_bench.data.sources import Check, Dataset
+from derl_bench.data.sources import DATASETS, Check, Dataset
 
 _CHUNK = 1 << 20
 
@@ -122,3 +130,107 @@ def verify_dataset(
             results.append(CheckResult(spec.name, Path(source.path).name, source.path,
                                        int(bool(digest)), 1, digest, source.sha256[0], problem))
     return results
+
+
+class DataChecksumError(DataFileError):
+    """A data file (or folder) a command reads is not the one the data catalogue lists."""
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the data catalogue knows of one path of the data root: the sha256 values accepted
+    for it, and for a folder the files its tree checksum covers (``pattern``)."""
+
+    sha256: frozenset[str]
+    pattern: str = ""
+    tree: bool = False
+
+
+def catalogue() -> dict[str, Expected]:
+    """Path in the data root -> its accepted checksums, for every path the catalogue
+    (:data:`~derl_bench.data.sources.DATASETS`) gives a checksum: files (sha256 of the bytes)
+    and folders (tree checksum)."""
+    known: dict[str, Expected] = {}
+    for spec in DATASETS.values():
+        for source in spec.sources:
+            if source.kind == "file" and source.sha256:
+                known[source.path] = Expected(frozenset(source.sha256))
+        for check in spec.checks:
+            if not check.sha256:
+                continue
+            tree = check.kind in ("tree", "glob")
+            old = known.get(check.path, Expected(frozenset(), check.pattern, tree))
+            known[check.path] = Expected(old.sha256 | {check.sha256}, check.pattern, tree)
+    return known
+
+
+def _walk(folder: Path) -> list[Path]:
+    # os.scandir rather than Path.glob("**/*"): the same files (hidden ones included) at a
+    # fraction of the cost, which matters on MATH's 7,500-file train tree. A linked folder is
+    # not entered, so a link loop cannot recurse forever.
+    files: list[Path] = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                files.extend(_walk(Path(entry.path)))
+            elif entry.is_file():
+                files.append(Path(entry.path))
+    return files
+
+
+def _files(path: Path, expected: Expected) -> list[Path]:
+    """The files under ``path`` that its checksum covers (just ``path`` for a file)."""
+    if not expected.tree:
+        return [path]
+    if expected.pattern:
+        return [p for p in path.glob(expected.pattern) if p.is_file()]
+    return _walk(path)
+
+
+def _signature(files: list[Path]) -> tuple:
+    """What changes whenever the bytes of ``files`` may have: sizes, modification times and
+    inodes (a copy or a rename over a file changes the inode even when it keeps the time)."""
+    return tuple((str(p), (s := p.stat()).st_size, s.st_mtime_ns, s.st_ino) for p in files)
+
+
+# path -> (signature, digest) of what this process last hashed: a command checks before it
+# writes anything and again where training starts, and reward discovery starts many inner runs
+# on the same files; one hash per process is enough while nothing on disk changes.
+_MATCHED: dict[str, tuple[tuple, str]] = {}
+
+
+def check_data(paths: Iterable[str] | Mapping[str, str], root: Path | str | None = None) -> None:
+    """Refuse data that is not the catalogue's: compare each of ``paths`` (relative to the data
+    root, as the catalogue and a record's ``data_checksums`` name them) that the catalogue gives
+    a checksum for with that checksum, and raise :class:`DataChecksumError` naming the first
+    that differs. Paths the catalogue has no checksum for (generated splits, selections of
+    files) are skipped, and so are missing ones (whatever reads them says how to download).
+
+    A mapping gives each path's digest already computed (a record's ``data_checksums``), which
+    is not computed again. Otherwise a path that matched once in this process is hashed again
+    only when its size, modification time or inode changed.
+    """
+    base = Path(root).expanduser().resolve() if root is not None else data_root()
+    known = catalogue()
+    given = paths if isinstance(paths, Mapping) else dict.fromkeys(paths, "")
+    for rel, digest in given.items():
+        expected = known.get(rel)
+        path = base / rel
+        if expected is None or not path.exists():
+            continue
+        if not digest:
+            files = _files(path, expected)
+            signature = _signature(files)
+            cached = _MATCHED.get(str(path))
+            if cached and cached[0] == signature:
+                digest = cached[1]
+            else:
+                digest = tree_checksum(path, files) if expected.tree else sha256_file(path)
+            _MATCHED[str(path)] = (signature, digest)
+        if digest not in expected.sha256:
+            what = "tree checksum" if expected.tree else "sha256"
+            raise DataChecksumError(
+                f"{path} differs from the data catalogue ({what} {digest}, expected "
+                f"{' or '.join(sorted(expected.sha256))}): it was changed or damaged after it "
+                f"was downloaded, so it is not used; "
+                f"{repair_hint(dataset_of(path) or rel.split('/')[0])}")

@@ -77,3 +77,16 @@ def split_items(env_id: str, split: str, level: str | None = None, **env_kwargs:
             raise ValueError(f"{env_id} has no split {split!r} at level {level!r}")
         return read_manifest(spec.name, name)
     raise ValueError(f"no item ids are defined for the {spec.name!r} family")
+
+
+def data_files(env_id: str, **env_kwargs: Any) -> list[str]:
+    """What an env made with ``env_kwargs`` (over the card's) reads from the data root: paths
+    relative to it, as the data catalogue names them (``gsm8k/train.jsonl``), for a caller to
+    check against the catalogue's checksums before using them. An env class that defines
+    ``data_files(**kwargs)`` says it itself; any other reads nothing the catalogue checksums
+    (it generates its items, or its files have no catalogue checksum)."""
+    spec = family_spec(env_id)
+    env_cls = _env_class(spec, env_id)
+    if hasattr(env_cls, "data_files"):
+        return list(env_cls.data_files(**{**_card_kwargs(spec, env_id), **env_kwargs}))
+    return []

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import gymnasium as gym
 
 from derl_bench.cards import load_card
+from derl_bench.data.read import damaged, numbered_jsonl, read_json
 from derl_bench.data.root import dataset_dir
 from derl_bench.envs.spaces import as_text, text_space
 from derl_bench.grading import (
@@ -51,13 +51,23 @@ class Problem:
     level: str = ""
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+def upstream_data(dataset: str, upstream_split: str) -> str:
+    """The file or folder, under the dataset's folder, that an upstream split is read from."""
+    if dataset == "gsm8k":
+        return f"{upstream_split}.jsonl"
+    return "math500_test.jsonl" if upstream_split == "math500" else f"MATH/{upstream_split}"
+
+
+def _row(path: Path, row: Any, fields: tuple[str, ...], line: int | None = None) -> Any:
+    # A row that parses but lacks what a problem needs is as damaged as one that does not.
+    if not isinstance(row, dict) or any(not isinstance(row.get(f), str) for f in fields):
+        raise damaged(path, f"not a problem (needs the text fields {', '.join(fields)})", line)
+    return row
 
 
 def _gsm8k_problems(root: Path, upstream_split: str) -> list[Problem]:
-    rows = _read_jsonl(root / f"{upstream_split}.jsonl")
+    path = root / upstream_data("gsm8k", upstream_split)
+    rows = [_row(path, row, ("question", "answer"), line) for line, row in numbered_jsonl(path)]
     return [
         Problem(f"{upstream_split}/{i}", row["question"], gsm8k_reference(row["answer"]),
                 row["answer"])
@@ -74,16 +84,15 @@ def _math_problem(problem_id: str, row: dict[str, Any]) -> Problem:
 
 
 def _math_problems(root: Path, upstream_split: str) -> list[Problem]:
+    path = root / upstream_data("math", upstream_split)
     if upstream_split == "math500":
-        return [_math_problem(row["unique_id"], row)
-                for row in _read_jsonl(root / "math500_test.jsonl")]
-    folder = root / "MATH" / upstream_split
-    files = sorted(folder.glob("*/*.json"), key=lambda p: (p.parent.name, int(p.stem)))
-    problems = []
-    for path in files:
-        row = json.loads(path.read_text(encoding="utf-8"))
-        problems.append(_math_problem(f"{upstream_split}/{path.parent.name}/{path.name}", row))
-    return problems
+        rows = [_row(path, row, ("unique_id", "problem", "solution"), line)
+                for line, row in numbered_jsonl(path)]
+        return [_math_problem(row["unique_id"], row) for row in rows]
+    files = sorted(path.glob("*/*.json"), key=lambda p: (p.parent.name, int(p.stem)))
+    return [_math_problem(f"{upstream_split}/{file.parent.name}/{file.name}",
+                          _row(file, read_json(file), ("problem", "solution")))
+            for file in files]
 
 
 def _validation_ids(problems: list[Problem], size: int) -> set[str]:
@@ -232,6 +241,15 @@ class MathEnv(ProblemEnv):
                  **_: Any) -> list[str]:
         """The problem ids of a split, in play order (:mod:`derl_bench.envs.items`)."""
         return [p.problem_id for p in load_problems(dataset, split, data_root)]
+
+    @classmethod
+    def data_files(cls, dataset: str = "gsm8k", split: str = "train", **_: Any) -> list[str]:
+        """What a split reads from the data root, as the data catalogue names it
+        (:mod:`derl_bench.envs.items`); nothing for a split the dataset lacks."""
+        splits = load_card("math")["datasets"].get(dataset, {}).get("splits", {})
+        if split not in splits:
+            return []
+        return [f"{dataset}/{upstream_data(dataset, splits[split]['upstream'])}"]
 
     @classmethod
     def eval_sets(cls, dataset: str = "gsm8k", **_: Any) -> dict[str, dict[str, Any]]:

@@ -65,10 +65,19 @@ def evaluate(
     (seeded by ``base_seed``, RLVMR's ``env.seed``), tick limit, prompt, temperature and
     action parsing; such a record documents a reproduction and is not a board entry.
     ``checkpoint`` says which weights were evaluated (the built-in scripted policies say it
-    themselves); a board requires it.
+    themselves); a board requires it. Data that differs from the data catalogue's checksums is
+    refused first, with a :class:`~derl_bench.data.verify.DataChecksumError` naming the file;
+    a data file that does not parse raises a :class:`~derl_bench.data.read.DataFileError`
+    naming it.
     """
+    from derl_bench.data.verify import check_data
+
     adapter = adapter_for(env_id)
     eval_set = adapter.eval_set(level, protocol=protocol, seed=base_seed)
+    # The checksums the record lists are of the data the run reads: held against the data
+    # catalogue before a policy loads or an episode runs, and computed once for both.
+    data_checksums = adapter.data_checksums(eval_set)
+    check_data(data_checksums)
     spec = policy if isinstance(policy, str) else None
     agent = (load_policy(policy, env_id, max_new_tokens=max_new_tokens, protocol=protocol,
                          device=device, dtype=dtype)
@@ -81,8 +90,8 @@ def evaluate(
     record = build_record(eval_set, results, method=method or agent.method,
                           model=model or agent.model, policy_spec=spec, wall_time_s=wall,
                           base_seed=base_seed, env_kwargs=env_kwargs, recipe=recipe,
-                          meta_reward=meta_reward, protocol=protocol,
-                          checkpoint=checkpoint or agent.checkpoint)
+                          meta_reward=meta_reward, data_checksums=data_checksums,
+                          protocol=protocol, checkpoint=checkpoint or agent.checkpoint)
     return record, results
 
 

@@ -121,6 +121,12 @@ class FamilyAdapter:
     def task_type(self, entry: str, info: Mapping[str, Any]) -> str:
         return "all"
 
+    def task_types(self, level: str) -> frozenset[str]:
+        """The task types of the episodes of ``level``'s eval set: what a record's
+        ``per_task_type`` may name. Read from the level's manifest (the card's, or the
+        generated split), never from the data."""
+        return frozenset(self.task_type(entry, {}) for entry in self.level(level).manifest.load())
+
     def outcome(self, env: gym.Env, reward: float, terminated: bool,
                 info: Mapping[str, Any]) -> tuple[bool, float | None]:
         """``(success, score)`` of a finished episode (score ``None`` where the env has none).
@@ -220,6 +226,18 @@ class MathAdapter(LevelsAdapter):
         parts = entry.split("/")
         return parts[1] if len(parts) == 3 else self.dataset
 
+    def task_types(self, level: str) -> frozenset[str]:
+        # The ids come from the downloaded data, which checking a record must not need: a
+        # subject-divided dataset's subjects are the folders of its release's file list in
+        # the data catalogue; any other dataset is one task type, its name.
+        from derl_bench.data.sources import dataset, tree_files
+
+        self.level(level)
+        trees = [s for s in dataset(self.dataset).sources if s.kind == "tree" and s.file_list]
+        if not trees:
+            return frozenset({self.dataset})
+        return frozenset(path.split("/")[1] for tree in trees for path in tree_files(tree))
+
     def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
         from derl_bench.data.download import sha256_file, tree_sha256
         from derl_bench.data.root import dataset_dir
@@ -253,6 +271,14 @@ class ReasoningGymAdapter(LevelsAdapter):
             out[level] = LevelSpec(manifest, {"task": self.task, "level": level,
                                               "split": "eval"})
         return out
+
+    def task_types(self, level: str) -> frozenset[str]:
+        # An id names its generator (chain_sum:<digest>): the level's generators, read from
+        # the card rather than generating its problems.
+        from derl_bench.envs.reasoning_gym import generators
+
+        self.level(level)
+        return frozenset(name for name, _ in generators(self.task, level))
 
     def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
         # Generated, not read: the data is the level's eval manifest, checked on generation.

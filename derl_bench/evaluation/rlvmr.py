@@ -26,7 +26,6 @@ projection (:func:`derl_bench.observers.think_action.parse_verl_agent`).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 
@@ -69,9 +68,10 @@ def scienceworld_task_names() -> list[str]:
 
 def scienceworld_entries(level: str, seed: int = 0, n: int = VALIDATION_ENVS) -> list[str]:
     """Eval-set entries (``task<TAB>variation``) of the ``rlvmr`` protocol at ``level``."""
+    from derl_bench.data.read import read_json
     from derl_bench.data.root import dataset_dir
 
-    index = json.loads((dataset_dir("scienceworld") / f"{level}_idx.json").read_text())
+    index = read_json(dataset_dir("scienceworld") / f"{level}_idx.json")
     names = scienceworld_task_names()
     return [f"{names[task]}\t{variation}"
             for task, variation in scienceworld_draws(index["test"], seed, n)]

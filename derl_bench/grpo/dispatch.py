@@ -6,6 +6,9 @@ command, the inner runs of reward discovery — goes through :func:`run_training
 ``trainer: trl`` for an agent env is the one such rejection here: TRL's multi-turn trainer runs
 through ``derl_bench.integrations.trl``, which sits above this stage, and only the ``train``
 command hands recipes to it.
+
+Every run first compares the data its env reads with the data catalogue's checksums
+(:func:`check_data`): a file changed since its download is refused, named, before training.
 """
 
 from __future__ import annotations
@@ -15,13 +18,26 @@ from pathlib import Path
 from derl_bench.grpo.config import TrainConfig
 
 
+def check_data(config: TrainConfig) -> None:
+    """Refuse a run whose env would read data that differs from the data catalogue's checksums:
+    :class:`~derl_bench.data.verify.DataChecksumError` names the file. Files are hashed once
+    per process while they stay unchanged, so inner runs on the same data cost nothing more."""
+    from derl_bench.data.verify import check_data as check_against_catalogue
+    from derl_bench.envs.items import data_files
+
+    kwargs = config.env_make_kwargs()
+    check_against_catalogue(data_files(config.env_id, **kwargs), root=kwargs.get("data_root"))
+
+
 def run_training(config: TrainConfig, resume: bool = False,
                  ) -> tuple[list[dict[str, float]], Path]:
     """Train as ``config`` says; returns the per-step metrics and the trained model's path.
 
     The path is the checkpoint this very run wrote after its last step (never an older one
-    left in the run directory).
+    left in the run directory). Data that differs from the catalogue is refused first
+    (:func:`check_data`).
     """
+    check_data(config)
     if config.trainer == "trl":
         from derl_bench.grpo.trl_math import train_trl
 
@@ -41,4 +57,4 @@ def run_training(config: TrainConfig, resume: bool = False,
     return history, path
 
 
-__all__ = ["run_training"]
+__all__ = ["check_data", "run_training"]

@@ -11,6 +11,10 @@ A submission is rejected, with every reason found, when:
 - on a board, its file name does not name its level (``...-L1.json``), its method (as a
   lowercase slug, ``GRPO, average reward`` -> ``grpo-average-reward``) or the seed that its
   method names (``derl (seed 2)`` -> ``derl-s2-L1.json``); or it repeats another file's record;
+- among the files checked together (a board folder), it is a second ``run`` record of the same
+  benchmark, policy interface, method, model, seed and level (the board would show both); a
+  ``reported`` record that names no seed is exempt, as sources may report the same method and
+  model, and one that names a seed is a duplicate only of another from the same source;
 - its env kwargs differ from the protocol's (another split, another step cap);
 - its eval-set block (manifest name, sha256, count, selection, size, episodes checksum) differs
   from the current protocol's;
@@ -19,6 +23,9 @@ A submission is rejected, with every reason found, when:
   lists none;
 - a ``run`` record's n is not the eval-set size, its successes disagree with its rate, its SE
   disagrees with n, or its per-task-type breakdown does not add up;
+- its per-task-type breakdown names a task type that the level's eval set does not have;
+- its ``meta_reward`` expression does not compile against its env's primitives (the reward
+  compiler parses it; nothing is evaluated), or its hash is not the expression's;
 - a ScienceWorld ``run`` record lacks the published metric next to the strict one, or says its
   ``success_rate`` counts anything but strict success;
 - a ``reported`` record lacks its citation and the "reported, not reproduced here" note, or
@@ -355,6 +362,40 @@ def _data_checksum_problems(record: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def _meta_reward_problems(record: Mapping[str, Any]) -> list[str]:
+    """The Meta-Reward a record names is one its env can compute: it compiles against the
+    primitives the env's family declares, and its hash is the compiled expression's."""
+    block = record["meta_reward"]
+    if block is None:
+        return []
+    from derl_bench.reward import MetaRewardError, compile_reward
+
+    env_id = record["env"]["id"]
+    try:
+        compiled = compile_reward(block["expression"], env=env_id)
+    except MetaRewardError as exc:
+        # the compiler's message goes on to draw the expression with a caret under the fault
+        return [f"$.meta_reward.expression: does not compile against the primitives of "
+                f"{env_id}: {str(exc).splitlines()[0]}"]
+    if block["hash"] != compiled.hash:
+        return [f"$.meta_reward.hash: {block['hash']!r} is not the hash of the expression "
+                f"({compiled.hash!r})"]
+    return []
+
+
+@functools.cache
+def _level_task_types(env_id: str, level: str) -> frozenset[str]:
+    return adapter_for(env_id).task_types(level)
+
+
+def _task_type_problems(record: Mapping[str, Any]) -> list[str]:
+    """The per-task-type breakdown names only task types of the level's eval set."""
+    known = _level_task_types(record["env"]["id"], record["level"])
+    return [f"$.results.per_task_type.{name}: not a task type of {record['env']['id']} at "
+            f"{record['level']} (it has {', '.join(sorted(known))})"
+            for name in record["results"]["per_task_type"] if name not in known]
+
+
 def _date_problems(text: str) -> list[str]:
     try:
         day = dt.date.fromisoformat(text)
@@ -412,6 +453,8 @@ def record_problems(record: Any, path: Path | None = None) -> list[str]:
     if size:
         problems += _setup_problems(record)
         problems += _data_checksum_problems(record)
+        problems += _task_type_problems(record)
+        problems += _meta_reward_problems(record)
         if record["kind"] == "run":
             problems += _run_problems(record, size)
         else:
@@ -491,21 +534,57 @@ def validate_file(path: str | Path, board: bool | None = None) -> Report:
     return report
 
 
+def entry_key(record: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """What one board entry is: benchmark, policy interface, method and model (as their
+    slugs, so that spelling variants meet), the seed the method names, and level; for a
+    reported record also its source. ``None`` for a reported record that names no seed: sources
+    may well report the same method and model, and each keeps its row.
+
+    >>> entry_key({"kind": "run", "benchmark": "gsm8k", "method": "GRPO, outcome (seed 0)",
+    ...            "model": "Qwen2.5-3B", "level": "L0", "source": None})
+    ('gsm8k', 'prompt-free-text', 'grpo-outcome', 'qwen2.5-3b', '0', 'L0', '')
+    """
+    method = record["method"]
+    seed = _SEED.search(method)
+    if record["kind"] != "run" and seed is None:
+        return None
+    source = record["source"] or {}
+    return (record["benchmark"], policy_interface(record),
+            _slug(method[: seed.start()] if seed else method), _slug(record["model"]),
+            seed.group(1) if seed else "", record["level"],
+            "" if record["kind"] == "run" else f"{source.get('citation')} {source.get('table')}")
+
+
 def validate_files(paths: Iterable[Path], board: bool | None = None) -> list[Report]:
     """Check several files as :func:`validate_file` does; a record that another file already
-    holds (the same JSON, whatever its layout) is a duplicate and rejected."""
+    holds (the same JSON, whatever its layout) is a duplicate and rejected, and so is a second
+    record of one board entry (:func:`entry_key`): the same method, model, seed and level."""
     reports = [validate_file(path, board) for path in paths]
     seen: dict[str, Path] = {}
+    entries: dict[tuple[str, ...], Path] = {}
     for report in reports:
         if report.record is None:
             continue
         canonical = json.dumps(report.record, sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(canonical.encode()).hexdigest()
+        key = entry_key(report.record)
         if digest in seen:
             report.problems.append(f"duplicate of {seen[digest]}: the same record twice")
             report.record = None
+        elif key is not None and key in entries:
+            record = report.record
+            seed = _SEED.search(record["method"])
+            report.problems.append(
+                f"duplicate entry: {entries[key]} and {report.path} are both "
+                f"{record['kind']} records of method {record['method']!r}, model "
+                f"{record['model']!r}, {f'seed {seed.group(1)}, ' if seed else ''}level "
+                f"{record['level']}; a board keeps one record per method, model, seed and "
+                "level (remove one, or name the seed in the method: 'derl (seed 2)')")
+            report.record = None
         else:
             seen[digest] = report.path
+            if key is not None:
+                entries[key] = report.path
     return reports
 
 

@@ -16,7 +16,12 @@ import pytest
 from derl_bench.cli import main
 from derl_bench.evaluation import adapter_for, evaluated_env_ids, schema_errors
 from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, RESULT_SCHEMA, binomial_se
-from derl_bench.leaderboard import render_html, submission_files, validate_file
+from derl_bench.leaderboard import (
+    render_html,
+    submission_files,
+    validate_board,
+    validate_file,
+)
 from derl_bench.leaderboard.board import build_boards
 
 REPO = Path(__file__).resolve().parents[2]
@@ -169,6 +174,14 @@ def _breakdown_mismatch(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def _renamed_task_type(name: str) -> Mutation:
+    def mutate(record: dict[str, Any]) -> dict[str, Any]:
+        types = record["results"]["per_task_type"]
+        types[name] = types.pop("gsm8k")
+        return record
+    return mutate
+
+
 def _raw(text: str) -> Callable[[dict[str, Any]], str]:
     return lambda record: text
 
@@ -236,6 +249,18 @@ BROKEN: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("reported-without-source", _reported(source=None), "must cite its source"),
     ("run-citing-a-source", _set("source", {"citation": "x", "url": "https://x.org", "table": "1",
                                            "note": "n"}), "only reported records cite"),
+    ("meta-reward-that-does-not-parse",
+     _set("meta_reward", {"expression": "outcome +", "hash": "25a63e52a98f6fda"}),
+     "$.meta_reward.expression: does not compile against the primitives of derl/GSM8K-v0: "
+     "syntax error"),
+    ("meta-reward-over-a-primitive-the-family-lacks",
+     _set("meta_reward", {"expression": "success", "hash": "25a63e52a98f6fda"}),
+     "'success' is not a known primitive"),
+    ("meta-reward-hash-of-another-expression",
+     _set("meta_reward", {"expression": "outcome", "hash": "0123456789abcdef"}),
+     "$.meta_reward.hash: '0123456789abcdef' is not the hash of the expression"),
+    ("invented-task-type", _renamed_task_type("word_problems"),
+     "$.results.per_task_type.word_problems: not a task type of derl/GSM8K-v0 at L0"),
 ]
 
 
@@ -374,6 +399,44 @@ def test_a_duplicate_record_is_an_error(tmp_path, capsys):
         json.dumps(base_record(), indent=4))  # the same record, laid out differently
     assert main(["leaderboard", "validate", "--dir", str(board_dir)]) == 1
     assert "duplicate of" in capsys.readouterr().out
+
+
+def test_a_second_run_record_of_one_method_seed_and_level_is_an_error_naming_both(
+        tmp_path, capsys):
+    board_dir = _board_with_base(tmp_path)
+    again = base_record()
+    again["date"] = "2026-01-02"  # another record, so not the same JSON twice
+    (board_dir / "gsm8k" / "random-rerun-L0.json").write_text(json.dumps(again))
+    assert main(["leaderboard", "validate", "--dir", str(board_dir)]) == 1
+    out = capsys.readouterr().out
+    first, second = board_dir / "gsm8k" / BASE.name, board_dir / "gsm8k" / "random-rerun-L0.json"
+    assert f"REJECTED  {second}" in out and f"ok        {first}" in out
+    assert (f"duplicate entry: {first} and {second} are both run records of method 'random', "
+            "model 'none', level L0") in out
+    # the seed a method names tells runs apart; the same seed twice does not
+    (board_dir / "gsm8k" / "random-rerun-L0.json").unlink()
+    for name, method, date in (("derl-s0-L0.json", "derl (seed 0)", "2026-01-02"),
+                               ("derl-s1-L0.json", "derl (seed 1)", "2026-01-02"),
+                               ("derl-rerun-s1-L0.json", "derl (seed 1)", "2026-01-03")):
+        record = base_record()
+        record.update(method=method, date=date)
+        (board_dir / "gsm8k" / name).write_text(json.dumps(record))
+    reports = {r.path.name: r.problems for r in validate_board(board_dir)}
+    assert [name for name, problems in reports.items() if problems] == ["derl-s1-L0.json"]
+    assert "derl-rerun-s1-L0.json and " in reports["derl-s1-L0.json"][0]
+    assert "seed 1, level L0" in reports["derl-s1-L0.json"][0]
+
+
+def test_reported_records_without_a_seed_may_share_method_model_and_level(tmp_path):
+    board_dir = tmp_path / "boards"
+    (board_dir / "gsm8k").mkdir(parents=True)
+    source = BOARDS / "gsm8k" / "reported-derl-paper-derl-trained-on-math-only-L0.json"
+    record = json.loads(source.read_text())
+    (board_dir / "gsm8k" / source.name).write_bytes(source.read_bytes())
+    record["source"]["citation"] = "Another paper reporting the same method and model"
+    (board_dir / "gsm8k" / source.name.replace("derl-paper", "other-paper")).write_text(
+        json.dumps(record))
+    assert [r.problems for r in validate_board(board_dir)] == [[], []]
 
 
 def test_the_folder_check_runs_under_any_board_folder(tmp_path, capsys):

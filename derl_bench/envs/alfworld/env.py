@@ -133,11 +133,13 @@ class ALFWorldEnv(gym.Env[str, str]):
         if game_id is None:
             game_id = self.game_ids[int(self.np_random.integers(len(self.game_ids)))]
         path = games_mod.game_path(str(game_id), self._root)
+        # A damaged game file is an error in the data, named, not an engine failure: it is
+        # read before the engine is touched, and the engine stays usable for other games.
+        game = load_game(str(path))
         if self._engine is None or self._broken is not None:
             self._restart_engine()
         assert self._engine is not None
         try:
-            game = load_game(str(path))
             observation = self._engine.start(game)
         except Exception as exc:  # the engine is in an unknown state: rebuild it next time
             self._broken = f"{type(exc).__name__}: {exc}"

@@ -99,18 +99,48 @@ def _translate(path: str, raw: bytes, data: dict[str, Any]) -> tuple[Any, str]:
     return task, sas
 
 
+GAME_FIELDS = ("pddl_domain", "pddl_problem", "grammar")
+"""What every ``game.tw-pddl`` holds as text; a game without them cannot be played."""
+
+
+def _game_json(path: str, raw: bytes) -> dict[str, Any]:
+    """The game file's JSON; :class:`~derl_bench.data.read.DataFileError` naming the file when
+    it is cut short, edited into something else or not a game."""
+    from derl_bench.data.read import damaged
+
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise damaged(Path(path), f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except ValueError as err:
+        raise damaged(Path(path), f"not a valid ALFWorld game file: not JSON ({err})") from None
+    missing = [name for name in GAME_FIELDS
+               if not isinstance(data, dict) or not isinstance(data.get(name), str)]
+    if missing:
+        raise damaged(Path(path), f"not a valid ALFWorld game file: no {', '.join(missing)}")
+    return data
+
+
 @functools.lru_cache(maxsize=16)
 def load_game(path: str) -> GameData:
     """Read and translate one ``game.tw-pddl`` file (cached per process, and its translation
-    on disk beside the release, see :func:`_translate`)."""
-    import_engine()
-    from fast_downward.translate.pddl import conditions
+    on disk beside the release, see :func:`_translate`). A file that is not a game (cut short,
+    not JSON, without its PDDL or grammar, or with PDDL that does not parse) raises
+    :class:`~derl_bench.data.read.DataFileError` naming it."""
+    from derl_bench.data.read import damaged
 
     with open(path, "rb") as fh:
         raw = fh.read()
-    data = json.loads(raw)
-    task, sas = _translate(path, raw, data)
-    logic = _game_logic(data["pddl_domain"], data["grammar"])
+    data = _game_json(path, raw)
+    import_engine()
+    from fast_downward.translate.pddl import conditions
+
+    try:
+        task, sas = _translate(path, raw, data)
+        logic = _game_logic(data["pddl_domain"], data["grammar"])
+    except Exception as err:  # the engine imported: what fails now is this file's text
+        raise damaged(Path(path), f"not a playable ALFWorld game: its PDDL or grammar does "
+                                  f"not parse ({type(err).__name__}: {err})") from err
     fluents = {eff.literal.predicate for action in task.actions for eff in action.effects}
     objects_by_type: dict[str, list[str]] = defaultdict(list)
     for obj in task.objects:
