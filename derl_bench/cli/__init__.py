@@ -1,7 +1,9 @@
 """The ``derl-bench`` command line.
 
 Each module in this package that defines ``register(subparsers)`` adds one subcommand group,
-so a stage's commands live next to nothing but themselves.
+so a stage's commands live next to nothing but themselves. A command refuses bad input by
+raising; :func:`main` prints an expected error as one line and exits 2
+(:mod:`derl_bench.cli._errors`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the process exit status."""
+    """Run the command line; returns the process exit status: 2 for an expected error (bad
+    input, a file that cannot be read or written, a device that is not there), printed as
+    ``error: ...``; 130 after SIGINT, once the command has cleaned up. Any other exception
+    is a bug and propagates with its traceback."""
+    from derl_bench.cli._errors import expected_message
+
     parser = build_parser()
     args = parser.parse_args(argv)
     # A command that holds an output folder names itself in the folder's lock.
@@ -44,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        message = expected_message(exc)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

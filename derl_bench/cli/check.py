@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
+
+from derl_bench.cli._errors import CommandError
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -32,14 +33,11 @@ def _run(args: argparse.Namespace) -> int:
         config = replace(config, **changes, outer=replace(config.outer, **outer)
                          if outer else config.outer)
     except (TypeError, ValueError) as err:
-        print(f"derl-bench proposer-check: {err} (proposers: {', '.join(PROPOSERS)})",
-              file=sys.stderr)
-        return 2
+        raise CommandError(f"{err} (proposers: {', '.join(PROPOSERS)})") from err
     try:
         run_check(config)
     except ValueError as err:
-        print(f"derl-bench proposer-check: {err}", file=sys.stderr)
-        return 2
+        raise CommandError(str(err)) from err
     print(f"table: {config.output}/summary.md  plot: {config.output}/curves.png")
     return 0
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from derl_bench.cli._errors import CommandError
 from derl_bench.data.root import COMPLETE_MARKER, data_root, is_complete
 from derl_bench.data.sources import DATASETS, dataset
 
@@ -18,25 +19,20 @@ def _names(requested: list[str]) -> list[str]:
     return requested
 
 
-def _root_and_names(args: argparse.Namespace) -> tuple[Path, list[str]] | None:
+def _root_and_names(args: argparse.Namespace) -> tuple[Path, list[str]]:
     root = args.root or data_root()
     if root.exists() and not root.is_dir():
-        print(f"error: the data root {root} is a file, not a folder", file=sys.stderr)
-        return None
+        raise CommandError(f"the data root {root} is a file, not a folder")
     try:
         return root, _names(args.names)
     except KeyError as err:
-        print(f"error: {err.args[0]}", file=sys.stderr)
-        return None
+        raise CommandError(err.args[0]) from None
 
 
 def _download(args: argparse.Namespace) -> int:
     from derl_bench.data.download import DownloadError, download
 
-    resolved = _root_and_names(args)
-    if resolved is None:
-        return 2
-    root, names = resolved
+    root, names = _root_and_names(args)
     for name in names:
         print(f"{name}: downloading into {root / name}"
               + (f" from {args.mirror}" if args.mirror else ""))
@@ -54,10 +50,7 @@ def _download(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from derl_bench.data.verify import verify_dataset
 
-    resolved = _root_and_names(args)
-    if resolved is None:
-        return 2
-    root, names = resolved
+    root, names = _root_and_names(args)
     failed = 0
     print(f"data root: {root}")
     for name in names:

@@ -18,7 +18,6 @@ minutes, it
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -122,18 +121,12 @@ def explain(summary: dict[str, Any]) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from derl_bench.cli._runs import hold_output
-    from derl_bench.grpo.rundir import RunDirError
 
     output = Path(args.output)
-    try:
-        with hold_output(output, args):
-            print("derl-bench demo: DERL vs its frozen control and the outcome-only reward on "
-                  "derl/Arithmetic-v0 (tiny models built in code; about 10 minutes on 2 CPU "
-                  "cores)")
-            summary = run_demo(output, workers=args.workers)
-    except RunDirError as err:
-        print(f"derl-bench demo: {err}", file=sys.stderr)
-        return 2
+    with hold_output(output, args):
+        print("derl-bench demo: DERL vs its frozen control and the outcome-only reward on "
+              "derl/Arithmetic-v0 (tiny models built in code; about 10 minutes on 2 CPU cores)")
+        summary = run_demo(output, workers=args.workers)
     print(explain(summary))
     return 0
 

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from derl_bench.cli._errors import CommandError
+
 
 def register(subparsers: Any) -> None:
     """Add the ``evaluate`` subcommand."""
@@ -73,29 +75,7 @@ def _meta_reward(expression: str | None, env_id: str) -> dict[str, str] | None:
     return meta_reward_block(expression, env_id)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the evaluation; exit status 0 on success, 2 on bad input (damaged data included:
-    a file that differs from the data catalogue, or does not parse)."""
-    from derl_bench.data.read import DataFileError
-    from derl_bench.evaluation import PolicyError, ProtocolError, adapter_for, evaluate
-    from derl_bench.evaluation.record import file_sha256
-    from derl_bench.files import write_json_atomic, write_jsonl_atomic
-    from derl_bench.progress import progress_bar
-
-    if args.num_envs < 1 or (args.limit is not None and args.limit < 1):
-        print("error: --num-envs and --limit must be positive", file=sys.stderr)
-        return 2
-    if args.commands is None and args.train_seed is not None:
-        print("error: --train-seed goes with --commands (name the seed in --method)",
-              file=sys.stderr)
-        return 2
-    from derl_bench.files import output_file_problem
-
-    for option, path in (("--output", args.output), ("--trajectories", args.trajectories)):
-        problem = None if path is None else output_file_problem(path)
-        if problem:
-            print(f"error: {option}: {problem}", file=sys.stderr)
-            return 2
+def _check_names(args: argparse.Namespace) -> None:
     from derl_bench.evaluation.schema import RESULT_SCHEMA, schema_errors
 
     setup = RESULT_SCHEMA["properties"]["setup"]["properties"]
@@ -105,9 +85,30 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         errors = [] if value is None else schema_errors(value, schema, f"--{name}")
         if errors:
-            print(f"error: {errors[0]} (use plain words: a leaderboard rejects anything else)",
-                  file=sys.stderr)
-            return 2
+            raise CommandError(f"{errors[0]} (use plain words: a leaderboard rejects anything "
+                               "else)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the evaluation; exit status 0 on success. Bad input raises: a refused option before
+    any episode, damaged data (a file that differs from the data catalogue, or does not parse)
+    where it is read."""
+    from derl_bench.evaluation import adapter_for, evaluate
+    from derl_bench.evaluation.record import file_sha256
+    from derl_bench.files import write_json_atomic, write_jsonl_atomic
+    from derl_bench.progress import progress_bar
+
+    if args.num_envs < 1 or (args.limit is not None and args.limit < 1):
+        raise CommandError("--num-envs and --limit must be positive")
+    if args.commands is None and args.train_seed is not None:
+        raise CommandError("--train-seed goes with --commands (name the seed in --method)")
+    from derl_bench.files import output_file_problem
+
+    for option, path in (("--output", args.output), ("--trajectories", args.trajectories)):
+        problem = None if path is None else output_file_problem(path)
+        if problem:
+            raise CommandError(f"{option}: {problem}")
+    _check_names(args)
     if args.commands is not None:
         return _run_commands(args)
     try:
@@ -117,9 +118,8 @@ def run(args: argparse.Namespace) -> int:
         if args.recipe is not None:
             recipe = {"name": args.recipe.name, "sha256": file_sha256(args.recipe)}
         meta_reward = _meta_reward(args.meta_reward, args.env)
-    except (ProtocolError, OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
     total = min(eval_set.size, args.limit) if args.limit else eval_set.size
     bar = progress_bar(total=total, desc=f"{args.env} {args.level}", unit="ep",
                        disable=args.no_progress, file=sys.stderr)
@@ -138,9 +138,6 @@ def run(args: argparse.Namespace) -> int:
             meta_reward=meta_reward, keep_trajectories=args.trajectories is not None,
             max_new_tokens=args.max_new_tokens, on_episode=tick, protocol=args.protocol,
             checkpoint=args.checkpoint, device=args.device, dtype=args.dtype)
-    except (PolicyError, ProtocolError, DataFileError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     finally:
         bar.close()
     if args.trajectories is not None:
@@ -158,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_commands(args: argparse.Namespace) -> int:
     """``--commands MODEL_DIR``: evaluate a command policy and write its record."""
-    from derl_bench.evaluation import ProtocolError, adapter_for
+    from derl_bench.evaluation import adapter_for
     from derl_bench.evaluation.commands import evaluate_commands
     from derl_bench.evaluation.record import command_record
     from derl_bench.evaluation.schema import COMPACT_CONSTRAINED
@@ -179,8 +176,7 @@ def _run_commands(args: argparse.Namespace) -> int:
                (not args.commands.is_dir(), f"--commands: {args.commands} is not a folder")]
     for bad, message in refused:
         if bad:
-            print(f"error: {message}", file=sys.stderr)
-            return 2
+            raise CommandError(message)
     from derl_bench.evaluation.record import COMMAND_POLICY
     from derl_bench.evaluation.schema import RESULT_SCHEMA, schema_errors
 
@@ -189,21 +185,18 @@ def _run_commands(args: argparse.Namespace) -> int:
               + schema_errors(COMMAND_POLICY.format(model=args.commands), fields["policy"],
                               "the policy spec"))
     if errors:
-        print(f"error: {errors[0]} (name the model with --model; give the folder as a plain "
-              "path)", file=sys.stderr)
-        return 2
+        raise CommandError(f"{errors[0]} (name the model with --model; give the folder as a "
+                           "plain path)")
+    if args.recipe is not None and not args.recipe.is_file():
+        raise CommandError(f"--recipe: {args.recipe} is not a file")
     try:
         adapter = adapter_for(args.env)
         adapter.level(args.level)
-        if COMPACT_CONSTRAINED not in adapter.policy_interfaces:
-            raise ProtocolError(f"{args.env} has no command policies (no compact state)")
-        recipe = args.recipe
-        if recipe is not None and not recipe.is_file():
-            raise OSError(f"--recipe: {recipe} is not a file")
         meta_reward = _meta_reward(args.meta_reward, args.env)
-    except (ProtocolError, OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    if COMPACT_CONSTRAINED not in adapter.policy_interfaces:
+        raise CommandError(f"{args.env} has no command policies (no compact state)")
     episodes: list[CommandEpisode] = []
     try:
         evaluation = evaluate_commands(args.commands, args.level, env_id=args.env,
@@ -213,10 +206,9 @@ def _run_commands(args: argparse.Namespace) -> int:
                                 model=args.model or args.commands.name,
                                 model_dir=args.commands, checkpoint=args.checkpoint,
                                 seed=args.train_seed, meta_reward=meta_reward,
-                                recipe=recipe)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+                                recipe=args.recipe)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
     if args.output is not None:
         write_json_atomic(args.output, record)
         rate = record["results"]["success_rate"]

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from derl_bench.cli._errors import CommandError
+
 DEFAULT_DIR = Path("leaderboards")
 
 
@@ -66,8 +68,7 @@ def run_validate(args: argparse.Namespace) -> int:
     else:
         reports = validate_board(args.dir)
     if not reports:
-        print(f"no submissions found under {args.dir}", file=sys.stderr)
-        return 2
+        raise CommandError(f"no submissions found under {args.dir}")
     rejected = 0
     for report in reports:
         path = report.path
@@ -93,8 +94,7 @@ def run_render(args: argparse.Namespace) -> int:
 
     problem = None if args.check else board_folder_problem(args.dir)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        raise CommandError(problem)
     records = []
     for report in validate_board(args.dir):
         if report.ok and report.record is not None:
@@ -134,10 +134,9 @@ def run_run_here(args: argparse.Namespace) -> int:
             problems.append(f"{path}: invalid ({'; '.join(report.problems)})")
         elif report.record["kind"] != "run":
             problems.append(f"{path}: a {report.record['kind']} record was not run here")
-    for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
     if problems:
-        return 2
+        raise CommandError("\n".join(problems) if len(problems) == 1 else
+                           "nothing listed:\n" + "\n".join(f"  {p}" for p in problems))
     print(f"listed {len(args.files)} records in {mark_run_here(args.dir, args.files)}")
     return 0
 

@@ -9,10 +9,8 @@ from derl_bench.cli._runs import add_run_options, hold_run
 
 
 def _run(args: argparse.Namespace) -> int:
-    from derl_bench.grpo.checkpoint import ResumeError
     from derl_bench.grpo.config import ConfigError
     from derl_bench.meta import load_meta_config, run_meta
-    from derl_bench.meta.workers import ExecutorError
 
     overrides = list(args.overrides)
     if args.method:
@@ -27,30 +25,26 @@ def _run(args: argparse.Namespace) -> int:
         overrides.append(f"workers={args.workers}")
     from derl_bench.evaluation.batched import headline_evaluator
     from derl_bench.grpo.config import TINY_MODEL
-    from derl_bench.grpo.rundir import RunDirError, clear_run_dir
+    from derl_bench.grpo.rundir import clear_run_dir
     from derl_bench.meta.workers import ray_available
 
-    try:
-        config = load_meta_config(args.recipe, overrides)
-        if config.executor == "ray" and not ray_available():  # refused before the folder
-            raise ConfigError("executor: ray needs the ray package: pip install "
-                              "'derl-bench[distributed]' (or executor: local)")
-        models = [m for m in (config.inner.model, config.optimizer.model) if m != TINY_MODEL]
-        # The folder is held from its check to the run's last write.
-        with hold_run(config.run_dir, models, args) as replace:
-            if replace:
-                clear_run_dir(config.run_dir)
-            inner = config.inner
-            evaluate = headline_evaluator(
-                inner.env_id, config.eval_levels, limit=config.eval_limit,
-                max_new_tokens=inner.max_new_tokens, model_label=inner.model,
-                env_kwargs={k: v for k, v in inner.env_kwargs.items()
-                            if k not in ("split", "level")})
-            result = run_meta(config, evaluate=evaluate if config.eval_levels else None,
-                              resume=args.resume)
-    except (ConfigError, RunDirError, ResumeError, ExecutorError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    config = load_meta_config(args.recipe, overrides)
+    if config.executor == "ray" and not ray_available():  # refused before the folder
+        raise ConfigError("executor: ray needs the ray package: pip install "
+                          "'derl-bench[distributed]' (or executor: local)")
+    models = [m for m in (config.inner.model, config.optimizer.model) if m != TINY_MODEL]
+    # The folder is held from its check to the run's last write.
+    with hold_run(config.run_dir, models, args) as replace:
+        if replace:
+            clear_run_dir(config.run_dir)
+        inner = config.inner
+        evaluate = headline_evaluator(
+            inner.env_id, config.eval_levels, limit=config.eval_limit,
+            max_new_tokens=inner.max_new_tokens, model_label=inner.model,
+            env_kwargs={k: v for k, v in inner.env_kwargs.items()
+                        if k not in ("split", "level")})
+        result = run_meta(config, evaluate=evaluate if config.eval_levels else None,
+                          resume=args.resume)
     if result.best_expr is None:
         print("no candidate trained successfully; see candidates.jsonl", file=sys.stderr)
         return 1

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from derl_bench.cli._errors import CommandError
+
 
 def register(subparsers: Any) -> None:
     """Add ``model init-tiny``, ``init``, ``merge``, ``rehearse``, ``sft`` and
@@ -113,24 +115,21 @@ def run_init_tiny(args: argparse.Namespace) -> int:
     from derl_bench.policies.tiny import TinyModelSpec, init_tiny_model
 
     if args.layers < 1 or args.hidden_size < 8 or args.hidden_size % 4 or args.vocab_size < 300:
-        print("derl-bench model init-tiny: need --layers >= 1, --hidden-size a multiple of 4 "
-              "(>= 8) and --vocab-size >= 300", file=sys.stderr)
-        return 2
+        raise CommandError("need --layers >= 1, --hidden-size a multiple of 4 (>= 8) and "
+                           "--vocab-size >= 300")
     spec = TinyModelSpec(vocab_size=args.vocab_size, hidden_size=args.hidden_size,
                          intermediate_size=2 * args.hidden_size,
                          num_hidden_layers=args.layers, seed=args.seed)
-    return _write_folder("init-tiny",
-                         lambda: init_tiny_model(args.path, spec, overwrite=args.overwrite))
+    return _write_folder(lambda: init_tiny_model(args.path, spec, overwrite=args.overwrite))
 
 
-def _write_folder(action: str, write: Callable[[], Path]) -> int:
-    """Run ``write`` (which writes a model folder atomically) and print the folder, or the
-    reason it was refused (exit code 2)."""
+def _write_folder(write: Callable[[], Path]) -> int:
+    """Run ``write`` (which writes a model folder atomically) and print the folder; a folder
+    in the way or a refused source is a :class:`CommandError` or an ``OSError``."""
     try:
         path = write()
-    except (FileExistsError, FileNotFoundError, ValueError) as err:
-        print(f"derl-bench model {action}: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:
+        raise CommandError(str(err)) from err
     print(path)
     return 0
 
@@ -138,15 +137,15 @@ def _write_folder(action: str, write: Callable[[], Path]) -> int:
 def run_init_shape(args: argparse.Namespace) -> int:
     from derl_bench.policies.shapes import init_shape_model
 
-    return _write_folder("init", lambda: init_shape_model(
+    return _write_folder(lambda: init_shape_model(
         args.path, args.shape, seed=args.seed, dtype=args.dtype, overwrite=args.overwrite))
 
 
 def run_merge(args: argparse.Namespace) -> int:
     from derl_bench.policies.lora import merge_adapter
 
-    return _write_folder("merge", lambda: merge_adapter(args.checkpoint, args.path,
-                                                        overwrite=args.overwrite))
+    return _write_folder(lambda: merge_adapter(args.checkpoint, args.path,
+                                               overwrite=args.overwrite))
 
 
 def run_rehearse(args: argparse.Namespace) -> int:
@@ -156,9 +155,7 @@ def run_rehearse(args: argparse.Namespace) -> int:
     dtypes = tuple(d for d in args.dtypes.split(",") if d)
     if not paths or any(p not in PATHS for p in paths) or not dtypes or \
             any(d not in DTYPES for d in dtypes):
-        print(f"derl-bench model rehearse: --paths takes {', '.join(PATHS)} and --dtypes "
-              f"{', '.join(DTYPES)}", file=sys.stderr)
-        return 2
+        raise CommandError(f"--paths takes {', '.join(PATHS)} and --dtypes {', '.join(DTYPES)}")
     loras = {"off": (False,), "on": (True,), "both": (False, True)}[args.lora]
     results = rehearse(args.shape, Path(args.output), loras, paths, dtypes,
                        meta=not args.no_meta, agents=not args.no_agents, device=args.device)
@@ -178,8 +175,7 @@ def run_sft_command(args: argparse.Namespace) -> int:
     from derl_bench.sft import SFTConfig, run_sft
 
     if args.env not in gym.registry:
-        print(f"derl-bench model sft: unknown env {args.env!r}", file=sys.stderr)
-        return 2
+        raise CommandError(f"unknown env {args.env!r}")
     try:
         config = SFTConfig(env_id=args.env, output=args.path, model=args.model,
                            split=args.split, level=args.level, steps=args.steps,
@@ -196,9 +192,8 @@ def run_sft_command(args: argparse.Namespace) -> int:
         # The model folder appears whole at the end: it is held from beside it.
         with hold_output(args.path, args, whole=True):
             report = run_sft(config, progress=True, demos=demos)
-    except (ValueError, FileExistsError) as err:
-        print(f"derl-bench model sft: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:
+        raise CommandError(str(err)) from err
     print(f"{args.path}  loss {report['loss_first']:.3f} -> {report['loss_last']:.3f}")
     return 0
 
@@ -216,19 +211,17 @@ def run_agent_base(args: argparse.Namespace) -> int:
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep or key not in fields or key in ("output", "level", "seed"):
-            print(f"derl-bench model agent-base: --set takes KEY=VALUE with KEY one of "
-                  f"{', '.join(sorted(set(fields) - {'output', 'level', 'seed'}))}; got "
-                  f"{item!r}", file=sys.stderr)
-            return 2
+            raise CommandError(f"--set takes KEY=VALUE with KEY one of "
+                               f"{', '.join(sorted(set(fields) - {'output', 'level', 'seed'}))}"
+                               f"; got {item!r}")
         overrides[key] = yaml.safe_load(value)
     try:
         config = DaggerConfig(output=args.path, level=args.level, seed=args.seed, **overrides)
         _check_agent_base(config)
         with hold_output(args.path, args, whole=True):
             record = run_dagger(config, log=print)
-    except (ValueError, TypeError, FileExistsError) as err:
-        print(f"derl-bench model agent-base: {err}", file=sys.stderr)
-        return 2
+    except (ValueError, TypeError) as err:
+        raise CommandError(str(err)) from err
     last = record["rounds"][-1] if record["rounds"] else record["bc"]
     print(f"{args.path}  {record['parameters']:,} parameters, {record['seconds']:.0f} s; "
           f"last round's success {last['success']:.3f}")

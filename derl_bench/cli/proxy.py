@@ -5,36 +5,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
+from derl_bench.cli._errors import CommandError
 from derl_bench.cli._runs import at_least_one, hold_output, key_value
 
 
 def _run(args: argparse.Namespace) -> int:
-    from derl_bench.grpo.rundir import RunDirError
-
-    try:
-        # Every mode writes under --output, from its first check to its last write.
-        with hold_output(args.output, args):
-            return _proxy(args)
-    except RunDirError as err:
-        print(f"derl-bench proxy: {err}", file=sys.stderr)
-        return 2
+    # Every mode writes under --output, from its first check to its last write.
+    with hold_output(args.output, args):
+        return _proxy(args)
 
 
 def _proxy(args: argparse.Namespace) -> int:
     from derl_bench.experiments.proxy import METHODS, ProxyConfig, run_proxy, small
     from derl_bench.family import family_spec
-    from derl_bench.grpo.config import ConfigError
 
     try:
         if family_spec(args.env).multi_turn:
             raise ValueError("the proxy benchmark runs single-step tasks")
         config = ProxyConfig(output=args.output, workers=args.workers, env_id=args.env)
     except (ValueError, KeyError) as err:
-        print(f"derl-bench proxy: --env {args.env}: {err}", file=sys.stderr)
-        return 2
+        reason = err.args[0] if isinstance(err, KeyError) and err.args else err
+        raise CommandError(f"--env {args.env}: {reason}") from err
     if args.small:
         config = small(config)
     if args.optimizer:
@@ -51,8 +44,7 @@ def _proxy(args: argparse.Namespace) -> int:
         try:
             figures = run_modes(config, trained=not args.small)
         except ValueError as err:
-            print(f"derl-bench proxy: {err}", file=sys.stderr)
-            return 2
+            raise CommandError(str(err)) from err
         if args.records:
             _copy(Path(config.output), Path(args.records) / "evidence", ("modes.json", "modes.md"))
         print(modes_markdown(figures))
@@ -65,8 +57,7 @@ def _proxy(args: argparse.Namespace) -> int:
                      if args.small else PlantedConfig(proxy=config))
             found = run_planted(check)
         except ValueError as err:
-            print(f"derl-bench proxy: {err}", file=sys.stderr)
-            return 2
+            raise CommandError(str(err)) from err
         if args.records:
             _copy(check.output, Path(args.records) / "evidence", ("planted.json", "planted.md"))
         print(f"planted reward check: {check.output / 'planted.md'}; "
@@ -92,22 +83,15 @@ def _proxy(args: argparse.Namespace) -> int:
         config.seeds = args.seeds
     if args.generations is not None:
         if args.generations < 1:
-            print("derl-bench proxy: --generations must be at least 1", file=sys.stderr)
-            return 2
+            raise CommandError("--generations must be at least 1")
         config.outer_steps = args.generations
         config.endpoint_from = args.generations // 2
     if args.methods:
         unknown = [m for m in args.methods if m not in METHODS]
         if unknown:
-            print(f"derl-bench proxy: unknown methods {unknown}; known: {', '.join(METHODS)}",
-                  file=sys.stderr)
-            return 2
+            raise CommandError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
         config.methods = args.methods
-    try:
-        result = run_proxy(config, records=Path(args.records) if args.records else None)
-    except ConfigError as err:
-        print(f"derl-bench proxy: {err}", file=sys.stderr)
-        return 2
+    result = run_proxy(config, records=Path(args.records) if args.records else None)
     print(json.dumps(result["summary"], indent=2))
     print(f"results: {Path(config.output) / 'results.json'}  curves: "
           f"{Path(config.output) / 'curves.png'}  ({result['wall_time_s']:.0f} s)")

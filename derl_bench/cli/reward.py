@@ -3,7 +3,7 @@
 ``--env ID`` checks the expression against the primitives that env declares (its card);
 ``--domain`` against a historical domain's merged list. Exit status 2 means the expression (or
 the trajectory file) was rejected, an unknown primitive included; the typed error, its position
-and close names are printed on stderr.
+and close names are printed on stderr after ``error:``.
 """
 
 from __future__ import annotations
@@ -11,19 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
+from derl_bench.cli._errors import CommandError
 from derl_bench.reward import (
     DOMAINS,
     SEMANTICS,
-    MetaRewardError,
     compile_reward,
     pad_episodes,
 )
-
-REJECTED = 2
 
 
 def register(subparsers: Any) -> None:
@@ -74,13 +71,10 @@ def _primitives(args: argparse.Namespace) -> list[str] | None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """Print the analysis of one expression; 2 on rejection."""
-    try:
-        reward = compile_reward(args.expr, args.env or args.domain, _primitives(args),
-                                semantics=args.semantics)
-    except MetaRewardError as err:
-        print(f"rejected: {err}", file=sys.stderr)
-        return REJECTED
+    """Print the analysis of one expression; a rejected one raises its
+    :class:`~derl_bench.reward.MetaRewardError`."""
+    reward = compile_reward(args.expr, args.env or args.domain, _primitives(args),
+                            semantics=args.semantics)
     s = reward.structure
     report = {
         "canonical": reward.canonical,
@@ -114,31 +108,28 @@ def _read_episodes(path: Path) -> list[list[dict[str, Any]]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: not JSON ({err.msg})") from None
+                raise CommandError(f"{path}:{number}: not JSON ({err.msg})") from None
             steps = record.get("steps") if isinstance(record, dict) else record
             if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
-                raise ValueError(f"{path}:{number}: expected a list of per-step dicts")
+                raise CommandError(f"{path}:{number}: expected a list of per-step dicts")
             episodes.append(steps)
     return episodes
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """Print one JSON line per episode with its reward; 2 on rejection."""
+    """Print one JSON line per episode with its reward; a rejected expression or trajectory
+    file raises before anything is printed."""
+    reward = compile_reward(
+        args.expr, args.env or args.domain, _primitives(args), bound=args.bound,
+        semantics=args.semantics,
+    )
     try:
-        reward = compile_reward(
-            args.expr, args.env or args.domain, _primitives(args), bound=args.bound,
-            semantics=args.semantics,
-        )
         episodes = _read_episodes(args.trajectories)
-        traj, lengths = pad_episodes(episodes, reward.primitives)
-        values, invalid = reward.episodic(traj, lengths, return_invalid=True)
-        steps = reward.per_step(traj, lengths) if args.per_step else None
-    except MetaRewardError as err:
-        print(f"rejected: {err}", file=sys.stderr)
-        return REJECTED
-    except (OSError, ValueError) as err:
-        print(f"rejected: {err}", file=sys.stderr)
-        return REJECTED
+    except UnicodeDecodeError as err:
+        raise CommandError(f"{args.trajectories} is not UTF-8 text ({err.reason})") from None
+    traj, lengths = pad_episodes(episodes, reward.primitives)
+    values, invalid = reward.episodic(traj, lengths, return_invalid=True)
+    steps = reward.per_step(traj, lengths) if args.per_step else None
     for i, value in enumerate(values):
         row: dict[str, Any] = {"episode": i, "reward": float(value), "steps": int(lengths[i])}
         if invalid[i]:

@@ -22,8 +22,6 @@ from typing import Any
 
 from derl_bench.cli._runs import add_run_options, hold_run
 
-REJECTED = 2
-
 
 def register(subparsers: Any) -> None:
     """Add ``train``."""
@@ -58,30 +56,30 @@ def check_env(config: Any) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """Load the recipe, train, print where the results are."""
+    """Load the recipe, train, print where the results are; a rejected recipe, override,
+    output folder, resume or data file raises before anything is written (exit 2). A damaged
+    data file met during the run exits 1."""
     from derl_bench.data.read import DataFileError
-    from derl_bench.data.verify import DataChecksumError
     from derl_bench.family import family_spec
-    from derl_bench.grpo.checkpoint import ResumeError
-    from derl_bench.grpo.config import TINY_MODEL, ConfigError, load_config
+    from derl_bench.grpo.config import TINY_MODEL, load_config
     from derl_bench.grpo.dispatch import check_data, run_training
-    from derl_bench.grpo.rundir import RunDirError, clear_run_dir
-    from derl_bench.reward import MetaRewardError, compile_reward
+    from derl_bench.grpo.rundir import clear_run_dir
+    from derl_bench.reward import compile_reward
 
     overrides = list(args.overrides)
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
-    try:
-        config = load_config(args.recipe, overrides)
-        # Reject a reward over primitives the env does not emit before any model loads.
-        compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
-        models = [m for m in [config.model] if m != TINY_MODEL]
-        # The folder is held from its check to the run's last write.
-        with hold_run(config.run_dir, models, args) as replace:
-            check_data(config)
-            check_env(config)
-            if replace:
-                clear_run_dir(config.run_dir)
+    config = load_config(args.recipe, overrides)
+    # Reject a reward over primitives the env does not emit before any model loads.
+    compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
+    models = [m for m in [config.model] if m != TINY_MODEL]
+    # The folder is held from its check to the run's last write.
+    with hold_run(config.run_dir, models, args) as replace:
+        check_data(config)
+        check_env(config)
+        if replace:
+            clear_run_dir(config.run_dir)
+        try:
             if config.trainer == "trl" and family_spec(config.env_id).multi_turn:
                 # TRL's multi-turn trainer sits on top of the pipeline
                 # (derl_bench.integrations), so the train command, not grpo's dispatch, hands
@@ -91,12 +89,9 @@ def run_train(args: argparse.Namespace) -> int:
                 history = train_trl_agent(config, resume=args.resume)
             else:
                 history, _model = run_training(config, resume=args.resume)
-    except (ConfigError, ResumeError, MetaRewardError, RunDirError, DataChecksumError) as err:
-        print(f"derl-bench train: {err}", file=sys.stderr)
-        return REJECTED
-    except DataFileError as err:  # met during the run: the message names the file
-        print(f"derl-bench train: {err}", file=sys.stderr)
-        return 1
+        except DataFileError as err:  # met during the run: the message names the file
+            print(f"error: {err}", file=sys.stderr)
+            return 1
     last = history[-1] if history else {}
     print(f"run: {config.run_dir}  steps: {len(history)}  "
           f"reward: {last.get('reward/mean', float('nan')):.4f}  "

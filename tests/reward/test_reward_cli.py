@@ -153,7 +153,8 @@ def test_eval_missing_file(tmp_path, capsys):
         )
         == 2
     )
-    assert "rejected" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "none.jsonl" in err
 
 
 def test_console_script_exit_status():
