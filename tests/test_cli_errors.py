@@ -5,6 +5,10 @@ outputs are checked writable before the work starts, and nothing is left half-wr
 from __future__ import annotations
 
 import errno
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,183 @@ from derl_bench.cli import main
 REPO = Path(__file__).resolve().parents[1]
 EVALUATE = ["evaluate", "--env", "derl/Arithmetic-v0", "--level", "L0", "--policy", "random",
             "--limit", "2", "--no-progress"]
+
+
+def _error_line(err: str) -> str:
+    """The one ``error:`` line a refusal prints, and nothing else on stderr."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+def _can_create_in(folder: Path) -> bool:
+    try:
+        (folder / ".probe").touch()
+    except OSError:
+        return False
+    (folder / ".probe").unlink()
+    return True
+
+
+@pytest.fixture
+def unwritable(tmp_path):
+    """A folder in which no file can be created. Permission bits do not stop root, so as root
+    this is /sys, which refuses new files to everyone."""
+    if os.geteuid() != 0:
+        folder = tmp_path / "read-only"
+        folder.mkdir()
+        folder.chmod(0o555)
+        try:
+            if _can_create_in(folder):
+                pytest.skip("this file system ignores permission bits")
+            yield folder
+        finally:
+            folder.chmod(0o755)
+        return
+    if Path("/sys").is_dir() and not _can_create_in(Path("/sys")):
+        yield Path("/sys")
+        return
+    pytest.skip("running as root, and /sys accepts new files: no folder here refuses a write")
+
+
+# -- inputs that would block or never end ---------------------------------------------------------
+
+def _limit_memory() -> None:
+    # A reader of /dev/zero that is not stopped would grow until the machine runs out.
+    resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+
+def _command(tmp_path: Path, source: str, case: str) -> tuple[list[str], Path]:
+    if source == "fifo":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)
+    else:
+        path = Path("/dev/zero")
+    out = tmp_path / "rec.json"
+    if case == "evaluate --recipe":
+        return [*EVALUATE, "--recipe", str(path), "--output", str(out)], path
+    return ["reward", "eval", "g1", "--domain", "agent", "--trajectories", str(path)], path
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+@pytest.mark.parametrize("source", ["fifo", "/dev/zero"])
+@pytest.mark.parametrize("case", ["evaluate --recipe", "reward eval --trajectories"])
+def test_a_fifo_or_device_input_is_refused_without_being_read(tmp_path, source, case):
+    args, path = _command(tmp_path, source, case)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    try:
+        done = subprocess.run([sys.executable, "-m", "derl_bench", *args], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=90,
+                              preexec_fn=_limit_memory)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{case} read {source} instead of refusing it")
+    option = case.split()[-1]
+    kind = "a FIFO" if source == "fifo" else "a character device"
+    assert done.returncode == 2, done.stderr
+    assert _error_line(done.stderr) == f"error: {option}: {path} is not a regular file ({kind})"
+    assert done.stdout == ""
+    assert not (tmp_path / "rec.json").exists()
+
+
+def test_a_trajectory_file_over_the_bound_is_refused_before_it_is_read(tmp_path, capsys,
+                                                                       monkeypatch):
+    from derl_bench.cli import reward
+
+    monkeypatch.setattr(reward, "TRAJECTORIES_MAX_BYTES", 16)
+    log = tmp_path / "t.jsonl"
+    log.write_text('[{"success": 1, "env_reward": 0.5}]\n')
+    assert main(["reward", "eval", "g1", "--domain", "agent", "--trajectories", str(log)]) == 2
+    out, err = capsys.readouterr()
+    assert _error_line(err) == (f"error: --trajectories: {log} is 36 bytes, more than the "
+                                "16 bytes it may be")
+    assert out == ""
+
+
+# -- outputs ------------------------------------------------------------------------------------
+
+def test_one_file_for_output_and_trajectories_is_refused(tmp_path, capsys):
+    out = tmp_path / "rec.json"
+    assert main([*EVALUATE, "--output", str(out), "--trajectories",
+                 str(tmp_path / "." / "rec.json")]) == 2
+    assert _error_line(capsys.readouterr().err) == (
+        f"error: --output and --trajectories name the same file ({tmp_path / '.' / 'rec.json'})"
+        "; give each its own")
+    assert list(tmp_path.iterdir()) == []
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: 1\n")
+    assert main([*EVALUATE, "--recipe", str(recipe), "--output", str(recipe)]) == 2
+    assert "--recipe and --output name the same file" in _error_line(capsys.readouterr().err)
+    assert recipe.read_text() == "steps: 1\n"
+
+
+def test_an_unwritable_output_is_refused_before_any_episode(unwritable, tmp_path, capsys,
+                                                            monkeypatch):
+    import derl_bench.evaluation
+
+    def no_episode(*args, **kwargs):
+        raise AssertionError("the evaluation ran before its output was checked")
+
+    monkeypatch.setattr(derl_bench.evaluation, "evaluate", no_episode)
+    for option in ("--output", "--trajectories"):
+        target = unwritable / "results" / "rec.json"
+        other = "--trajectories" if option == "--output" else "--output"
+        assert main([*EVALUATE, option, str(target), other, str(tmp_path / "other")]) == 2
+        line = _error_line(capsys.readouterr().err)
+        assert line.startswith(f"error: {option}: {target} cannot be written: {unwritable} is "
+                               "not writable (")
+    assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize("command", [["proxy", "--small"], ["demo"]])
+def test_an_output_folder_that_is_a_file_or_unwritable_is_refused(tmp_path, capsys, unwritable,
+                                                                  command):
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    assert main([*command, "--output", str(taken)]) == 2
+    assert _error_line(capsys.readouterr().err) == (
+        f"error: --output: {taken} is a file, not a folder")
+    assert taken.read_text() == "mine"
+    assert main([*command, "--output", str(unwritable / "runs")]) == 2
+    assert f"{unwritable} is not writable" in _error_line(capsys.readouterr().err)
+    assert [p for p in tmp_path.iterdir() if p != unwritable] == [taken]
+
+
+def test_a_leaderboards_folder_that_does_not_exist_is_refused_to_a_reader(tmp_path, capsys):
+    missing = tmp_path / "boards"
+    for action in (["render", "--check"], ["validate"], ["run-here", str(missing / "x.json")]):
+        assert main(["leaderboard", *action, "--dir", str(missing)]) == 2
+        assert _error_line(capsys.readouterr().err) == (
+            f"error: --dir: {missing} does not exist (the leaderboards folder, e.g. "
+            "leaderboards)")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_render_refuses_a_leaderboards_folder_it_cannot_write(unwritable, tmp_path, capsys):
+    boards = unwritable / "boards"
+    assert main(["leaderboard", "render", "--dir", str(boards), "--no-charts"]) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert line.startswith(f"error: --dir: {boards} cannot be written: {unwritable} is not "
+                           "writable (")
+
+
+# -- models, mirrors, recipes -------------------------------------------------------------------
+
+def test_evaluate_refuses_a_missing_model_folder_before_the_eval_set(tmp_path, capsys):
+    gone = tmp_path / "no-model"
+    assert main([*EVALUATE, "--policy", f"llm:{gone}", "--output",
+                 str(tmp_path / "rec.json")]) == 2
+    assert _error_line(capsys.readouterr().err) == f"error: --policy: no such model folder: {gone}"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["train", "meta"])
+def test_a_recipe_that_is_a_folder_is_called_a_folder(command, tmp_path, capsys):
+    folder = tmp_path / "recipe.yaml"
+    folder.mkdir()
+    assert main([command, str(folder), "--output", str(tmp_path / "run")]) == 2
+    assert _error_line(capsys.readouterr().err) == (
+        f"error: recipe: {folder} is a folder, not a file")
+    assert list(tmp_path.iterdir()) == [folder]
 
 
 # -- the handler ----------------------------------------------------------------------------------

@@ -6,16 +6,67 @@ or unreadable file, permission denied, a read-only file system, no space left), 
 of derl-bench's own (a rejected recipe, Meta-Reward, output folder, resume, ...), a gymnasium
 error, or torch's refusal of a device (CUDA not available, an unknown device string, out of
 memory). Anything else is a bug, and keeps its traceback.
+
+The ``require_*`` checks of files run before a command's work starts, so an input that would
+block or never end, or an output that cannot be written, is refused before anything is
+computed.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
+
+from derl_bench.files import (
+    input_file_problem,
+    output_file_problem,
+    output_folder_problem,
+    same_file,
+)
+
+RECIPE_MAX_BYTES = 16 * 2**20
+"""A recipe is a few lines of YAML; anything near this size is not one, and is read whole."""
 
 
 class CommandError(Exception):
     """A command's input is refused; the message says what and, where it can, what to do."""
+
+
+def require_input(option: str, path: str | Path, max_bytes: int | None = None) -> Path:
+    """``path`` if it is a regular file that can be read (at most ``max_bytes``), else
+    :class:`CommandError` naming ``option``."""
+    problem = input_file_problem(path, max_bytes)
+    if problem:
+        raise CommandError(f"{option}: {problem}")
+    return Path(path)
+
+
+def require_output(option: str, path: str | Path) -> Path:
+    """``path`` if a file can be written there, else :class:`CommandError` naming ``option``."""
+    problem = output_file_problem(path)
+    if problem:
+        raise CommandError(f"{option}: {problem}")
+    return Path(path)
+
+
+def require_output_folder(option: str, path: str | Path) -> Path:
+    """``path`` if files can be written into it (it may not exist yet), else
+    :class:`CommandError` naming ``option``."""
+    problem = output_folder_problem(path)
+    if problem:
+        raise CommandError(f"{option}: {problem}")
+    return Path(path)
+
+
+def require_distinct(paths: dict[str, str | Path | None]) -> None:
+    """Refuse two options that name one file: one would overwrite the other (or a recipe)."""
+    given = [(option, path) for option, path in paths.items() if path is not None]
+    for i, (first, a) in enumerate(given):
+        for second, b in given[i + 1:]:
+            if same_file(a, b):
+                raise CommandError(f"{first} and {second} name the same file ({b}); give "
+                                   "each its own")
 
 
 _DEVICE = re.compile(

@@ -120,9 +120,10 @@ def explain(summary: dict[str, Any]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from derl_bench.cli._errors import require_output_folder
     from derl_bench.cli._runs import hold_output
 
-    output = Path(args.output)
+    output = require_output_folder("--output", args.output)
     with hold_output(output, args):
         print("derl-bench demo: DERL vs its frozen control and the outcome-only reward on "
               "derl/Arithmetic-v0 (tiny models built in code; about 10 minutes on 2 CPU cores)")

@@ -14,7 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from derl_bench.cli._errors import CommandError
+from derl_bench.cli._errors import (
+    RECIPE_MAX_BYTES,
+    CommandError,
+    require_distinct,
+    require_input,
+    require_output,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -75,6 +81,19 @@ def _meta_reward(expression: str | None, env_id: str) -> dict[str, str] | None:
     return meta_reward_block(expression, env_id)
 
 
+def _check_files(args: argparse.Namespace) -> None:
+    """Refuse, before any episode runs, a recipe that is not a readable regular file (a FIFO
+    or a device would block the hash or never end), an output that cannot be written (the
+    result would be computed and then lost), and two options that name one file."""
+    if args.recipe is not None:
+        require_input("--recipe", args.recipe, RECIPE_MAX_BYTES)
+    for option, path in (("--output", args.output), ("--trajectories", args.trajectories)):
+        if path is not None:
+            require_output(option, path)
+    require_distinct({"--recipe": args.recipe, "--output": args.output,
+                      "--trajectories": args.trajectories})
+
+
 def _check_names(args: argparse.Namespace) -> None:
     from derl_bench.evaluation.schema import RESULT_SCHEMA, schema_errors
 
@@ -96,30 +115,30 @@ def run(args: argparse.Namespace) -> int:
     from derl_bench.evaluation import adapter_for, evaluate
     from derl_bench.evaluation.record import file_sha256
     from derl_bench.files import write_json_atomic, write_jsonl_atomic
+    from derl_bench.policies.loading import model_problem
     from derl_bench.progress import progress_bar
 
     if args.num_envs < 1 or (args.limit is not None and args.limit < 1):
         raise CommandError("--num-envs and --limit must be positive")
     if args.commands is None and args.train_seed is not None:
         raise CommandError("--train-seed goes with --commands (name the seed in --method)")
-    from derl_bench.files import output_file_problem
-
-    for option, path in (("--output", args.output), ("--trajectories", args.trajectories)):
-        problem = None if path is None else output_file_problem(path)
-        if problem:
-            raise CommandError(f"{option}: {problem}")
+    _check_files(args)
     _check_names(args)
     if args.commands is not None:
         return _run_commands(args)
+    if args.policy.startswith("llm:"):
+        problem = model_problem(args.policy[len("llm:"):])
+        if problem:
+            raise CommandError(f"--policy: {problem}")
     try:
         eval_set = adapter_for(args.env).eval_set(args.level, protocol=args.protocol,
                                                   seed=args.seed)
-        recipe = None
-        if args.recipe is not None:
-            recipe = {"name": args.recipe.name, "sha256": file_sha256(args.recipe)}
         meta_reward = _meta_reward(args.meta_reward, args.env)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
+    recipe = None
+    if args.recipe is not None:
+        recipe = {"name": args.recipe.name, "sha256": file_sha256(args.recipe)}
     total = min(eval_set.size, args.limit) if args.limit else eval_set.size
     bar = progress_bar(total=total, desc=f"{args.env} {args.level}", unit="ep",
                        disable=args.no_progress, file=sys.stderr)
@@ -187,8 +206,6 @@ def _run_commands(args: argparse.Namespace) -> int:
     if errors:
         raise CommandError(f"{errors[0]} (name the model with --model; give the folder as a "
                            "plain path)")
-    if args.recipe is not None and not args.recipe.is_file():
-        raise CommandError(f"--recipe: {args.recipe} is not a file")
     try:
         adapter = adapter_for(args.env)
         adapter.level(args.level)

@@ -16,9 +16,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from derl_bench.cli._errors import CommandError
+from derl_bench.cli._errors import CommandError, require_output_folder
 
 DEFAULT_DIR = Path("leaderboards")
+
+
+def _board_dir(path: Path, write: bool = False) -> Path:
+    """``--dir`` of a command that reads the board, if it is a folder (that can be written,
+    for ``write``); a missing one is a mistake, not an empty board."""
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise CommandError(f"--dir: {path} {what} (the leaderboards folder, e.g. "
+                           f"{DEFAULT_DIR})")
+    return require_output_folder("--dir", path) if write else path
 
 
 def register(subparsers: Any) -> None:
@@ -66,7 +76,7 @@ def run_validate(args: argparse.Namespace) -> int:
                                    board=True),
                    *validate_files([p for p in args.files if p.resolve().parent.parent != root])]
     else:
-        reports = validate_board(args.dir)
+        reports = validate_board(_board_dir(args.dir))
     if not reports:
         raise CommandError(f"no submissions found under {args.dir}")
     rejected = 0
@@ -92,9 +102,13 @@ def run_render(args: argparse.Namespace) -> int:
     from derl_bench.leaderboard.markdown import collect_citations
     from derl_bench.leaderboard.render import board_folder_problem, render_all
 
-    problem = None if args.check else board_folder_problem(args.dir)
-    if problem:
-        raise CommandError(problem)
+    if args.check:
+        _board_dir(args.dir)  # it only reads: a missing folder is a mistake, not a stale board
+    else:
+        problem = board_folder_problem(args.dir)
+        if problem:
+            raise CommandError(problem)
+        require_output_folder("--dir", args.dir)
     records = []
     for report in validate_board(args.dir):
         if report.ok and report.record is not None:
@@ -124,7 +138,7 @@ def run_run_here(args: argparse.Namespace) -> int:
     from derl_bench.evaluation.record import mark_run_here
     from derl_bench.leaderboard import validate_file
 
-    root = args.dir.resolve()
+    root = _board_dir(args.dir, write=True).resolve()
     problems = []
     for path in args.files:
         report = validate_file(path, board=True)

@@ -7,11 +7,14 @@ import argparse
 import json
 from pathlib import Path
 
-from derl_bench.cli._errors import CommandError
+from derl_bench.cli._errors import CommandError, require_output_folder
 from derl_bench.cli._runs import at_least_one, hold_output, key_value
 
 
 def _run(args: argparse.Namespace) -> int:
+    require_output_folder("--output", args.output)
+    if args.records:
+        require_output_folder("--records", args.records)
     # Every mode writes under --output, from its first check to its last write.
     with hold_output(args.output, args):
         return _proxy(args)

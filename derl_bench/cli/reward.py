@@ -14,13 +14,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-from derl_bench.cli._errors import CommandError
+from derl_bench.cli._errors import CommandError, require_input
 from derl_bench.reward import (
     DOMAINS,
     SEMANTICS,
     compile_reward,
     pad_episodes,
 )
+
+TRAJECTORIES_MAX_BYTES = 256 * 2**20
+"""The trajectory file is read whole; a log of per-step primitives this large is a mistake."""
 
 
 def register(subparsers: Any) -> None:
@@ -119,6 +122,7 @@ def _read_episodes(path: Path) -> list[list[dict[str, Any]]]:
 def run_eval(args: argparse.Namespace) -> int:
     """Print one JSON line per episode with its reward; a rejected expression or trajectory
     file raises before anything is printed."""
+    require_input("--trajectories", args.trajectories, TRAJECTORIES_MAX_BYTES)
     reward = compile_reward(
         args.expr, args.env or args.domain, _primitives(args), bound=args.bound,
         semantics=args.semantics,

@@ -20,6 +20,7 @@ import argparse
 import sys
 from typing import Any
 
+from derl_bench.cli._errors import RECIPE_MAX_BYTES, require_input
 from derl_bench.cli._runs import add_run_options, hold_run
 
 
@@ -69,7 +70,7 @@ def run_train(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
-    config = load_config(args.recipe, overrides)
+    config = load_config(require_input("recipe", args.recipe, RECIPE_MAX_BYTES), overrides)
     # Reject a reward over primitives the env does not emit before any model loads.
     compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
     models = [m for m in [config.model] if m != TINY_MODEL]
