@@ -187,6 +187,22 @@ def test_evaluate_refuses_a_missing_model_folder_before_the_eval_set(tmp_path, c
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_plain_folder_is_a_mirror_and_a_missing_one_is_refused(upstream_data, tmp_path,
+                                                                  capsys):
+    root = tmp_path / "root"
+    assert main(["data", "download", "gsm8k", "--mirror", str(upstream_data), "--root",
+                 str(root), "--quiet"]) == 0
+    assert (root / "gsm8k" / ".complete").is_file()
+    assert f"from {upstream_data.resolve().as_uri()}" in capsys.readouterr().out
+    gone = tmp_path / "no-mirror"
+    assert main(["data", "download", "gsm8k", "--mirror", str(gone), "--root",
+                 str(tmp_path / "other"), "--quiet"]) == 2
+    assert _error_line(capsys.readouterr().err) == (
+        f"error: --mirror: {gone} is not a URL (http, https, ftp, file) and does not exist; "
+        "give a URL or a folder in the upstream layout")
+    assert not (tmp_path / "other").exists()
+
+
 @pytest.mark.parametrize("command", ["train", "meta"])
 def test_a_recipe_that_is_a_folder_is_called_a_folder(command, tmp_path, capsys):
     folder = tmp_path / "recipe.yaml"

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import urllib.parse
 from pathlib import Path
 
 from derl_bench.cli._errors import CommandError
 from derl_bench.data.root import COMPLETE_MARKER, data_root, is_complete
 from derl_bench.data.sources import DATASETS, dataset
+
+MIRROR_SCHEMES = ("http", "https", "ftp", "file")
+"""What urllib fetches; a mirror given as anything else must be a local folder."""
 
 
 def _names(requested: list[str]) -> list[str]:
@@ -29,15 +33,34 @@ def _root_and_names(args: argparse.Namespace) -> tuple[Path, list[str]]:
         raise CommandError(err.args[0]) from None
 
 
+def mirror_url(text: str) -> str:
+    """``--mirror`` as a URL: a URL as it is, an existing folder as its ``file://`` URL.
+
+        >>> mirror_url("https://example.org/data/")
+        'https://example.org/data/'
+        >>> mirror_url("/")
+        'file:///'
+    """
+    if urllib.parse.urlsplit(text).scheme.lower() in MIRROR_SCHEMES:
+        return text
+    folder = Path(text).expanduser()
+    if folder.is_dir():
+        return folder.resolve().as_uri()
+    what = "is a file" if folder.exists() else "does not exist"
+    raise CommandError(f"--mirror: {text} is not a URL ({', '.join(MIRROR_SCHEMES)}) and "
+                       f"{what}; give a URL or a folder in the upstream layout")
+
+
 def _download(args: argparse.Namespace) -> int:
     from derl_bench.data.download import DownloadError, download
 
     root, names = _root_and_names(args)
+    mirror = mirror_url(args.mirror) if args.mirror else None
     for name in names:
         print(f"{name}: downloading into {root / name}"
-              + (f" from {args.mirror}" if args.mirror else ""))
+              + (f" from {mirror}" if mirror else ""))
         try:
-            results = download(name, root, mirror=args.mirror, force=args.force,
+            results = download(name, root, mirror=mirror, force=args.force,
                                show_progress=not args.quiet)
         except DownloadError as err:
             print(f"error: {err}", file=sys.stderr)
@@ -87,7 +110,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     dl = data_sub.add_parser("download", help="fetch datasets from upstream or a mirror",
                              description="Fetch datasets (atomic, sha256-checked, resumable).")
     dl.add_argument("names", nargs="*", metavar="NAME", help=names_help)
-    dl.add_argument("--mirror", metavar="URL", help="fetch the same layout from this base URL")
+    dl.add_argument("--mirror", metavar="URL", help="fetch the same layout from this base URL, "
+                    "or from a local folder")
     dl.add_argument("--root", type=lambda text: Path(text).expanduser().resolve(),
                     help="data root (default: $DERL_BENCH_DATA)")
     dl.add_argument("--force", action="store_true", help="download again even if complete")
