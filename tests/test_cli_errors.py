@@ -159,6 +159,15 @@ def test_an_output_folder_that_is_a_file_or_unwritable_is_refused(tmp_path, caps
     assert [p for p in tmp_path.iterdir() if p != unwritable] == [taken]
 
 
+def test_demo_refuses_zero_workers_before_anything_runs(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--workers", "0", "--output", str(tmp_path / "demo")])
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    assert "argument --workers: must be at least 1, got 0" in err and out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_leaderboards_folder_that_does_not_exist_is_refused_to_a_reader(tmp_path, capsys):
     missing = tmp_path / "boards"
     for action in (["render", "--check"], ["validate"], ["run-here", str(missing / "x.json")]):

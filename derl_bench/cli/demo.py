@@ -21,6 +21,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from derl_bench.cli._runs import at_least_one
+
 DEMO: dict[str, Any] = {
     "methods": ["derl", "derl-frozen", "outcome"],
     "seeds": [0],
@@ -144,7 +146,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "demo.json.")
     parser.add_argument("--output", default="runs/demo",
                         help="output directory (default runs/demo)")
-    parser.add_argument("--workers", type=int, default=2,
+    parser.add_argument("--workers", type=at_least_one, default=2,
                         help="methods run side by side, one process each (default 2)")
     parser.set_defaults(func=_run)
 
