@@ -213,6 +213,16 @@ def test_a_plain_folder_is_a_mirror_and_a_missing_one_is_refused(upstream_data, 
 
 
 @pytest.mark.parametrize("command", ["train", "meta"])
+def test_a_missing_recipe_is_named_alone(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([command])
+    assert exit_.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.endswith("error: the following arguments are required: " + (
+        "RECIPE.yaml" if command == "train" else "recipe"))
+
+
+@pytest.mark.parametrize("command", ["train", "meta"])
 def test_a_recipe_that_is_a_folder_is_called_a_folder(command, tmp_path, capsys):
     folder = tmp_path / "recipe.yaml"
     folder.mkdir()

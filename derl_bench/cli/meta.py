@@ -66,7 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "propose Meta-Rewards, train an inner GRPO policy on each, score it on validation "
         "episodes, and learn from the scores.")
     parser.add_argument("recipe", help="YAML meta recipe")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+    # A default keeps argparse from naming the optional overrides when the recipe is missing.
+    parser.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE",
                         help="recipe overrides, e.g. outer_steps=3 inner.steps=2")
     parser.add_argument("--method",
                         choices=("derl", "derl-pop", "derl-frozen", "random", "revolve"),

@@ -31,7 +31,9 @@ def register(subparsers: Any) -> None:
         description="Train an LLM policy with GRPO on a derl env, rewarded by a Meta-Reward.",
     )
     parser.add_argument("recipe", metavar="RECIPE.yaml", help="a recipe (see baselines/)")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+    # A default makes the overrides optional in argparse's eyes too: without one, a missing
+    # recipe is reported as "RECIPE.yaml, KEY=VALUE are required".
+    parser.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE",
                         help="override recipe fields, e.g. steps=20 meta_reward='outcome'")
     parser.add_argument("--output", default=None, metavar="DIR",
                         help="run directory (default: runs/<recipe name>)")
