@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from derl_bench.cli import main
 
@@ -230,6 +231,29 @@ def test_a_recipe_that_is_a_folder_is_called_a_folder(command, tmp_path, capsys)
     assert _error_line(capsys.readouterr().err) == (
         f"error: recipe: {folder} is a folder, not a file")
     assert list(tmp_path.iterdir()) == [folder]
+
+
+def test_a_changed_setting_on_resume_is_named_old_to_new(tmp_path, capsys):
+    from derl_bench.meta import load_meta_config
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "resume", "method": "random", "outer_steps": 1, "population": 2,
+        "validation_episodes": 2, "eval_levels": [], "progress": False,
+        "inner": {"env_id": "derl/Arithmetic-v0", "model": "tiny", "steps": 2,
+                  "group_size": 2, "prompts_per_step": 2, "max_new_tokens": 8}}))
+    run = tmp_path / "run"
+    run.mkdir()
+    saved = load_meta_config(recipe, [f"output_dir={run}"]).to_dict()
+    (run / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    before = sorted(p.name for p in run.iterdir())
+    assert main(["meta", str(recipe), "--output", str(run), "--resume", "inner.steps=3",
+                 "inner.learning_rate=0.5"]) == 2
+    line = _error_line(capsys.readouterr().err)
+    old_rate = saved["inner"]["learning_rate"]
+    assert line == ("error: the run was started with different settings: inner.learning_rate: "
+                    f"{old_rate!r} -> 0.5, inner.steps: 2 -> 3")
+    assert sorted(p.name for p in run.iterdir()) == before
 
 
 # -- the handler ----------------------------------------------------------------------------------

@@ -67,23 +67,37 @@ RESUMABLE_CHANGES = frozenset({"steps", "output_dir", "save_every", "keep_checkp
 """Fields a resumed run may change: none of them alters what the run learns."""
 
 
+def _leaves(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``settings`` with every nested mapping spread into dotted names (``inner.steps``)."""
+    leaves: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict) and value:
+            leaves.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            leaves[f"{prefix}{key}"] = value
+    return leaves
+
+
 def check_unchanged(saved: dict[str, Any], current: dict[str, Any],
                     may_change: Iterable[str] = ()) -> None:
-    """Refuse to resume a run whose settings changed, outside ``may_change``: raise
-    :class:`ResumeError` naming every changed field.
+    """Refuse to resume a run whose settings changed, outside ``may_change`` (top-level
+    fields): raise :class:`ResumeError` naming every changed setting, old -> new, a setting
+    inside a section by its dotted name rather than the whole section.
 
     >>> check_unchanged({"lr": 1, "device": "cpu"}, {"lr": 1, "device": "cuda"}, ["device"])
-    >>> check_unchanged({"lr": 1}, {"lr": 2})
+    >>> check_unchanged({"lr": 1, "inner": {"steps": 2, "seed": 0}},
+    ...                 {"lr": 2, "inner": {"steps": 3, "seed": 0}})
     Traceback (most recent call last):
     ...
-    derl_bench.grpo.checkpoint.ResumeError: the run was started with different settings: lr: 1 -> 2
+    derl_bench.grpo.checkpoint.ResumeError: ... settings: inner.steps: 2 -> 3, lr: 1 -> 2
     """
     free = set(may_change)
-    changed = sorted(k for k in current.keys() | saved.keys()
-                     if k not in free and saved.get(k) != current.get(k))
+    old, new = _leaves(saved), _leaves(current)
+    changed = sorted(k for k in new.keys() | old.keys()
+                     if k.split(".")[0] not in free and old.get(k) != new.get(k))
     if changed:
         raise ResumeError("the run was started with different settings: " + ", ".join(
-            f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in changed))
+            f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed))
 
 
 def saved_settings(path: Path) -> dict[str, Any]:
