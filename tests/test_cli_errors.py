@@ -7,8 +7,10 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -306,3 +308,34 @@ def test_a_bug_keeps_its_traceback(exc, monkeypatch):
     monkeypatch.setattr(leaderboard, "run_schema", _raising(exc))
     with pytest.raises(type(exc)):
         main(["leaderboard", "schema"])
+
+
+# -- SIGTERM ------------------------------------------------------------------------------------
+
+def test_sigterm_during_sft_cleans_up_as_sigint_does(tmp_path):
+    out = tmp_path / "model"
+    proc = subprocess.Popen([sys.executable, "-m", "derl_bench", "model", "sft", str(out),
+                             "--env", "derl/Arithmetic-v0", "--steps", "100000"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        # Signalled once the staging folder has content: the command is then at its work,
+        # past the instant the folder is created and not yet guarded.
+        while not any(p.name.startswith(".model-") and any(p.iterdir())
+                      for p in tmp_path.iterdir()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the staging folder never appeared"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"SIGTERM did not stop model sft: {proc.communicate()}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert "terminated" in err.splitlines(), err
+    assert list(tmp_path.iterdir()) == [], err

@@ -38,16 +38,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the process exit status: 2 for an expected error (bad
     input, a file that cannot be read or written, a device that is not there), printed as
-    ``error: ...``; 130 after SIGINT, once the command has cleaned up. Any other exception
-    is a bug and propagates with its traceback."""
-    from derl_bench.cli._errors import expected_message
+    ``error: ...``; 130 after SIGINT and 143 after SIGTERM, once the command has cleaned up.
+    Any other exception is a bug and propagates with its traceback."""
+    from derl_bench.cli._errors import Terminated, expected_message, sigterm_as_interrupt
 
     parser = build_parser()
     args = parser.parse_args(argv)
     # A command that holds an output folder names itself in the folder's lock.
     args.command_line = shlex.join(["derl-bench", *(sys.argv[1:] if argv is None else argv)])
     try:
-        return int(args.func(args) or 0)
+        with sigterm_as_interrupt():
+            return int(args.func(args) or 0)
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

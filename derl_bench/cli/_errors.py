@@ -14,9 +14,15 @@ computed.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 from derl_bench.files import (
     input_file_problem,
@@ -31,6 +37,11 @@ RECIPE_MAX_BYTES = 16 * 2**20
 
 class CommandError(Exception):
     """A command's input is refused; the message says what and, where it can, what to do."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where SIGINT raises :class:`KeyboardInterrupt`, so that a command
+    killed either way cleans up the same (staging folders, worker processes)."""
 
 
 def require_input(option: str, path: str | Path, max_bytes: int | None = None) -> Path:
@@ -120,3 +131,29 @@ def expected_message(exc: BaseException) -> str | None:
     if gym_error is not None and isinstance(exc, gym_error.Error):
         return str(exc) or type(exc).__name__
     return _torch_message(exc)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in this process, once: a second
+    SIGTERM kills at once, as it did before, in case the first was lost (an exception raised
+    inside a finaliser is only printed). Worker processes forked meanwhile keep dying of
+    SIGTERM at once, so that a pool can stop them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals; an embedding caller keeps its own
+        return
+    owner = os.getpid()
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != owner:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
