@@ -166,7 +166,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from derl_bench.experiments.stats import holm, mean_sd, paired_difference
+    from derl_bench.experiments.stats import (
+        corrected_mde,
+        holm,
+        mean_sd,
+        paired_difference,
+    )
 
     global BOARD, EVIDENCE
     BOARD, EVIDENCE = Path(args.board), Path(args.board) / "evidence"
@@ -199,6 +204,8 @@ def report(args: argparse.Namespace) -> int:
                 diff = paired_difference(xa, xb)  # type: ignore[arg-type]
                 comparisons.append({"level": level, "a": a, "b": b, **diff})
     corrected = holm(comparisons) if comparisons else []
+    for c in corrected:
+        c["mde_holm"] = corrected_mde(c, len(corrected))
     out = {"rows": rows, "comparisons": corrected, "seeds": args.seeds,
            "note": "success rates (0-1) of greedy play on every eval game; differences are "
                    "a - b paired by seed, Holm-corrected together"}
@@ -211,7 +218,8 @@ def report(args: argparse.Namespace) -> int:
     for c in corrected:
         print(f"{c['level']} {c['a']} - {c['b']}: {c['mean'] * 100:+.1f} points, Holm "
               f"[{c['holm_low'] * 100:+.1f}, {c['holm_high'] * 100:+.1f}], MDE "
-              f"{c['mde'] * 100:.1f}, p_holm {c['p_holm']:.3f}")
+              f"{c['mde'] * 100:.1f} ({c['mde_holm'] * 100:.1f} under the correction), "
+              f"p_holm {c['p_holm']:.3f}")
     return 0
 
 

@@ -141,7 +141,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from derl_bench.experiments.stats import holm, mean_sd, paired_difference
+    from derl_bench.experiments.stats import (
+        corrected_mde,
+        holm,
+        mean_sd,
+        paired_difference,
+    )
 
     _use_board(args.board, False)
 
@@ -171,6 +176,8 @@ def report(args: argparse.Namespace) -> int:
             comparisons.append({"level": level, "a": a, "b": b,
                                 **paired_difference(xa, xb)})  # type: ignore[arg-type]
     corrected = holm(comparisons) if comparisons else []
+    for c in corrected:
+        c["mde_holm"] = corrected_mde(c, len(corrected))
     picks = {}
     for method in args.methods:
         for seed in args.seeds:
@@ -193,7 +200,8 @@ def report(args: argparse.Namespace) -> int:
     for c in corrected:
         print(f"{c['level']} {c['a']} - {c['b']}: {c['mean'] * 100:+.1f} points, Holm "
               f"[{c['holm_low'] * 100:+.1f}, {c['holm_high'] * 100:+.1f}], MDE "
-              f"{c['mde'] * 100:.1f}, p_holm {c['p_holm']:.3f}")
+              f"{c['mde'] * 100:.1f} ({c['mde_holm'] * 100:.1f} under the correction), "
+              f"p_holm {c['p_holm']:.3f}")
     return 0
 
 

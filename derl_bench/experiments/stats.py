@@ -125,6 +125,23 @@ def holm(differences: Sequence[dict[str, float]], alpha: float = 0.05,
     return out
 
 
+def corrected_mde(difference: dict[str, float], comparisons: int, alpha: float = 0.05,
+                  power: float = 0.8) -> float:
+    """The minimal detectable effect of ``difference`` (a :func:`paired_difference`) when it is
+    one of ``comparisons`` Holm-corrected together: at the first step's level,
+    ``alpha / comparisons``, the level a difference must pass wherever it ranks.
+
+    >>> d = paired_difference([0.5, 0.6, 0.7, 0.6], [0.4, 0.4, 0.5, 0.5])
+    >>> abs(corrected_mde(d, 1) - d["mde"]) < 1e-3, corrected_mde(d, 6) > d["mde"]
+    (True, True)
+    """
+    n = int(difference["n"])
+    if n < 2:
+        return math.inf
+    t_level = t_quantile(1 - alpha / comparisons / 2, n - 1)
+    return round((t_level + t_quantile(power, n - 1)) * difference["se"], 4)
+
+
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
     """Mean and the ``level`` t interval of ``values`` (a band for a plot)."""
     n = len(values)
