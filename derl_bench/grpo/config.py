@@ -219,6 +219,53 @@ def config_from_dict(values: dict[str, Any]) -> TrainConfig:
     return TrainConfig(**values)
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A YAML mapping that sets one key twice (lines counted from 1)."""
+
+    def __init__(self, key: Any, line: int, first_line: int) -> None:
+        super().__init__(f"line {line}: {key!r} is set twice (first on line {first_line})")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _RecipeLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a mapping may not set a key twice: PyYAML keeps the
+    last value without a word, so a recipe would run a setting other than the one its reader
+    saw first."""
+
+
+def _unique_mapping(loader: _RecipeLoader, node: yaml.MappingNode, deep: bool = False,
+                    ) -> dict[Any, Any]:
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base`` may be overridden
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            if key in first:
+                raise DuplicateKeyError(key, key_node.start_mark.line + 1, first[key] + 1)
+        except TypeError:  # an unhashable key: construct_mapping says so itself
+            continue
+        first[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep)
+
+
+_RecipeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse recipe text (a file or an override's value): safe YAML that refuses a mapping
+    setting one key twice (:class:`DuplicateKeyError`).
+
+    >>> load_yaml("steps: 2\\nseed: 1")
+    {'steps': 2, 'seed': 1}
+    >>> load_yaml("steps: 2\\nsteps: 3")
+    Traceback (most recent call last):
+    ...
+    derl_bench.grpo.config.DuplicateKeyError: line 2: 'steps' is set twice (first on line 1)
+    """
+    return yaml.load(text, Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     """``["steps=5", "level=L1"]`` -> ``{"steps": 5, "level": "L1"}`` (values parsed as YAML)."""
     out: dict[str, Any] = {}
@@ -227,19 +274,24 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise ConfigError(f"override {item!r} is not KEY=VALUE")
         try:
-            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+            out[key.strip()] = load_yaml(raw) if raw.strip() else None
         except yaml.YAMLError as err:
             raise ConfigError(f"override {item!r}: {err}") from None
     return out
 
 
 def read_recipe(path: str | Path) -> dict[str, Any]:
-    """The mapping in a YAML recipe file, with ``name`` defaulting to the file's stem."""
+    """The mapping in a YAML recipe file, with ``name`` defaulting to the file's stem. Every
+    recipe (``train``, ``meta``) is read here, so each is held to the same rules: valid YAML,
+    a mapping, not empty, no key set twice."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"recipe {path} does not exist")
     try:
-        values = yaml.safe_load(path.read_text())
+        values = load_yaml(path.read_text())
+    except DuplicateKeyError as err:
+        raise ConfigError(f"recipe {path}, line {err.line}: {err.key!r} is set twice (first "
+                          f"on line {err.first_line}); a recipe sets each field once") from None
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise ConfigError(f"recipe {path} is not valid YAML: {err}") from None
     if values is None:  # an empty file would otherwise run every default without a word
@@ -263,5 +315,5 @@ def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
     return config_from_dict({**asdict(config), **changes})
 
 
-__all__ = ["TINY_MODEL", "ConfigError", "TrainConfig", "config_from_dict", "load_config",
-           "parse_overrides", "read_recipe", "replace"]
+__all__ = ["TINY_MODEL", "ConfigError", "DuplicateKeyError", "TrainConfig", "config_from_dict",
+           "load_config", "load_yaml", "parse_overrides", "read_recipe", "replace"]
