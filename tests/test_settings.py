@@ -3,6 +3,7 @@ it may be, exit 2 on the command line, and nothing written (docs/guarantees.md).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,36 @@ def test_a_recipe_that_sets_a_key_twice_is_refused(tmp_path, capsys):
     assert "meta.yaml, line 5: 'model' is set twice (first on line 4)" in err
     with pytest.raises(ConfigError, match="'grader_timeout' is set twice"):
         load_config(GSM8K, ["env_kwargs={grader_timeout: 1, grader_timeout: 2}"])
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("learning_rate=.inf", "learning_rate must be a finite number > 0, got inf"),
+    ("learning_rate=.nan", "learning_rate must be a finite number > 0, got nan"),
+    ("max_grad_norm=-1", "max_grad_norm must be a number > 0, got -1"),
+    ("temperature=-1", "temperature must be a finite number > 0, got -1 (GRPO learns"),
+    ("temperature=0", "at temperature 0, greedy decoding, they are all alike"),
+    ("top_p=0", "top_p must be in (0, 1], got 0 (1 keeps every token)"),
+    ("num_threads=0", "num_threads must be a whole number >= 1, got 0"),
+    ("max_new_tokens=0", "max_new_tokens must be a whole number >= 1, got 0"),
+    ("seed=-1", "seed must be a whole number >= 0, got -1"),
+])
+def test_train_refuses_a_bad_number_before_any_work(override, message, tmp_path, capsys):
+    with pytest.raises(ConfigError) as raised:
+        load_config(GSM8K, [override])
+    assert message in str(raised.value)
+    err = refused(capsys, ["train", GSM8K, "--output", str(tmp_path / "run"), override],
+                  tmp_path / "run")
+    assert message in err
+
+
+def test_sampling_settings_are_checked_where_they_are_defined():
+    from derl_bench.policies import SamplingConfig
+
+    assert SamplingConfig(8, temperature=0.0).temperature == 0.0  # greedy decoding
+    for bad, message in ((dict(temperature=-1.0), "temperature must be a finite number >= 0, "
+                                                  "got -1.0 (0 decodes greedily)"),
+                         (dict(top_p=0.0), "top_p must be in (0, 1], got 0.0"),
+                         (dict(max_new_tokens=0), "max_new_tokens must be a whole number >= 1"),
+                         (dict(seed=-3), "seed must be a whole number >= 0, got -3")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            SamplingConfig(**bad)

@@ -26,6 +26,19 @@ from typing import Any
 import yaml
 
 from derl_bench.reward.semantics import SEMANTICS
+from derl_bench.settings import (
+    COUNT,
+    GROUP_TEMPERATURE,
+    LEARNING_RATE,
+    MAX_GRAD_NORM,
+    POSITIVE,
+    SEED,
+    TOP_P,
+    Rule,
+    at_least,
+    number_at_least,
+    refuse,
+)
 
 TINY_MODEL = "tiny"
 """``model: tiny`` builds the tiny random model in code (under the run's output directory)."""
@@ -120,27 +133,22 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        checks = {
-            "group_size": self.group_size >= 2,
-            "prompts_per_step": self.prompts_per_step >= 1,
-            "steps": self.steps >= 0,
-            "data_offset": self.data_offset >= 0,
-            "learning_rate": self.learning_rate > 0,
-            "kl_coef": self.kl_coef >= 0,
-            "clip_eps": 0 < self.clip_eps < 1,
-            "max_new_tokens": self.max_new_tokens >= 1,
-            "history_window": self.history_window >= 0,
-            "max_episode_steps": self.max_episode_steps >= 1,
-            "updates_per_batch": self.updates_per_batch >= 1,
-            "micro_batch_size": self.micro_batch_size >= 1,
-            "logprob_chunk": self.logprob_chunk >= 1,
-            "save_every": self.save_every >= 0,
-            "keep_checkpoints": self.keep_checkpoints >= 1,
+        open_unit = Rule(lambda v: POSITIVE.test(v) and v < 1, "in (0, 1)")
+        rules = {
+            "group_size": at_least(2), "prompts_per_step": COUNT, "steps": at_least(0),
+            "data_offset": at_least(0), "learning_rate": LEARNING_RATE,
+            "weight_decay": number_at_least(0), "kl_coef": number_at_least(0),
+            "clip_eps": open_unit, "max_grad_norm": MAX_GRAD_NORM,
+            "max_new_tokens": COUNT, "temperature": GROUP_TEMPERATURE, "top_p": TOP_P,
+            "history_window": at_least(0), "max_episode_steps": COUNT,
+            "updates_per_batch": COUNT, "micro_batch_size": COUNT, "logprob_chunk": COUNT,
+            "save_every": at_least(0), "keep_checkpoints": COUNT, "seed": SEED,
         }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise ConfigError("out of range: " + ", ".join(
-                f"{n}={getattr(self, n)!r}" for n in bad))
+        if self.num_threads is not None:
+            rules["num_threads"] = COUNT
+        if self.clip_eps_high is not None:
+            rules["clip_eps_high"] = POSITIVE
+        refuse(((name, getattr(self, name), rule) for name, rule in rules.items()), ConfigError)
         for name, allowed in (("trainer", ("compact", "trl")),
                               ("aggregation", ("token", "sequence")),
                               ("backend", ("transformers", "vllm")),

@@ -27,8 +27,16 @@ class SamplingConfig:
 
     max_new_tokens: int = 64
     temperature: float = 1.0
+    """0 decodes greedily (every sampler takes the likeliest token)."""
     top_p: float = 1.0
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        from derl_bench.settings import COUNT, SEED, TEMPERATURE, TOP_P, refuse
+
+        refuse([("max_new_tokens", self.max_new_tokens, COUNT),
+                ("temperature", self.temperature, TEMPERATURE), ("top_p", self.top_p, TOP_P),
+                *([("seed", self.seed, SEED)] if self.seed is not None else [])])
 
 
 class GenerationBackend(Protocol):
