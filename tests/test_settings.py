@@ -80,3 +80,62 @@ def test_sampling_settings_are_checked_where_they_are_defined():
                          (dict(seed=-3), "seed must be a whole number >= 0, got -3")):
         with pytest.raises(ValueError, match=re.escape(message)):
             SamplingConfig(**bad)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("device=gpu", "device must be cpu, cuda or cuda:N (N a GPU's index), got 'gpu'"),
+    ("dtype=float99", "dtype must be one of auto, float32, bfloat16, float16 (or empty: "
+                      "float32), got 'float99'"),
+    ("backend=onnx", "backend must be one of ('transformers', 'vllm'), got 'onnx'"),
+    ("env_kwargs={split: test}", "env_kwargs may not set split: give it as the recipe's own "
+                                 "split field (split: test)"),
+    ("env_kwargs={level: L1}", "env_kwargs may not set level: give it as the recipe's own "
+                               "level field (level: L1)"),
+    ("level=L7", "level: derl/GSM8K-v0 is not made at a level: its one level, L0, names its "
+                 "eval set"),
+])
+def test_train_refuses_an_unknown_name_before_any_work(override, message, tmp_path, capsys):
+    with pytest.raises(ConfigError) as raised:
+        load_config(GSM8K, [override])
+    assert message in str(raised.value)
+    err = refused(capsys, ["train", GSM8K, "--output", str(tmp_path / "run"), override],
+                  tmp_path / "run")
+    assert message in err
+
+
+def test_an_agent_level_must_be_on_the_card(tmp_path, capsys):
+    recipe = str(REPO / "baselines" / "alfworld-outcome.yaml")
+    message = "level: derl/ALFWorld-v0 has no level 'L7'; its card's levels are L0, L1, L2"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(recipe, ["level=L7"])
+    assert message in refused(capsys, ["train", recipe, "--output", str(tmp_path / "run"),
+                                       "level=L7"], tmp_path / "run")
+
+
+def test_a_device_this_machine_lacks_is_named(tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = load_config(GSM8K, ["device=cuda"])  # a recipe may be written for another machine
+    with pytest.raises(ConfigError, match="device 'cuda': this machine has no CUDA GPU"):
+        config.check_machine()
+    err = refused(capsys, ["train", GSM8K, "--output", str(tmp_path / "run"), "device=cuda:0"],
+                  tmp_path / "run")
+    assert "device 'cuda:0': this machine has no CUDA GPU that torch can use" in err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    err = refused(capsys, ["train", GSM8K, "--output", str(tmp_path / "run"), "device=cuda:2"],
+                  tmp_path / "run")
+    assert "device 'cuda:2': this machine's CUDA GPUs are cuda:0 to cuda:1" in err
+
+
+def test_the_vllm_backend_without_vllm_is_named(tmp_path, capsys):
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    with pytest.raises(ConfigError, match="backend 'vllm' needs the vllm package"):
+        load_config(GSM8K, ["backend=vllm"]).check_machine()
+    err = refused(capsys, ["train", GSM8K, "--output", str(tmp_path / "run"), "backend=vllm"],
+                  tmp_path / "run")
+    assert "pip install 'derl-bench[vllm]'" in err

@@ -73,6 +73,7 @@ def run_train(args: argparse.Namespace) -> int:
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
     config = load_config(require_input("recipe", args.recipe, RECIPE_MAX_BYTES), overrides)
+    config.check_machine()
     # Reject a reward over primitives the env does not emit before any model loads.
     compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
     models = [m for m in [config.model] if m != TINY_MODEL]

@@ -149,12 +149,31 @@ class TrainConfig:
         if self.clip_eps_high is not None:
             rules["clip_eps_high"] = POSITIVE
         refuse(((name, getattr(self, name), rule) for name, rule in rules.items()), ConfigError)
+        from derl_bench.policies.backends import BACKENDS
+        from derl_bench.policies.devices import device_problem, dtype_problem
+
         for name, allowed in (("trainer", ("compact", "trl")),
                               ("aggregation", ("token", "sequence")),
-                              ("backend", ("transformers", "vllm")),
+                              ("backend", BACKENDS),
                               ("reward_semantics", SEMANTICS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for problem in (device_problem(self.device), dtype_problem(self.dtype)):
+            if problem:
+                raise ConfigError(problem)
+        for key in ("split", "level"):
+            if key in self.env_kwargs:
+                # The env would take env_kwargs' value over the field's, so the run would
+                # train on one split while its config.yaml records another.
+                raise ConfigError(f"env_kwargs may not set {key}: give it as the recipe's own "
+                                  f"{key} field ({key}: {self.env_kwargs[key]}), the one the "
+                                  "run records")
+        if self.level is not None:
+            from derl_bench.envs.items import level_problems
+
+            problem = level_problems(self.env_id, [self.level], made_at=True, **self.env_kwargs)
+            if problem:
+                raise ConfigError(f"level: {problem}")
 
         if self.lora is not None:
             from derl_bench.policies.lora import LoraSpec
@@ -166,6 +185,17 @@ class TrainConfig:
             if self.backend == "vllm":
                 raise ConfigError("lora: the vllm backend cannot sample from an adapter that "
                                   "is trained in the same process; use backend: transformers")
+
+    def check_machine(self) -> None:
+        """Refuse (:class:`ConfigError`) what this machine lacks for the run: a CUDA device
+        without CUDA, the vllm backend without vllm. Not among the checks every config gets:
+        a recipe may be written on one machine to run on another (a Ray cluster's GPUs)."""
+        from derl_bench.policies.backends import backend_missing
+        from derl_bench.policies.devices import device_missing
+
+        for problem in (device_missing(self.device), backend_missing(self.backend)):
+            if problem:
+                raise ConfigError(problem)
 
     @property
     def run_dir(self) -> Path:

@@ -389,6 +389,7 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
     and run directories) as one population; see the module docstring."""
     _check(configs)
     first = configs[0]
+    first.check_machine()
     spec = family_spec(first.env_id)
     members = len(configs)
     scores = [meta_reward_fn(c) for c in configs]  # a bad expression fails before any write

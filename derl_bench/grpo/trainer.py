@@ -264,6 +264,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     """
     run_dir = config.run_dir
     spec = family_spec(family or config.env_id)
+    config.check_machine()
     # A bad expression fails before any write.
     score = reward_fn or meta_reward_fn(config, None if env_factory is None else spec.domain)
     checkpoint = latest_checkpoint(run_dir) if resume else None

@@ -249,6 +249,20 @@ class VLLMBackend:
         self.llm.reset_prefix_cache()
 
 
+BACKENDS = ("transformers", "vllm")
+"""The generation backends a recipe may name (``backend``)."""
+
+
+def backend_missing(name: str) -> str | None:
+    """Why this machine cannot run the generation backend ``name``, else None."""
+    import importlib.util
+
+    if name == "vllm" and importlib.util.find_spec("vllm") is None:
+        return ("backend 'vllm' needs the vllm package, which is not installed here: pip "
+                "install 'derl-bench[vllm]' on a CUDA machine (or backend: transformers)")
+    return None
+
+
 def make_backend(name: str, model: Any, tokenizer: Any, model_path: str | None = None,
                  **kwargs: Any) -> GenerationBackend:
     """Build the backend called ``name`` ("transformers" or "vllm")."""
