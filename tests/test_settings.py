@@ -139,3 +139,53 @@ def test_the_vllm_backend_without_vllm_is_named(tmp_path, capsys):
     err = refused(capsys, ["train", GSM8K, "--output", str(tmp_path / "run"), "backend=vllm"],
                   tmp_path / "run")
     assert "pip install 'derl-bench[vllm]'" in err
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("eval_levels=[L7]", "eval_levels: derl/GSM8K-v0 has no level 'L7'; its card's levels are "
+                         "L0"),
+    ("optimizer.learning_rate=.inf", "optimizer.learning_rate must be a finite number > 0, got "
+                                     "inf"),
+    ("optimizer.learning_rate=0", "(a Meta-Optimizer that never learns is method: "
+                                  "derl-frozen)"),
+    ("optimizer.temperature=-1", "optimizer.temperature must be a finite number > 0, got -1"),
+    ("optimizer.max_new_tokens=0", "optimizer.max_new_tokens must be a whole number >= 1"),
+    ("inner.learning_rate=.inf", "inner: learning_rate must be a finite number > 0, got inf"),
+    ("inner.env_kwargs={split: test}", "inner: env_kwargs may not set split"),
+    ("validation_temperature=-1", "validation_temperature must be a finite number >= 0, got -1 "
+                                  "(0 decodes greedily)"),
+    ("seed=-1", "seed must be a whole number >= 0, got -1"),
+    ("validation_seed=-1", "validation_seed must be a whole number >= 0, got -1"),
+    ("inner.device=tpu", "inner: device must be cpu, cuda or cuda:N"),
+])
+def test_meta_refuses_a_bad_setting_before_any_work(override, message, tmp_path, capsys):
+    with pytest.raises(ConfigError) as raised:
+        load_meta_config(META, [override])
+    assert message in str(raised.value)
+    err = refused(capsys, ["meta", META, "--output", str(tmp_path / "run"), override],
+                  tmp_path / "run")
+    assert f"error: {message}" in err or message in err
+
+
+def test_the_headline_levels_default_to_the_cards(tmp_path):
+    assert load_meta_config(META).eval_levels == ["L0"]  # GSM8K's one level, its test set
+    assert load_meta_config(META, ["eval_levels=[]"]).eval_levels == []
+    assert load_meta_config(META, ["inner.env_id=derl/Arithmetic-v0"]).eval_levels == [
+        "L0", "L1", "L2"]
+
+
+def test_meta_names_a_device_this_machine_lacks(tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    err = refused(capsys, ["meta", META, "--output", str(tmp_path / "run"),
+                           "inner.device=cuda"], tmp_path / "run")
+    assert "error: inner: device 'cuda': this machine has no CUDA GPU" in err
+    # Inner runs on a Ray cluster elsewhere are that cluster's to check; the Meta-Optimizer
+    # still runs here, on the inner runs' device.
+    remote = load_meta_config(META, ["inner.device=cuda", "executor=ray",
+                                     "ray_address=ray://head:10001"])
+    with pytest.raises(ConfigError, match="the Meta-Optimizer runs here, on inner.device"):
+        remote.check_machine()
+    load_meta_config(META, ["inner.device=cuda", "executor=ray", "method=random",
+                            "ray_address=ray://head:10001"]).check_machine()
