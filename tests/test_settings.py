@@ -87,9 +87,9 @@ def test_sampling_settings_are_checked_where_they_are_defined():
     ("dtype=float99", "dtype must be one of auto, float32, bfloat16, float16 (or empty: "
                       "float32), got 'float99'"),
     ("backend=onnx", "backend must be one of ('transformers', 'vllm'), got 'onnx'"),
-    ("env_kwargs={split: test}", "env_kwargs may not set split: give it as the recipe's own "
+    ("env_kwargs={split: test}", "env_kwargs may not set split: give it as the config's own "
                                  "split field (split: test)"),
-    ("env_kwargs={level: L1}", "env_kwargs may not set level: give it as the recipe's own "
+    ("env_kwargs={level: L1}", "env_kwargs may not set level: give it as the config's own "
                                "level field (level: L1)"),
     ("level=L7", "level: derl/GSM8K-v0 is not made at a level: its one level, L0, names its "
                  "eval set"),
@@ -189,3 +189,34 @@ def test_meta_names_a_device_this_machine_lacks(tmp_path, capsys, monkeypatch):
         remote.check_machine()
     load_meta_config(META, ["inner.device=cuda", "executor=ray", "method=random",
                             "ray_address=ray://head:10001"]).check_machine()
+
+
+@pytest.mark.parametrize(("args", "api", "message"), [
+    (["--learning-rate", "inf"], {"learning_rate": float("inf")},
+     "learning_rate must be a finite number > 0, got inf"),
+    (["--learning-rate", "-0.1"], {"learning_rate": -0.1},
+     "learning_rate must be a finite number > 0, got -0.1"),
+    (["--seed", "-1"], {"seed": -1}, "seed must be a whole number >= 0, got -1"),
+    (["--level", "L1"], {"level": "L1"},
+     "level: derl/Arithmetic-v0 is not made at a level: its levels, L0, L1, L2, name its eval "
+     "sets"),
+])
+def test_model_sft_refuses_a_bad_setting_before_any_work(args, api, message, tmp_path, capsys):
+    from derl_bench.sft import SFTConfig
+
+    out = tmp_path / "base"
+    err = refused(capsys, ["model", "sft", str(out), "--env", "derl/Arithmetic-v0", *args], out)
+    assert f"error: {message}" in err
+    assert not list(tmp_path.iterdir())  # no staging folder beside it either
+    with pytest.raises(ValueError, match=re.escape(message)):
+        SFTConfig(env_id="derl/Arithmetic-v0", output=str(out), **api)
+
+
+def test_sft_settings_without_an_option_are_checked_too(tmp_path):
+    from derl_bench.sft import SFTConfig
+
+    with pytest.raises(ValueError, match="num_threads must be a whole number >= 1, got 0"):
+        SFTConfig(env_id="derl/Arithmetic-v0", output=str(tmp_path), num_threads=0)
+    with pytest.raises(ValueError, match="env_kwargs may not set split"):
+        SFTConfig(env_id="derl/Arithmetic-v0", output=str(tmp_path),
+                  env_kwargs={"split": "L0-eval"})

@@ -94,6 +94,25 @@ def data_files(env_id: str, **env_kwargs: Any) -> list[str]:
     return []
 
 
+def env_settings_problem(env_id: str, level: str | None, env_kwargs: dict[str, Any],
+                         ) -> str | None:
+    """Why a config's env settings cannot make its env, else None: ``env_kwargs`` that set
+    ``split`` or ``level``, which the config has fields of its own for (the env would take the
+    kwarg over the field, so a run would train on one split while the config it records names
+    another), or a ``level`` the env is not made at (:func:`level_problems`).
+
+        >>> print(env_settings_problem("derl/GSM8K-v0", None, {"split": "test"}))
+        env_kwargs may not set split: give it as the config's own split field (split: test)
+    """
+    for key in ("split", "level"):
+        if key in env_kwargs:
+            return (f"env_kwargs may not set {key}: give it as the config's own {key} field "
+                    f"({key}: {env_kwargs[key]})")
+    problem = None if level is None else level_problems(env_id, [level], made_at=True,
+                                                         **env_kwargs)
+    return problem and f"level: {problem}"
+
+
 def level_problems(env_id: str, levels: Iterable[str], *, made_at: bool = False,
                    **env_kwargs: Any) -> str | None:
     """Why ``levels`` are not all levels of ``env_id``, else None. The env's levels are the

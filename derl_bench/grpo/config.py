@@ -161,19 +161,11 @@ class TrainConfig:
         for problem in (device_problem(self.device), dtype_problem(self.dtype)):
             if problem:
                 raise ConfigError(problem)
-        for key in ("split", "level"):
-            if key in self.env_kwargs:
-                # The env would take env_kwargs' value over the field's, so the run would
-                # train on one split while its config.yaml records another.
-                raise ConfigError(f"env_kwargs may not set {key}: give it as the recipe's own "
-                                  f"{key} field ({key}: {self.env_kwargs[key]}), the one the "
-                                  "run records")
-        if self.level is not None:
-            from derl_bench.envs.items import level_problems
+        from derl_bench.envs.items import env_settings_problem
 
-            problem = level_problems(self.env_id, [self.level], made_at=True, **self.env_kwargs)
-            if problem:
-                raise ConfigError(f"level: {problem}")
+        problem = env_settings_problem(self.env_id, self.level, self.env_kwargs)
+        if problem:
+            raise ConfigError(problem)
 
         if self.lora is not None:
             from derl_bench.policies.lora import LoraSpec

@@ -62,13 +62,21 @@ class SFTConfig:
     num_threads: int | None = None
 
     def __post_init__(self) -> None:
+        from derl_bench.envs.items import env_settings_problem
+        from derl_bench.settings import COUNT, LEARNING_RATE, SEED, number_at_least, refuse
+
         # No step would leave no loss to report and a model that is the start model.
-        if self.steps < 1 or self.batch_size < 1 or self.learning_rate <= 0:
-            raise ValueError("steps >= 1, batch_size >= 1 and learning_rate > 0 are required, "
-                             f"got steps={self.steps}, batch_size={self.batch_size}, "
-                             f"learning_rate={self.learning_rate}")
+        refuse([("steps", self.steps, COUNT), ("batch_size", self.batch_size, COUNT),
+                ("learning_rate", self.learning_rate, LEARNING_RATE),
+                ("weight_decay", self.weight_decay, number_at_least(0)),
+                ("seed", self.seed, SEED), ("max_episode_steps", self.max_episode_steps, COUNT),
+                *([("num_threads", self.num_threads, COUNT)] if self.num_threads is not None
+                  else [])])
         if not 0.0 <= self.format_dropout <= 1.0:
             raise ValueError(f"format_dropout must be in [0, 1], got {self.format_dropout}")
+        problem = env_settings_problem(self.env_id, self.level, self.env_kwargs)
+        if problem:
+            raise ValueError(problem)
 
 
 def gsm8k_solution(solution: str) -> str:
