@@ -220,3 +220,36 @@ def test_sft_settings_without_an_option_are_checked_too(tmp_path):
     with pytest.raises(ValueError, match="env_kwargs may not set split"):
         SFTConfig(env_id="derl/Arithmetic-v0", output=str(tmp_path),
                   env_kwargs={"split": "L0-eval"})
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--policy", "random", "--seed", "-1"],
+     "error: seed must be a whole number >= 0, got -1 (episode i is seeded seed + i)"),
+    (["--policy", "llm:tiny", "--device", "gpu"],
+     "error: device must be cpu, cuda or cuda:N (N a GPU's index), got 'gpu'"),
+    (["--policy", "llm:tiny", "--max-new-tokens", "0"],
+     "error: max_new_tokens must be a whole number >= 1, got 0"),
+])
+def test_evaluate_refuses_a_bad_setting_before_any_work(args, message, tmp_path, capsys):
+    from derl_bench.evaluation import ProtocolError, evaluate
+
+    out = tmp_path / "out"
+    err = refused(capsys, ["evaluate", "--env", "derl/Arithmetic-v0", "--level", "L0",
+                           "--limit", "2", "--no-progress", "--output", str(out / "r.json"),
+                           "--trajectories", str(out / "t.jsonl"), *args], out)
+    assert message in err
+    options = {"--seed": "base_seed", "--device": "device", "--max-new-tokens": "max_new_tokens"}
+    value: object = args[3] if args[2] == "--device" else int(args[3])
+    with pytest.raises(ProtocolError, match=re.escape(message.removeprefix("error: "))):
+        evaluate("derl/Arithmetic-v0", "L0", args[1], limit=2, **{options[args[2]]: value})
+
+
+def test_evaluate_names_a_device_this_machine_lacks(tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "out"
+    err = refused(capsys, ["evaluate", "--env", "derl/Arithmetic-v0", "--level", "L0",
+                           "--policy", f"llm:{tmp_path / 'model'}", "--device", "cuda",
+                           "--output", str(out / "r.json")], out)
+    assert "error: device 'cuda': this machine has no CUDA GPU" in err
