@@ -253,3 +253,70 @@ def test_evaluate_names_a_device_this_machine_lacks(tmp_path, capsys, monkeypatc
                            "--policy", f"llm:{tmp_path / 'model'}", "--device", "cuda",
                            "--output", str(out / "r.json")], out)
     assert "error: device 'cuda': this machine has no CUDA GPU" in err
+
+
+TINY_ARITHMETIC = {"env_id": "derl/Arithmetic-v0", "model": "tiny", "group_size": 2,
+                   "prompts_per_step": 1, "max_new_tokens": 4, "tensorboard": False,
+                   "progress": False, "kl_coef": 0.0,
+                   # differs between samples even for a random model, so the first step moves
+                   "meta_reward": "outcome - 0.01 * response_length"}
+
+
+def test_a_run_whose_loss_turns_non_finite_stops_and_names_its_last_good_checkpoint(
+        tmp_path, capsys):
+    import yaml
+
+    from derl_bench.grpo.checkpoint import list_checkpoints
+
+    # A finite learning rate so large that the first step throws every weight to ~1e30: the
+    # second step's logits overflow and its loss is NaN.
+    recipe = tmp_path / "huge.yaml"
+    recipe.write_text(yaml.safe_dump({**TINY_ARITHMETIC, "steps": 2, "learning_rate": 1e30}))
+    run = tmp_path / "run"
+    assert main(["train", str(recipe), "--output", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "training diverged in step 2 of 2: the loss is nan" in err
+    assert f"its last good checkpoint (finite weights) is {run / 'checkpoints' / 'step-1'}" in err
+    assert [p.name for p in list_checkpoints(run)] == ["step-1"]  # no NaN weights saved
+
+
+def test_the_api_raises_when_training_diverges(tmp_path):
+    from derl_bench.grpo.config import config_from_dict
+    from derl_bench.grpo.trainer import train
+    from derl_bench.grpo.update import DivergedError
+
+    config = config_from_dict({**TINY_ARITHMETIC, "steps": 2, "learning_rate": 1e30,
+                               "save_every": 0, "output_dir": str(tmp_path / "run")})
+    with pytest.raises(DivergedError, match=r"step 2 of 2: .* it had saved no checkpoint"):
+        train(config)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_population_that_diverges_stops_too(tmp_path):
+    from derl_bench.grpo.config import config_from_dict
+    from derl_bench.grpo.population import train_population
+    from derl_bench.grpo.update import DivergedError
+
+    configs = [config_from_dict({**TINY_ARITHMETIC, "steps": 2, "learning_rate": 1e30,
+                                 "meta_reward": reward, "output_dir": str(tmp_path / f"m{i}")})
+               for i, reward in enumerate(["-response_length", "outcome - response_length"])]
+    with pytest.raises(DivergedError, match=re.escape(
+            f"step 2 of 2: the loss is nan and the gradient norm nan; the run stopped without "
+            f"saving that step, and its last good checkpoint (finite weights) is "
+            f"{tmp_path / 'm0' / 'checkpoints' / 'step-1'}")):
+        train_population(configs)
+
+def test_fine_tuning_that_diverges_stops_and_saves_nothing(tmp_path, capsys):
+    from derl_bench.grpo.update import DivergedError
+    from derl_bench.sft import SFTConfig, run_sft
+
+    out = tmp_path / "base"
+    err = refused(capsys, ["model", "sft", str(out), "--env", "derl/Arithmetic-v0", "--steps",
+                           "3", "--batch-size", "2", "--learning-rate", "1e30"], out)
+    assert "error: fine-tuning diverged in step 2 of 3: the loss is nan" in err
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(DivergedError, match="nothing was saved"):
+        run_sft(SFTConfig(env_id="derl/Arithmetic-v0", output=str(out), steps=3, batch_size=2,
+                          learning_rate=1e30))
+    assert not list(tmp_path.iterdir())

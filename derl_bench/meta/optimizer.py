@@ -51,7 +51,13 @@ import torch
 
 from derl_bench.grpo.advantage import outer_advantages
 from derl_bench.grpo.loss import token_logprobs
-from derl_bench.grpo.update import UpdateSettings, batch_logprobs, grpo_update, make_optimizer
+from derl_bench.grpo.update import (
+    DivergedError,
+    UpdateSettings,
+    batch_logprobs,
+    grpo_update,
+    make_optimizer,
+)
 from derl_bench.meta.config import COLD_STARTS, OptimizerConfig
 from derl_bench.meta.search import Proposal
 from derl_bench.policies import (
@@ -458,8 +464,13 @@ class MetaOptimizer:
         else:
             if self.reference_reset:
                 self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
-            stats = grpo_update(self.model, self.optimizer, batch, self.settings,
-                                self.reference)
+            try:
+                stats = grpo_update(self.model, self.optimizer, batch, self.settings,
+                                    self.reference)
+            except DivergedError as err:
+                raise DivergedError(f"the Meta-Optimizer's update {self.updates + 1} diverged: "
+                                    f"{err} (a smaller optimizer.learning_rate than "
+                                    f"{self.learning_rate:g} keeps it finite)") from None
         self.updates += 1
         now = batch_logprobs(self.model, batch, 64, self.temperature)
         start = batch_logprobs(self.start, batch, 64, self.temperature)

@@ -20,6 +20,7 @@ shaped rewards address. The output directory appears whole or not at all::
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import shutil
@@ -166,7 +167,7 @@ def run_sft(config: SFTConfig, progress: bool = False,
     import gymnasium as gym
 
     from derl_bench.grpo.loss import token_logprobs
-    from derl_bench.grpo.update import make_optimizer
+    from derl_bench.grpo.update import DivergedError, make_optimizer
     from derl_bench.policies import LLMPolicy, load_model_and_tokenizer
     from derl_bench.policies.threads import configure_threads
     from derl_bench.progress import quiet_transformers
@@ -209,9 +210,16 @@ def run_sft(config: SFTConfig, progress: bool = False,
             loss = -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+            value = float(loss.detach())
+            norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True))
+            if not (math.isfinite(value) and math.isfinite(norm)):
+                raise DivergedError(f"fine-tuning diverged in step {len(losses) + 1} of "
+                                    f"{config.steps}: the loss is {value:.4g} and the gradient "
+                                    f"norm {norm:.4g}; nothing was saved (a smaller "
+                                    f"learning_rate than {config.learning_rate:g} keeps it "
+                                    "finite)")
             optimizer.step()
-            losses.append(float(loss.detach()))
+            losses.append(value)
         env.close()
         with quiet_transformers():
             model.save_pretrained(staging / "model")
