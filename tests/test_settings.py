@@ -320,3 +320,21 @@ def test_fine_tuning_that_diverges_stops_and_saves_nothing(tmp_path, capsys):
         run_sft(SFTConfig(env_id="derl/Arithmetic-v0", output=str(out), steps=3, batch_size=2,
                           learning_rate=1e30))
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("field", "text", "value", "message"), [
+    ("learning_rate", ".inf", float("inf"), "learning_rate must be a finite number > 0, got inf"),
+    ("max_grad_norm", "-1", -1, "max_grad_norm must be a number > 0, got -1"),
+    ("num_threads", "0", 0, "num_threads must be a whole number >= 1, got 0"),
+])
+def test_a_command_policy_recipe_is_checked_too(field, text, value, message, tmp_path, capsys):
+    from derl_bench.grpo.commands import CommandGRPOConfig
+
+    recipe = tmp_path / "meta.yaml"
+    recipe.write_text("method: random\npopulation: 2\neval_levels: []\n"
+                      "inner: {env_id: derl/ALFWorld-v0, model: tiny, level: L0}\n")
+    err = refused(capsys, ["meta", str(recipe), "--output", str(tmp_path / "run"),
+                           f"inner_commands={{steps: 1, {field}: {text}}}"], tmp_path / "run")
+    assert f"error: inner_commands: {message}" in err
+    with pytest.raises(ValueError, match=re.escape(message)):
+        CommandGRPOConfig(model="base", output_dir=str(tmp_path / "run"), **{field: value})

@@ -353,6 +353,11 @@ class MetaConfig:
         if self.validation_split not in (None, "validation"):
             raise ConfigError("inner_commands scores on the level's validation split; "
                               "validation_split cannot be changed")
+        try:  # its numbers, checked where the command policy's recipe is defined
+            CommandGRPOConfig(model=self.inner.model, output_dir=str(self.run_dir),
+                              **self.inner_commands)
+        except ValueError as err:
+            raise ConfigError(f"inner_commands: {err}") from None
 
     def _eval_levels(self) -> list[str]:
         """The recipe's ``eval_levels``, every one checked against the inner env's card (all of
