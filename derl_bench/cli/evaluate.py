@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the evaluation; exit status 0 on success. Bad input raises: a refused option before
     any episode, damaged data (a file that differs from the data catalogue, or does not parse)
     where it is read."""
-    from derl_bench.evaluation import adapter_for, evaluate
+    from derl_bench.evaluation import adapter_for, check_settings, evaluate
     from derl_bench.evaluation.record import file_sha256
     from derl_bench.files import write_json_atomic, write_jsonl_atomic
     from derl_bench.policies.loading import model_problem
@@ -120,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.num_envs < 1 or (args.limit is not None and args.limit < 1):
         raise CommandError("--num-envs and --limit must be positive")
+    check_settings(base_seed=args.seed, max_new_tokens=args.max_new_tokens, device=args.device,
+                   dtype=args.dtype,
+                   loads_model=bool(args.policy and args.policy.startswith("llm:")))
     if args.commands is None and args.train_seed is not None:
         raise CommandError("--train-seed goes with --commands (name the seed in --method)")
     _check_files(args)

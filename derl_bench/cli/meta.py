@@ -33,6 +33,7 @@ def _run(args: argparse.Namespace) -> int:
     if config.executor == "ray" and not ray_available():  # refused before the folder
         raise ConfigError("executor: ray needs the ray package: pip install "
                           "'derl-bench[distributed]' (or executor: local)")
+    config.check_machine()
     models = [m for m in (config.inner.model, config.optimizer.model) if m != TINY_MODEL]
     # The folder is held from its check to the run's last write.
     with hold_run(config.run_dir, models, args) as replace:
@@ -40,7 +41,7 @@ def _run(args: argparse.Namespace) -> int:
             clear_run_dir(config.run_dir)
         inner = config.inner
         evaluate = headline_evaluator(
-            inner.env_id, config.eval_levels, limit=config.eval_limit,
+            inner.env_id, config.eval_levels or [], limit=config.eval_limit,
             max_new_tokens=inner.max_new_tokens, model_label=inner.model,
             env_kwargs={k: v for k, v in inner.env_kwargs.items()
                         if k not in ("split", "level")})

@@ -248,9 +248,9 @@ def rehearse(shape: str, output: Path, loras: tuple[bool, ...] = (False, True),
 
 
 def _recipe(name: str) -> dict[str, Any]:
-    import yaml
+    from derl_bench.grpo.config import read_recipe
 
-    return yaml.safe_load((REPO_BASELINES / name).read_text())
+    return read_recipe(REPO_BASELINES / name)
 
 
 def _tail(log: Path, lines: int = 15) -> str:

@@ -11,7 +11,8 @@ run writes only into a folder that is new or empty, unless ``--resume`` continue
 or ``--overwrite`` replaces it (only a run, and only once the new run has passed its checks);
 one command at a time holds a folder. A damaged data file met during the run (an ALFWorld
 game, which the catalogue has no checksum for) stops it with exit status 1 and a message
-naming the file.
+naming the file. Training that diverges (a loss, gradient norm or weight not finite) stops the
+run with exit status 2, without saving the step it diverged in.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def run_train(args: argparse.Namespace) -> int:
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
     config = load_config(require_input("recipe", args.recipe, RECIPE_MAX_BYTES), overrides)
+    config.check_machine()
     # Reject a reward over primitives the env does not emit before any model loads.
     compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
     models = [m for m in [config.model] if m != TINY_MODEL]

@@ -15,6 +15,8 @@ different splits of one env are comparable, so two splits overlap exactly when t
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Iterable
 from typing import Any
 
 from derl_bench.cards import load_card, read_manifest
@@ -90,3 +92,51 @@ def data_files(env_id: str, **env_kwargs: Any) -> list[str]:
     if hasattr(env_cls, "data_files"):
         return list(env_cls.data_files(**{**_card_kwargs(spec, env_id), **env_kwargs}))
     return []
+
+
+def env_settings_problem(env_id: str, level: str | None, env_kwargs: dict[str, Any],
+                         ) -> str | None:
+    """Why a config's env settings cannot make its env, else None: ``env_kwargs`` that set
+    ``split`` or ``level``, which the config has fields of its own for (the env would take the
+    kwarg over the field, so a run would train on one split while the config it records names
+    another), or a ``level`` the env is not made at (:func:`level_problems`).
+
+        >>> print(env_settings_problem("derl/GSM8K-v0", None, {"split": "test"}))
+        env_kwargs may not set split: give it as the config's own split field (split: test)
+    """
+    for key in ("split", "level"):
+        if key in env_kwargs:
+            return (f"env_kwargs may not set {key}: give it as the config's own {key} field "
+                    f"({key}: {env_kwargs[key]})")
+    problem = None if level is None else level_problems(env_id, [level], made_at=True,
+                                                         **env_kwargs)
+    return problem and f"level: {problem}"
+
+
+def level_problems(env_id: str, levels: Iterable[str], *, made_at: bool = False,
+                   **env_kwargs: Any) -> str | None:
+    """Why ``levels`` are not all levels of ``env_id``, else None. The env's levels are the
+    ones its card lists (:func:`eval_splits`); ``made_at``: the levels are what the env is
+    made at (a recipe's ``level``), so the env must also take a ``level`` at all. An env id
+    that has no card is not checked.
+
+        >>> print(level_problems("derl/ALFWorld-v0", ["L0", "L7"]))
+        derl/ALFWorld-v0 has no level 'L7'; its card's levels are L0, L1, L2
+        >>> print(level_problems("derl/GSM8K-v0", ["L0"], made_at=True))
+        derl/GSM8K-v0 is not made at a level: its one level, L0, names its eval set
+    """
+    try:
+        spec = family_spec(env_id)
+    except UnknownFamilyError:
+        return None
+    known = list(eval_splits(env_id, **env_kwargs))
+    if made_at and "level" not in inspect.signature(_env_class(spec, env_id)).parameters:
+        which = (f"its levels, {', '.join(known)}, name its eval sets" if len(known) > 1 else
+                 f"its one level, {known[0]}, names its eval set" if known else
+                 "it has no levels")
+        return f"{env_id} is not made at a level: {which}"
+    unknown = [level for level in levels if level not in known]
+    if unknown:
+        return (f"{env_id} has no level {', '.join(repr(u) for u in unknown)}; its card's "
+                f"levels are {', '.join(known)}")
+    return None

@@ -35,6 +35,24 @@ from derl_bench.evaluation.schema import REPORTED_NOTE, RESULT_SCHEMA, SCHEMA_VE
 from derl_bench.files import write_json_atomic
 
 
+def check_settings(*, base_seed: int = 0, max_new_tokens: int = 512, device: str = "cpu",
+                   dtype: str | None = None, loads_model: bool = True) -> None:
+    """Refuse (:class:`ProtocolError`) settings :func:`evaluate` cannot run with, before any
+    work: a negative seed, no new tokens, a device or dtype no model loads on, or, when
+    ``loads_model`` (an ``llm:`` policy), a device this machine lacks."""
+    from derl_bench.policies.devices import device_missing, device_problem, dtype_problem
+    from derl_bench.settings import COUNT, SEED, problems
+
+    found = problems([("seed", base_seed, SEED._replace(why="episode i is seeded seed + i")),
+                      ("max_new_tokens", max_new_tokens, COUNT)])
+    found += [p for p in (device_problem(device), dtype_problem(dtype)) if p]
+    missing = device_missing(device) if loads_model and not found else None
+    if missing:
+        found.append(missing)
+    if found:
+        raise ProtocolError("; ".join(found))
+
+
 def evaluate(
     env_id: str,
     level: str,
@@ -72,6 +90,8 @@ def evaluate(
     """
     from derl_bench.data.verify import check_data
 
+    check_settings(base_seed=base_seed, max_new_tokens=max_new_tokens, device=device,
+                   dtype=dtype, loads_model=isinstance(policy, str) and policy.startswith("llm:"))
     adapter = adapter_for(env_id)
     eval_set = adapter.eval_set(level, protocol=protocol, seed=base_seed)
     # The checksums the record lists are of the data the run reads: held against the data
@@ -112,6 +132,7 @@ __all__ = [
     "RandomPolicy",
     "adapter_for",
     "build_record",
+    "check_settings",
     "command_record",
     "evaluate",
     "evaluated_env_ids",

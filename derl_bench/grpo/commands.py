@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from derl_bench.grpo.advantage import group_advantages
+from derl_bench.grpo.update import DivergedError
 
 
 @dataclass
@@ -71,6 +72,27 @@ class CommandGRPOConfig:
     num_threads: int = 2
     max_episode_steps: int = 30
     data_root: str | None = None
+
+    def __post_init__(self) -> None:
+        from derl_bench.settings import (
+            COUNT,
+            LEARNING_RATE,
+            MAX_GRAD_NORM,
+            POSITIVE,
+            SEED,
+            Rule,
+            at_least,
+            number_at_least,
+            refuse,
+        )
+
+        rules = {"seed": SEED, "steps": at_least(0), "games_per_step": COUNT,
+                 "group_size": at_least(2), "learning_rate": LEARNING_RATE,
+                 "clip_eps": Rule(lambda v: POSITIVE.test(v) and v < 1, "in (0, 1)"),
+                 "kl_coef": number_at_least(0), "max_grad_norm": MAX_GRAD_NORM,
+                 "minibatch": COUNT, "pool": COUNT, "validation_games": at_least(0),
+                 "envs": COUNT, "num_threads": COUNT, "max_episode_steps": COUNT}
+        refuse((name, getattr(self, name), rule) for name, rule in rules.items())
 
 
 def respond(command: str) -> str:
@@ -189,7 +211,14 @@ def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str,
                     loss.backward()
                     stats["loss"] += float(loss.detach())
                     stats["clip_fraction"] += float(((ratio - clipped).abs() > 0).sum()) / len(rows)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                            config.max_grad_norm))
+                if not (math.isfinite(stats["loss"]) and math.isfinite(norm)):
+                    raise DivergedError(
+                        f"training diverged in step {step} of {config.steps}: the loss is "
+                        f"{stats['loss']:.4g} and the gradient norm {norm:.4g}; nothing was "
+                        f"saved (the model is written after the last step; a smaller "
+                        f"learning_rate than {config.learning_rate:g} keeps it finite)")
                 optimizer.step()
                 model.eval()
             update_s = time.perf_counter() - began

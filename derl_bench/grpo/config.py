@@ -26,6 +26,19 @@ from typing import Any
 import yaml
 
 from derl_bench.reward.semantics import SEMANTICS
+from derl_bench.settings import (
+    COUNT,
+    GROUP_TEMPERATURE,
+    LEARNING_RATE,
+    MAX_GRAD_NORM,
+    POSITIVE,
+    SEED,
+    TOP_P,
+    Rule,
+    at_least,
+    number_at_least,
+    refuse,
+)
 
 TINY_MODEL = "tiny"
 """``model: tiny`` builds the tiny random model in code (under the run's output directory)."""
@@ -120,33 +133,39 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        checks = {
-            "group_size": self.group_size >= 2,
-            "prompts_per_step": self.prompts_per_step >= 1,
-            "steps": self.steps >= 0,
-            "data_offset": self.data_offset >= 0,
-            "learning_rate": self.learning_rate > 0,
-            "kl_coef": self.kl_coef >= 0,
-            "clip_eps": 0 < self.clip_eps < 1,
-            "max_new_tokens": self.max_new_tokens >= 1,
-            "history_window": self.history_window >= 0,
-            "max_episode_steps": self.max_episode_steps >= 1,
-            "updates_per_batch": self.updates_per_batch >= 1,
-            "micro_batch_size": self.micro_batch_size >= 1,
-            "logprob_chunk": self.logprob_chunk >= 1,
-            "save_every": self.save_every >= 0,
-            "keep_checkpoints": self.keep_checkpoints >= 1,
+        open_unit = Rule(lambda v: POSITIVE.test(v) and v < 1, "in (0, 1)")
+        rules = {
+            "group_size": at_least(2), "prompts_per_step": COUNT, "steps": at_least(0),
+            "data_offset": at_least(0), "learning_rate": LEARNING_RATE,
+            "weight_decay": number_at_least(0), "kl_coef": number_at_least(0),
+            "clip_eps": open_unit, "max_grad_norm": MAX_GRAD_NORM,
+            "max_new_tokens": COUNT, "temperature": GROUP_TEMPERATURE, "top_p": TOP_P,
+            "history_window": at_least(0), "max_episode_steps": COUNT,
+            "updates_per_batch": COUNT, "micro_batch_size": COUNT, "logprob_chunk": COUNT,
+            "save_every": at_least(0), "keep_checkpoints": COUNT, "seed": SEED,
         }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise ConfigError("out of range: " + ", ".join(
-                f"{n}={getattr(self, n)!r}" for n in bad))
+        if self.num_threads is not None:
+            rules["num_threads"] = COUNT
+        if self.clip_eps_high is not None:
+            rules["clip_eps_high"] = POSITIVE
+        refuse(((name, getattr(self, name), rule) for name, rule in rules.items()), ConfigError)
+        from derl_bench.policies.backends import BACKENDS
+        from derl_bench.policies.devices import device_problem, dtype_problem
+
         for name, allowed in (("trainer", ("compact", "trl")),
                               ("aggregation", ("token", "sequence")),
-                              ("backend", ("transformers", "vllm")),
+                              ("backend", BACKENDS),
                               ("reward_semantics", SEMANTICS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for problem in (device_problem(self.device), dtype_problem(self.dtype)):
+            if problem:
+                raise ConfigError(problem)
+        from derl_bench.envs.items import env_settings_problem
+
+        problem = env_settings_problem(self.env_id, self.level, self.env_kwargs)
+        if problem:
+            raise ConfigError(problem)
 
         if self.lora is not None:
             from derl_bench.policies.lora import LoraSpec
@@ -158,6 +177,17 @@ class TrainConfig:
             if self.backend == "vllm":
                 raise ConfigError("lora: the vllm backend cannot sample from an adapter that "
                                   "is trained in the same process; use backend: transformers")
+
+    def check_machine(self) -> None:
+        """Refuse (:class:`ConfigError`) what this machine lacks for the run: a CUDA device
+        without CUDA, the vllm backend without vllm. Not among the checks every config gets:
+        a recipe may be written on one machine to run on another (a Ray cluster's GPUs)."""
+        from derl_bench.policies.backends import backend_missing
+        from derl_bench.policies.devices import device_missing
+
+        for problem in (device_missing(self.device), backend_missing(self.backend)):
+            if problem:
+                raise ConfigError(problem)
 
     @property
     def run_dir(self) -> Path:
@@ -219,6 +249,53 @@ def config_from_dict(values: dict[str, Any]) -> TrainConfig:
     return TrainConfig(**values)
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A YAML mapping that sets one key twice (lines counted from 1)."""
+
+    def __init__(self, key: Any, line: int, first_line: int) -> None:
+        super().__init__(f"line {line}: {key!r} is set twice (first on line {first_line})")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _RecipeLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a mapping may not set a key twice: PyYAML keeps the
+    last value without a word, so a recipe would run a setting other than the one its reader
+    saw first."""
+
+
+def _unique_mapping(loader: _RecipeLoader, node: yaml.MappingNode, deep: bool = False,
+                    ) -> dict[Any, Any]:
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base`` may be overridden
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            if key in first:
+                raise DuplicateKeyError(key, key_node.start_mark.line + 1, first[key] + 1)
+        except TypeError:  # an unhashable key: construct_mapping says so itself
+            continue
+        first[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep)
+
+
+_RecipeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse recipe text (a file or an override's value): safe YAML that refuses a mapping
+    setting one key twice (:class:`DuplicateKeyError`).
+
+    >>> load_yaml("steps: 2\\nseed: 1")
+    {'steps': 2, 'seed': 1}
+    >>> load_yaml("steps: 2\\nsteps: 3")
+    Traceback (most recent call last):
+    ...
+    derl_bench.grpo.config.DuplicateKeyError: line 2: 'steps' is set twice (first on line 1)
+    """
+    return yaml.load(text, Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     """``["steps=5", "level=L1"]`` -> ``{"steps": 5, "level": "L1"}`` (values parsed as YAML)."""
     out: dict[str, Any] = {}
@@ -227,19 +304,24 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise ConfigError(f"override {item!r} is not KEY=VALUE")
         try:
-            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+            out[key.strip()] = load_yaml(raw) if raw.strip() else None
         except yaml.YAMLError as err:
             raise ConfigError(f"override {item!r}: {err}") from None
     return out
 
 
 def read_recipe(path: str | Path) -> dict[str, Any]:
-    """The mapping in a YAML recipe file, with ``name`` defaulting to the file's stem."""
+    """The mapping in a YAML recipe file, with ``name`` defaulting to the file's stem. Every
+    recipe (``train``, ``meta``) is read here, so each is held to the same rules: valid YAML,
+    a mapping, not empty, no key set twice."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"recipe {path} does not exist")
     try:
-        values = yaml.safe_load(path.read_text())
+        values = load_yaml(path.read_text())
+    except DuplicateKeyError as err:
+        raise ConfigError(f"recipe {path}, line {err.line}: {err.key!r} is set twice (first "
+                          f"on line {err.first_line}); a recipe sets each field once") from None
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise ConfigError(f"recipe {path} is not valid YAML: {err}") from None
     if values is None:  # an empty file would otherwise run every default without a word
@@ -263,5 +345,5 @@ def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
     return config_from_dict({**asdict(config), **changes})
 
 
-__all__ = ["TINY_MODEL", "ConfigError", "TrainConfig", "config_from_dict", "load_config",
-           "parse_overrides", "read_recipe", "replace"]
+__all__ = ["TINY_MODEL", "ConfigError", "DuplicateKeyError", "TrainConfig", "config_from_dict",
+           "load_config", "load_yaml", "parse_overrides", "read_recipe", "replace"]

@@ -35,6 +35,7 @@ runs. For example, three rewards from the tiny model::
 from __future__ import annotations
 
 import copy
+import math
 import shutil
 import time
 from collections.abc import Sequence
@@ -57,6 +58,7 @@ from derl_bench.grpo.loss import (
 )
 from derl_bench.grpo.runlog import RunLogger
 from derl_bench.grpo.trainer import (
+    diverged,
     initial_model_path,
     make_env,
     meta_reward_fn,
@@ -65,7 +67,12 @@ from derl_bench.grpo.trainer import (
     step_seeds,
     update_settings,
 )
-from derl_bench.grpo.update import UpdateSettings, make_optimizer, micro_batch_weights
+from derl_bench.grpo.update import (
+    UpdateSettings,
+    make_optimizer,
+    micro_batch_weights,
+    nonfinite_weight,
+)
 from derl_bench.policies import LLMPolicy, load_model_and_tokenizer
 from derl_bench.policies.backends import TransformersBackend
 from derl_bench.policies.fast import prefixed_hidden
@@ -389,6 +396,7 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
     and run directories) as one population; see the module docstring."""
     _check(configs)
     first = configs[0]
+    first.check_machine()
     spec = family_spec(first.env_id)
     members = len(configs)
     scores = [meta_reward_fn(c) for c in configs]  # a bad expression fails before any write
@@ -443,6 +451,10 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
 
             # 6. Log and checkpoint, member by member.
             done = step + 1
+            for m, config in enumerate(configs):
+                if not (math.isfinite(stats[m]["loss"]) and math.isfinite(stats[m]["grad_norm"])):
+                    raise diverged(config, done, f"the loss is {stats[m]['loss']:.4g} and the "
+                                                 f"gradient norm {stats[m]['grad_norm']:.4g}")
             save = done == first.steps or bool(first.save_every and done % first.save_every == 0)
             for m, config in enumerate(configs):
                 metrics = step_metrics(episodes[m], rewards[m], advantages[m], spec, stats[m],
@@ -450,7 +462,11 @@ def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
                                        first.device)
                 loggers[m].log(step, metrics)
                 if save:
-                    save_checkpoint(config.run_dir, done, population.member(m), tokenizer,
+                    member = population.member(m)
+                    broken = nonfinite_weight(member)
+                    if broken is not None:
+                        raise diverged(config, done, f"the weight {broken} is not finite")
+                    save_checkpoint(config.run_dir, done, member, tokenizer,
                                     member_optimizer_state(optimizer, m)
                                     if config.save_optimizer_state else None,
                                     keep=config.keep_checkpoints)

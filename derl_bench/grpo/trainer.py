@@ -41,7 +41,13 @@ from derl_bench.grpo.checkpoint import (
 from derl_bench.grpo.config import TINY_MODEL, ConfigError, TrainConfig
 from derl_bench.grpo.rundir import start_run_id
 from derl_bench.grpo.runlog import RunLogger
-from derl_bench.grpo.update import UpdateSettings, grpo_update, make_optimizer
+from derl_bench.grpo.update import (
+    DivergedError,
+    UpdateSettings,
+    grpo_update,
+    make_optimizer,
+    nonfinite_weight,
+)
 from derl_bench.policies import (
     LLMPolicy,
     SamplingConfig,
@@ -244,6 +250,18 @@ def step_metrics(episodes: Sequence[Episode], rewards: np.ndarray, advantages: n
     }
 
 
+def diverged(config: TrainConfig, step: int, what: str) -> DivergedError:
+    """The error of a run that diverged in ``step`` (counted from 1, as its checkpoints are):
+    ``what`` turned non-finite; it names the run's last checkpoint, whose weights were checked
+    to be finite when it was saved, since nothing of the step was."""
+    last = latest_checkpoint(config.run_dir)
+    kept = (f"its last good checkpoint (finite weights) is {last}" if last is not None else
+            "it had saved no checkpoint")
+    return DivergedError(f"training diverged in step {step} of {config.steps}: {what}; the run "
+                         f"stopped without saving that step, and {kept} (a smaller "
+                         f"learning_rate than {config.learning_rate:g} keeps it finite)")
+
+
 def device_memory(device: str) -> dict[str, float]:
     """``memory/device_peak_gib``: the most GPU memory torch's allocator has held so far on
     ``device`` (empty on a CPU, whose peak is the process's RSS)."""
@@ -264,6 +282,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     """
     run_dir = config.run_dir
     spec = family_spec(family or config.env_id)
+    config.check_machine()
     # A bad expression fails before any write.
     score = reward_fn or meta_reward_fn(config, None if env_factory is None else spec.domain)
     checkpoint = latest_checkpoint(run_dir) if resume else None
@@ -348,7 +367,10 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
 
             # 5. Clipped-ratio updates (one forward/backward per micro-batch).
             t1 = time.perf_counter()
-            sums = grpo_update(model, optimizer, batch, settings, reference)
+            try:
+                sums = grpo_update(model, optimizer, batch, settings, reference)
+            except DivergedError as err:
+                raise diverged(config, step + 1, str(err)) from None
             policy.sync()
             t_update = time.perf_counter() - t1
 
@@ -361,6 +383,9 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
                                   success=f"{metrics['success/mean']:.2f}")
             done = step + 1
             if done == config.steps or (config.save_every and done % config.save_every == 0):
+                broken = nonfinite_weight(model)  # a checkpoint holds finite weights only
+                if broken is not None:
+                    raise diverged(config, done, f"the weight {broken} is not finite")
                 save_checkpoint(run_dir, done, model, tokenizer,
                                 optimizer if config.save_optimizer_state else None,
                                 keep=config.keep_checkpoints)

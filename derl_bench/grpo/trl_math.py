@@ -143,6 +143,7 @@ def train_trl(config: TrainConfig, resume: bool = False) -> list[dict[str, float
     if family_spec(config.env_id).multi_turn:
         raise ConfigError(f"train_trl handles single-step math envs, not {config.env_id!r}; "
                           "agents train with TRL through derl_bench.integrations.trl")
+    config.check_machine()
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 

@@ -22,6 +22,7 @@ sequence weighs the same whatever micro-batch it lands in).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,20 @@ from typing import Any
 import torch
 
 from derl_bench.grpo.loss import LOGPROB_CHUNK, grpo_loss, token_logprobs
+
+
+class DivergedError(RuntimeError):
+    """Training diverged: an update met a loss or gradient norm that is not finite (and was not
+    applied), or left a weight that is not (a learning rate far too large, say)."""
+
+
+def nonfinite_weight(model: Any) -> str | None:
+    """The name of ``model``'s first trained weight holding a value that is not finite (inf or
+    NaN), else None."""
+    for name, param in model.named_parameters():
+        if param.requires_grad and not bool(torch.isfinite(param).all()):
+            return name
+    return None
 
 
 @dataclass(frozen=True)
@@ -80,7 +95,8 @@ def grpo_update(model: Any, optimizer: torch.optim.Optimizer, batch: Any,
                 settings: UpdateSettings, reference: Any | None = None) -> dict[str, float]:
     """Run ``settings.updates_per_batch`` optimiser steps on ``batch``; returns mean statistics
     (loss, policy_loss, kl, clip_fraction, entropy, grad_norm) and ``reference_s``, the
-    seconds spent on reference and old log-probs."""
+    seconds spent on reference and old log-probs. A loss or gradient norm that is not finite
+    raises :class:`DivergedError` before the optimiser steps on it."""
     s = settings
     use_kl = reference is not None and s.kl_coef > 0
     started = time.perf_counter()
@@ -122,6 +138,10 @@ def grpo_update(model: Any, optimizer: torch.optim.Optimizer, batch: Any,
             sums["entropy"] += ent * share
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm,
                                                    foreach=True)
+        if not (math.isfinite(sums["loss"]) and math.isfinite(float(grad_norm))):
+            # A step on such gradients writes NaN into every weight it touches.
+            raise DivergedError(f"the loss is {sums['loss']:.4g} and the gradient norm "
+                                f"{float(grad_norm):.4g}")
         sums["grad_norm"] += float(grad_norm) / s.updates_per_batch
         optimizer.step()
     return sums
@@ -135,5 +155,5 @@ def make_optimizer(model: Any, learning_rate: float, weight_decay: float = 0.0,
                              foreach=True)
 
 
-__all__ = ["UpdateSettings", "batch_logprobs", "grpo_update", "make_optimizer",
-           "micro_batch_weight", "micro_batch_weights"]
+__all__ = ["DivergedError", "UpdateSettings", "batch_logprobs", "grpo_update", "make_optimizer",
+           "micro_batch_weight", "micro_batch_weights", "nonfinite_weight"]

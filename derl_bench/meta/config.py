@@ -27,6 +27,15 @@ from derl_bench.grpo.config import (
     parse_overrides,
     read_recipe,
 )
+from derl_bench.settings import (
+    COUNT,
+    GROUP_TEMPERATURE,
+    LEARNING_RATE,
+    SEED,
+    TEMPERATURE,
+    number_at_least,
+    refuse,
+)
 
 METHODS = ("derl", "derl-pop", "derl-frozen", "random", "revolve", "fixed")
 LEARNING_METHODS = ("derl", "derl-pop", "derl-frozen")
@@ -93,7 +102,7 @@ class OptimizerConfig:
     model: str = "tiny"
     """A HF name, a local path, or ``tiny`` (a tiny model written under the run directory)."""
     learning_rate: float = 1e-3
-    """The outer update's learning rate; ``derl-frozen`` trains at 0."""
+    """The outer update's learning rate (finite, > 0); ``derl-frozen`` never updates."""
     kl_coef: float = 0.001
     max_new_tokens: int = 48
     """Longest expression in tokens (the grammar decoder always closes it within this)."""
@@ -136,6 +145,12 @@ class OptimizerConfig:
             raise ConfigError(f"optimizer epochs must be at least 1, got {self.epochs!r}")
         if self.sft_examples < 0 or self.sft_steps < 0:
             raise ConfigError("optimizer sft_examples and sft_steps must be >= 0")
+        rules = {"learning_rate": LEARNING_RATE._replace(
+                     why="a Meta-Optimizer that never learns is method: derl-frozen"),
+                 "kl_coef": number_at_least(0), "temperature": GROUP_TEMPERATURE,
+                 "max_new_tokens": COUNT}
+        refuse(((f"optimizer.{name}", getattr(self, name), rule) for name, rule in rules.items()),
+               ConfigError)
 
 
 @dataclass
@@ -183,8 +198,9 @@ class MetaConfig:
     retries: int = 1
     """Times a failed inner run (exception, out of memory, env crash) is retried before its
     candidate is excluded from the generation's group (never scored as a bad reward)."""
-    eval_levels: list[str] = field(default_factory=lambda: ["L0", "L1", "L2"])
-    """Levels the best policy is evaluated on at the end of the run (the headline score)."""
+    eval_levels: list[str] | None = None
+    """Levels the best policy is evaluated on at the end of the run (the headline score), each
+    one the inner env's card lists; ``None``: every one of them, ``[]``: none."""
     eval_limit: int | None = None
     """Evaluate on the first this-many episodes of each eval set (``None``: all of them)."""
     seed: int = 0
@@ -283,8 +299,15 @@ class MetaConfig:
                               f"{self.method!r}")
         if self.method in LEARNING_METHODS and self.population < 2:
             raise ConfigError("derl needs population >= 2: GRPO compares rewards within a group")
+        refuse([("seed", self.seed, SEED), ("validation_seed", self.validation_seed, SEED),
+                ("validation_temperature", self.validation_temperature, TEMPERATURE),
+                *([("eval_limit", self.eval_limit, COUNT)] if self.eval_limit is not None
+                  else [])], ConfigError)
         if isinstance(self.inner, dict):
-            self.inner = config_from_dict({"seed": self.seed, **self.inner})
+            try:
+                self.inner = config_from_dict({"seed": self.seed, **self.inner})
+            except ConfigError as err:
+                raise ConfigError(f"inner: {err}") from None
         elif not isinstance(self.inner, TrainConfig):
             raise ConfigError("inner must be a mapping of TrainConfig fields")
         if self.inner_commands is not None:
@@ -296,6 +319,7 @@ class MetaConfig:
             self.optimizer = OptimizerConfig(**self.optimizer)
         elif not isinstance(self.optimizer, OptimizerConfig):
             raise ConfigError("optimizer must be a mapping of OptimizerConfig fields")
+        self.eval_levels = self._eval_levels()
         if self.optimizer.decoder == "whitelist" or self.protocol == "derl-official":
             from derl_bench.reward import MetaRewardError, primitive_set
             from derl_bench.reward.semantics import official_primitives
@@ -329,6 +353,48 @@ class MetaConfig:
         if self.validation_split not in (None, "validation"):
             raise ConfigError("inner_commands scores on the level's validation split; "
                               "validation_split cannot be changed")
+        try:  # its numbers, checked where the command policy's recipe is defined
+            CommandGRPOConfig(model=self.inner.model, output_dir=str(self.run_dir),
+                              **self.inner_commands)
+        except ValueError as err:
+            raise ConfigError(f"inner_commands: {err}") from None
+
+    def _eval_levels(self) -> list[str]:
+        """The recipe's ``eval_levels``, every one checked against the inner env's card (all of
+        the card's levels when the recipe gives none)."""
+        from derl_bench.envs.items import eval_splits, level_problems
+        from derl_bench.family import UnknownFamilyError
+
+        env_id, kwargs = self.inner.env_id, self.inner.env_kwargs
+        if self.eval_levels is None:
+            try:
+                return list(eval_splits(env_id, **kwargs))
+            except UnknownFamilyError:  # an env without a card has no eval sets
+                return []
+        levels = self.eval_levels
+        if not isinstance(levels, list) or not all(isinstance(lv, str) for lv in levels):
+            raise ConfigError(f"eval_levels must be a list of levels, e.g. [L0, L1], got "
+                              f"{levels!r}")
+        problem = level_problems(env_id, levels, **kwargs)
+        if problem:
+            raise ConfigError(f"eval_levels: {problem}")
+        return list(levels)
+
+    def check_machine(self) -> None:
+        """Refuse (:class:`ConfigError`) what this machine lacks for the run: the
+        Meta-Optimizer runs here, on the inner runs' device; the inner runs too, unless they go
+        to a Ray cluster elsewhere (``ray_address``), whose machines check their own."""
+        from derl_bench.policies.devices import device_missing
+
+        if self.executor == "local" or self.ray_address is None:
+            try:
+                self.inner.check_machine()
+            except ConfigError as err:
+                raise ConfigError(f"inner: {err}") from None
+        elif self.method in LEARNING_METHODS:
+            problem = device_missing(self.inner.device)
+            if problem:
+                raise ConfigError(f"the Meta-Optimizer runs here, on inner.device: {problem}")
 
     @property
     def run_dir(self) -> Path:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -87,10 +87,9 @@ def make_proposer(config: MetaConfig, env_id: str, cold_start: bool = True) -> P
     from derl_bench.meta.optimizer import MetaOptimizer
 
     settings = config.optimizer
-    if config.method == "derl-frozen":
-        settings = replace(settings, learning_rate=0.0)
     optimizer = MetaOptimizer(env_id, settings, config.run_dir, config.seed,
-                              invalid_score=config.invalid_score, device=config.inner.device)
+                              invalid_score=config.invalid_score, device=config.inner.device,
+                              frozen=config.method == "derl-frozen")
     if settings.sft_examples and cold_start:
         optimizer.cold_start(settings.sft_examples, settings.sft_steps, seed=config.seed,
                              corpus=settings.cold_start, cache=settings.cache)
@@ -250,7 +249,8 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
     """Run reward discovery as ``config`` says (see the module docstring); ``evaluate``
     computes the headline of the best policy (none without it). ``resume`` continues the run
     in ``config.run_dir`` from its last checkpoint; ``executor`` overrides the recipe's."""
-    check_validation_split(config)  # before anything is trained or written
+    config.check_machine()  # before anything is trained or written
+    check_validation_split(config)
     env_id = config.inner.env_id
     out = config.run_dir
     state = start_run(config, resume)

@@ -51,7 +51,13 @@ import torch
 
 from derl_bench.grpo.advantage import outer_advantages
 from derl_bench.grpo.loss import token_logprobs
-from derl_bench.grpo.update import UpdateSettings, batch_logprobs, grpo_update, make_optimizer
+from derl_bench.grpo.update import (
+    DivergedError,
+    UpdateSettings,
+    batch_logprobs,
+    grpo_update,
+    make_optimizer,
+)
 from derl_bench.meta.config import COLD_STARTS, OptimizerConfig
 from derl_bench.meta.search import Proposal
 from derl_bench.policies import (
@@ -162,17 +168,18 @@ class MetaOptimizer:
 
     Args:
         domain: the env id (or family, or ``"math"``/``"agent"``) whose primitives it writes.
-        config: its model, sampler and outer update (:class:`OptimizerConfig`); a learning
-            rate of 0 gives the frozen control (``derl-frozen``): the same sampler that never
-            learns. The cold start is :meth:`cold_start`'s, called by the owner.
+        config: its model, sampler and outer update (:class:`OptimizerConfig`). The cold
+            start is :meth:`cold_start`'s, called by the owner.
         workdir: where the tiny model is written.
         invalid_score: what an invalid proposal scores in the update (``config.invalid``
             ``score``).
+        frozen: the frozen control (``derl-frozen``): the same sampler, cold start included,
+            that never updates (a learning rate of 0).
     """
 
     def __init__(self, domain: str, config: OptimizerConfig | None = None,
                  workdir: str | Path = ".", seed: int = 0, invalid_score: float = 0.0,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", frozen: bool = False) -> None:
         config = config or OptimizerConfig()
         self.config = config
         self.decoder, self.invalid = config.decoder, config.invalid
@@ -187,7 +194,7 @@ class MetaOptimizer:
         self.model, self.tokenizer = load_model_and_tokenizer(model, device)
         configure_threads(self.model)
         self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self.learning_rate = config.learning_rate
+        self.learning_rate = 0.0 if frozen else config.learning_rate
         self.optimizer = make_optimizer(self.model, self.learning_rate)
         self.settings = UpdateSettings(kl_coef=config.kl_coef, micro_batch_size=64,
                                        temperature=config.temperature,
@@ -457,8 +464,13 @@ class MetaOptimizer:
         else:
             if self.reference_reset:
                 self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
-            stats = grpo_update(self.model, self.optimizer, batch, self.settings,
-                                self.reference)
+            try:
+                stats = grpo_update(self.model, self.optimizer, batch, self.settings,
+                                    self.reference)
+            except DivergedError as err:
+                raise DivergedError(f"the Meta-Optimizer's update {self.updates + 1} diverged: "
+                                    f"{err} (a smaller optimizer.learning_rate than "
+                                    f"{self.learning_rate:g} keeps it finite)") from None
         self.updates += 1
         now = batch_logprobs(self.model, batch, 64, self.temperature)
         start = batch_logprobs(self.start, batch, 64, self.temperature)

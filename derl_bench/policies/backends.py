@@ -27,8 +27,16 @@ class SamplingConfig:
 
     max_new_tokens: int = 64
     temperature: float = 1.0
+    """0 decodes greedily (every sampler takes the likeliest token)."""
     top_p: float = 1.0
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        from derl_bench.settings import COUNT, SEED, TEMPERATURE, TOP_P, refuse
+
+        refuse([("max_new_tokens", self.max_new_tokens, COUNT),
+                ("temperature", self.temperature, TEMPERATURE), ("top_p", self.top_p, TOP_P),
+                *([("seed", self.seed, SEED)] if self.seed is not None else [])])
 
 
 class GenerationBackend(Protocol):
@@ -239,6 +247,20 @@ class VLLMBackend:
         for name, param in model.state_dict().items():
             runner_model.load_weights([(name, param.data)])
         self.llm.reset_prefix_cache()
+
+
+BACKENDS = ("transformers", "vllm")
+"""The generation backends a recipe may name (``backend``)."""
+
+
+def backend_missing(name: str) -> str | None:
+    """Why this machine cannot run the generation backend ``name``, else None."""
+    import importlib.util
+
+    if name == "vllm" and importlib.util.find_spec("vllm") is None:
+        return ("backend 'vllm' needs the vllm package, which is not installed here: pip "
+                "install 'derl-bench[vllm]' on a CUDA machine (or backend: transformers)")
+    return None
 
 
 def make_backend(name: str, model: Any, tokenizer: Any, model_path: str | None = None,

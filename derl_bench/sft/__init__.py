@@ -20,6 +20,7 @@ shaped rewards address. The output directory appears whole or not at all::
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import shutil
@@ -62,13 +63,21 @@ class SFTConfig:
     num_threads: int | None = None
 
     def __post_init__(self) -> None:
+        from derl_bench.envs.items import env_settings_problem
+        from derl_bench.settings import COUNT, LEARNING_RATE, SEED, number_at_least, refuse
+
         # No step would leave no loss to report and a model that is the start model.
-        if self.steps < 1 or self.batch_size < 1 or self.learning_rate <= 0:
-            raise ValueError("steps >= 1, batch_size >= 1 and learning_rate > 0 are required, "
-                             f"got steps={self.steps}, batch_size={self.batch_size}, "
-                             f"learning_rate={self.learning_rate}")
+        refuse([("steps", self.steps, COUNT), ("batch_size", self.batch_size, COUNT),
+                ("learning_rate", self.learning_rate, LEARNING_RATE),
+                ("weight_decay", self.weight_decay, number_at_least(0)),
+                ("seed", self.seed, SEED), ("max_episode_steps", self.max_episode_steps, COUNT),
+                *([("num_threads", self.num_threads, COUNT)] if self.num_threads is not None
+                  else [])])
         if not 0.0 <= self.format_dropout <= 1.0:
             raise ValueError(f"format_dropout must be in [0, 1], got {self.format_dropout}")
+        problem = env_settings_problem(self.env_id, self.level, self.env_kwargs)
+        if problem:
+            raise ValueError(problem)
 
 
 def gsm8k_solution(solution: str) -> str:
@@ -158,7 +167,7 @@ def run_sft(config: SFTConfig, progress: bool = False,
     import gymnasium as gym
 
     from derl_bench.grpo.loss import token_logprobs
-    from derl_bench.grpo.update import make_optimizer
+    from derl_bench.grpo.update import DivergedError, make_optimizer
     from derl_bench.policies import LLMPolicy, load_model_and_tokenizer
     from derl_bench.policies.threads import configure_threads
     from derl_bench.progress import quiet_transformers
@@ -201,9 +210,16 @@ def run_sft(config: SFTConfig, progress: bool = False,
             loss = -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+            value = float(loss.detach())
+            norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True))
+            if not (math.isfinite(value) and math.isfinite(norm)):
+                raise DivergedError(f"fine-tuning diverged in step {len(losses) + 1} of "
+                                    f"{config.steps}: the loss is {value:.4g} and the gradient "
+                                    f"norm {norm:.4g}; nothing was saved (a smaller "
+                                    f"learning_rate than {config.learning_rate:g} keeps it "
+                                    "finite)")
             optimizer.step()
-            losses.append(float(loss.detach()))
+            losses.append(value)
         env.close()
         with quiet_transformers():
             model.save_pretrained(staging / "model")

@@ -53,7 +53,7 @@ def test_every_envs_default_validation_split_is_disjoint_from_its_eval_sets(env_
     # MATH's test split holds MATH-500, the eval set: a partial overlap is refused too
     ("derl/MATH-v0", "test", {}, "shares 500 of its 5000 items with the L0 eval set"),
     ("derl/ALFWorld-v0", "eval", {"level": "L2"}, "with the L1 eval set (level=L1, split=eval)"),
-    ("derl/ScienceWorld-v0", "eval", {"env_kwargs": {"level": "L1"}}, "with the L1 eval set"),
+    ("derl/ScienceWorld-v0", "eval", {"level": "L1"}, "with the L1 eval set"),
 ])
 def test_validation_on_an_eval_split_is_refused(env_id, split, inner, fragment, data_root,
                                                 tmp_path):

@@ -94,15 +94,16 @@ def test_spearman_and_paired_statistics():
     assert d["mean"] == 1.0 and d["ci_low"] < 1.0 < d["ci_high"] and d["mde"] > 0
 
 
-def _optimizer(tmp_path, learning_rate: float) -> MetaOptimizer:
+def _optimizer(tmp_path, frozen: bool = False) -> MetaOptimizer:
     init = tmp_path / "init"
     if not (init / "config.json").exists():
         init_tiny_model(init, TinyModelSpec(seed=7919), overwrite=True)
     # The outer-loop settings the proposer check selected (docs/proposer-check.md).
-    settings = OptimizerConfig(model=str(init), learning_rate=learning_rate, kl_coef=0.001,
+    settings = OptimizerConfig(model=str(init), learning_rate=1e-3, kl_coef=0.001,
                                max_new_tokens=24, epochs=4, reference_reset=True,
                                advantage="rloo")
-    optimizer = MetaOptimizer(ENV, settings, tmp_path, seed=3, invalid_score=-1.0)
+    optimizer = MetaOptimizer(ENV, settings, tmp_path, seed=3, invalid_score=-1.0,
+                              frozen=frozen)
     optimizer.cold_start(64, 20, seed=0, corpus="generator", cache=tmp_path / "cache")
     return optimizer
 
@@ -125,13 +126,13 @@ def _train(optimizer: MetaOptimizer, rule, probe, generations: int) -> None:
 
 def test_the_meta_optimizer_moves_toward_a_rules_optimum_and_lr_zero_does_not(tmp_path, probe):
     rule = parse_rule("rank:g1", ENV)
-    learner = _optimizer(tmp_path, 1e-3)
+    learner = _optimizer(tmp_path)
     before = _sampled_score(learner, rule, probe)
     _train(learner, rule, probe, generations=10)
     after = _sampled_score(learner, rule, probe)
     assert after > before + 0.15, (before, after)
 
-    frozen = _optimizer(tmp_path, 0.0)   # the same cold start, loaded from the cache
+    frozen = _optimizer(tmp_path, frozen=True)   # the same cold start, loaded from the cache
     start = {k: v.clone() for k, v in frozen.model.state_dict().items()}
     assert _sampled_score(frozen, rule, probe) == before
     _train(frozen, rule, probe, generations=10)

@@ -255,8 +255,7 @@ def test_agents_validate_on_held_out_games_each_once_in_manifest_order(data_root
     from derl_bench.meta.inner import validation_envs
 
     config = MetaConfig(method="random", validation_episodes=3, output_dir=str(tmp_path),
-                        inner={**TINY_INNER, "env_id": "derl/ALFWorld-v0",
-                               "env_kwargs": {"level": "L2"}})
+                        inner={**TINY_INNER, "env_id": "derl/ALFWorld-v0", "level": "L2"})
     envs = validation_envs(config, inner_config(config, "success", tmp_path / "run", None))
     try:
         played = [env.reset(seed=7)[1]["game_id"] for env in envs]

@@ -43,7 +43,7 @@ def test_cli_refuses_to_overwrite_and_leaves_no_partial_output(tmp_path, capsys)
     assert main(["model", "sft", str(tmp_path / "x"), "--env", "derl/Nope-v0"]) == 2
     assert main(["model", "sft", str(tmp_path / "x"), "--env", "derl/Arithmetic-v0",
                  "--steps", "0"]) == 2
-    assert "steps >= 1" in capsys.readouterr().err
+    assert "steps must be a whole number >= 1, got 0" in capsys.readouterr().err
     with pytest.raises(ValueError, match="format_dropout"):
         SFTConfig(env_id="derl/Arithmetic-v0", output=str(tmp_path / "y"), format_dropout=2)
     assert not (tmp_path / "x").exists() and not list(tmp_path.glob(".x-*"))
