@@ -165,52 +165,46 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def report(args: argparse.Namespace) -> int:
-    from derl_bench.experiments.stats import (
-        corrected_mde,
-        holm,
-        mean_sd,
-        paired_difference,
-    )
+def success(method: str, seed: int, level: str) -> float | None:
+    """The success rate of a record on the board (``None`` when it is not there yet)."""
+    path = BOARD / f"{method}-s{seed}-{level}.json"
+    if not path.exists():
+        return None
+    return float(json.loads(path.read_text())["results"]["success_rate"]["mean"])
 
-    global BOARD, EVIDENCE
-    BOARD, EVIDENCE = Path(args.board), Path(args.board) / "evidence"
 
-    def success(method: str, seed: int, level: str) -> float | None:
-        path = BOARD / f"{method}-s{seed}-{level}.json"
-        if not path.exists():
-            return None
-        return float(json.loads(path.read_text())["results"]["success_rate"]["mean"])
+def compare(methods: dict[str, list[int]], pairs: list[tuple[str, str]], seeds: list[int],
+            name: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each method's mean and standard deviation over its seeds on L0/L1/L2, and the paired
+    differences (by seed) of ``pairs`` on L0 and L2, Holm-corrected together, with the MDE
+    uncorrected and under the correction; printed, and written to ``EVIDENCE / name``."""
+    from derl_bench.experiments.stats import corrected_mde, holm, mean_sd, paired_difference
 
     rows: dict[str, Any] = {}
-    methods = ["teacher-dagger", *(f"grpo-{r}" for r in args.rewards)]
-    for method in methods:
-        seeds = [0] if method == "teacher-dagger" else args.seeds
+    for method, method_seeds in methods.items():
         rows[method] = {}
         for level in ("L0", "L1", "L2"):
-            values = [v for s in seeds if (v := success(method, s, level)) is not None]
+            values = [v for s in method_seeds if (v := success(method, s, level)) is not None]
             if values:
                 mean, sd = mean_sd(values)
                 rows[method][level] = {"mean": mean, "sd": sd, "n": len(values)}
     comparisons = []
     for level in ("L0", "L2"):
-        rewards = list(args.rewards)
-        for i, a in enumerate(rewards):
-            for b in rewards[i + 1:]:
-                xa = [success(f"grpo-{a}", s, level) for s in args.seeds]
-                xb = [success(f"grpo-{b}", s, level) for s in args.seeds]
-                if None in xa or None in xb:
-                    continue
-                diff = paired_difference(xa, xb)  # type: ignore[arg-type]
-                comparisons.append({"level": level, "a": a, "b": b, **diff})
+        for a, b in pairs:
+            xa = [success(a, s, level) for s in seeds]
+            xb = [success(b, s, level) for s in seeds]
+            if None in xa or None in xb:
+                continue
+            comparisons.append({"level": level, "a": a, "b": b,
+                                **paired_difference(xa, xb)})  # type: ignore[arg-type]
     corrected = holm(comparisons) if comparisons else []
     for c in corrected:
         c["mde_holm"] = corrected_mde(c, len(corrected))
-    out = {"rows": rows, "comparisons": corrected, "seeds": args.seeds,
+    out = {"rows": rows, "comparisons": corrected, "seeds": seeds, **(extra or {}),
            "note": "success rates (0-1) of greedy play on every eval game; differences are "
                    "a - b paired by seed, Holm-corrected together"}
     EVIDENCE.mkdir(parents=True, exist_ok=True)
-    (EVIDENCE / "comparison.json").write_text(json.dumps(out, indent=2) + "\n")
+    (EVIDENCE / name).write_text(json.dumps(out, indent=2) + "\n")
     for method, levels in rows.items():
         cells = [f"{lv} {v['mean'] * 100:.1f} ± {v['sd'] * 100:.1f} (n={v['n']})"
                  for lv, v in levels.items()]
@@ -220,6 +214,16 @@ def report(args: argparse.Namespace) -> int:
               f"[{c['holm_low'] * 100:+.1f}, {c['holm_high'] * 100:+.1f}], MDE "
               f"{c['mde'] * 100:.1f} ({c['mde_holm'] * 100:.1f} under the correction), "
               f"p_holm {c['p_holm']:.3f}")
+    return out
+
+
+def report(args: argparse.Namespace) -> int:
+    global BOARD, EVIDENCE
+    BOARD, EVIDENCE = Path(args.board), Path(args.board) / "evidence"
+    methods = {"teacher-dagger": [0], **{f"grpo-{r}": list(args.seeds) for r in args.rewards}}
+    rewards = [f"grpo-{r}" for r in args.rewards]
+    pairs = [(a, b) for i, a in enumerate(rewards) for b in rewards[i + 1:]]
+    compare(methods, pairs, list(args.seeds), "comparison.json")
     return 0
 
 

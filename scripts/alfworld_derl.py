@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import alfworld_board
-from alfworld_board import GRPO, LEVELS, QUICK, _record
+from alfworld_board import GRPO, LEVELS, QUICK, _record, compare
 
 BOARD = alfworld_board.BOARD
 EVIDENCE = BOARD / "evidence"
@@ -141,43 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from derl_bench.experiments.stats import (
-        corrected_mde,
-        holm,
-        mean_sd,
-        paired_difference,
-    )
-
     _use_board(args.board, False)
-
-    def success(method: str, seed: int, level: str) -> float | None:
-        path = BOARD / f"{method}-s{seed}-{level}.json"
-        if not path.exists():
-            return None
-        return float(json.loads(path.read_text())["results"]["success_rate"]["mean"])
-
-    rows: dict[str, Any] = {}
-    for method in (*args.methods, "grpo-outcome"):
-        rows[method] = {}
-        for level in ("L0", "L1", "L2"):
-            values = [v for s in args.seeds if (v := success(method, s, level)) is not None]
-            if values:
-                mean, sd = mean_sd(values)
-                rows[method][level] = {"mean": mean, "sd": sd, "n": len(values)}
-    pairs = [("derl", "derl-frozen"), ("derl", "random"),
-             *((m, "grpo-outcome") for m in args.methods)]
-    comparisons = []
-    for level in ("L0", "L2"):
-        for a, b in pairs:
-            xa = [success(a, s, level) for s in args.seeds]
-            xb = [success(b, s, level) for s in args.seeds]
-            if None in xa or None in xb:
-                continue
-            comparisons.append({"level": level, "a": a, "b": b,
-                                **paired_difference(xa, xb)})  # type: ignore[arg-type]
-    corrected = holm(comparisons) if comparisons else []
-    for c in corrected:
-        c["mde_holm"] = corrected_mde(c, len(corrected))
     picks = {}
     for method in args.methods:
         for seed in args.seeds:
@@ -186,22 +150,13 @@ def report(args: argparse.Namespace) -> int:
                 data = json.loads(found.read_text())
                 picks[f"{method}-s{seed}"] = {"picked": data["picked"],
                                               "validation": data["picked_score"]}
-    out = {"rows": rows, "picks": picks, "comparisons": corrected, "seeds": args.seeds,
-           "budget": SEARCH, "note": "success rates (0-1) of greedy play on every eval game; "
-           "differences a - b paired by seed, Holm-corrected together"}
-    EVIDENCE.mkdir(parents=True, exist_ok=True)
-    (EVIDENCE / "derl-comparison.json").write_text(json.dumps(out, indent=2) + "\n")
     for name, pick in picks.items():
-        print(f"{name:16s} picked {pick['picked']!r} (validation {pick['validation']:.3f})")
-    for method, levels in rows.items():
-        cells = [f"{lv} {v['mean'] * 100:.1f} ± {v['sd'] * 100:.1f} (n={v['n']})"
-                 for lv, v in levels.items()]
-        print(f"{method:16s} " + "; ".join(cells))
-    for c in corrected:
-        print(f"{c['level']} {c['a']} - {c['b']}: {c['mean'] * 100:+.1f} points, Holm "
-              f"[{c['holm_low'] * 100:+.1f}, {c['holm_high'] * 100:+.1f}], MDE "
-              f"{c['mde'] * 100:.1f} ({c['mde_holm'] * 100:.1f} under the correction), "
-              f"p_holm {c['p_holm']:.3f}")
+        print(f"{name:18s} picked {pick['picked']!r} (validation {pick['validation']:.3f})")
+    methods = {m: list(args.seeds) for m in (*args.methods, "grpo-outcome")}
+    pairs = [("derl", "derl-frozen"), ("derl", "random"),
+             *((m, "grpo-outcome") for m in args.methods)]
+    compare(methods, pairs, list(args.seeds), "derl-comparison.json",
+            {"picks": picks, "budget": SEARCH})
     return 0
 
 
