@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from derl_bench.files import write_text_atomic
 from derl_bench.meta.config import MetaConfig
 from derl_bench.meta.inner import (
     InnerResult,
@@ -91,14 +92,19 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def _mark_worker(run: Path) -> None:
+    # Atomic, so whoever sees the marker (an operator, a test about to kill the worker) never
+    # reads it empty or half written.
+    write_text_atomic(run.parent / f"{run.name}.worker", _worker_name() + "\n")
+
+
 def run_job(config: MetaConfig, job: InnerJob) -> tuple[InnerResult, str]:
     """Run ``job`` where this function is called; returns the result and ``host:pid``.
 
     The worker writes its ``host:pid`` beside the run directory first (``<run>.worker``), so
     an operator can find the process of a running inner run."""
     run = Path(job.run_dir)
-    run.parent.mkdir(parents=True, exist_ok=True)
-    (run.parent / f"{run.name}.worker").write_text(_worker_name() + "\n")
+    _mark_worker(run)
     result = train_and_score(config, job.expr, run, job.start_model, job.data_offset, job.seed)
     return result, _worker_name()
 
@@ -143,9 +149,7 @@ def run_batch(config: MetaConfig, jobs: Sequence[InnerJob]) -> tuple[list[InnerR
     """Run ``jobs`` as one population where this function is called; returns each job's
     result and ``host:pid`` (written beside every run directory first, as :func:`run_job`)."""
     for job in jobs:
-        run = Path(job.run_dir)
-        run.parent.mkdir(parents=True, exist_ok=True)
-        (run.parent / f"{run.name}.worker").write_text(_worker_name() + "\n")
+        _mark_worker(Path(job.run_dir))
     results = train_and_score_population(config, [
         InnerSpec(job.expr, Path(job.run_dir), job.start_model, job.data_offset, job.seed)
         for job in jobs])
