@@ -197,11 +197,21 @@ def write_model_dir(path: str | Path, build: Callable[[], tuple[Any, Any]],
 
     The directory appears whole or not at all: everything is written to a sibling temporary
     directory first and renamed into place. An existing non-empty ``path`` is refused before
-    anything is built unless ``overwrite``.
+    anything is built unless ``overwrite``, and ``overwrite`` replaces only a model folder (one
+    holding ``config.json``), never a file or a folder of other files.
     """
     path = Path(path)
-    if path.exists() and any(path.iterdir()) and not overwrite:
-        raise FileExistsError(f"{path} exists and is not empty (pass overwrite=True to replace it)")
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(f"{path} is a file, not a model folder")
+    if path.exists() and any(path.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"{path} exists and is not empty (pass overwrite=True to "
+                                  "replace it)")
+        if not (path / "config.json").is_file():
+            # Replacing removes the whole folder: only a folder this function could have
+            # written is fair game, so a mistyped PATH cannot take a user's files with it.
+            raise FileExistsError(f"{path} is not a model folder (no config.json); overwrite "
+                                  "replaces only a model folder")
     path.parent.mkdir(parents=True, exist_ok=True)
     model, tokenizer = build()
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))

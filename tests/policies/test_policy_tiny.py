@@ -63,6 +63,24 @@ def test_init_tiny_refuses_to_overwrite(tmp_path):
     assert main(["model", "init-tiny", str(tmp_path / "m")]) == 2
 
 
+@pytest.mark.parametrize("command", [["init-tiny"], ["init", "--shape", "qwen2.5-narrow"]])
+def test_overwrite_replaces_a_model_folder_and_nothing_else(tmp_path, command):
+    """``--overwrite`` removes the whole folder, so it must refuse a folder of a user's files
+    and a plain file; a model folder is replaced."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "keep.txt").write_text("mine")
+    (tmp_path / "file.txt").write_text("mine too")
+    for target in ("notes", "file.txt"):
+        assert main(["model", *command, str(tmp_path / target), "--overwrite"]) == 2
+    assert (tmp_path / "notes" / "keep.txt").read_text() == "mine"
+    assert (tmp_path / "file.txt").read_text() == "mine too"
+    model = tmp_path / "model"
+    assert main(["model", *command, str(model)]) == 0
+    (model / "stale.txt").write_text("from the old model")
+    assert main(["model", *command, str(model), "--overwrite"]) == 0
+    assert (model / "config.json").is_file() and not (model / "stale.txt").exists()
+
+
 def test_cli_init_tiny(tmp_path, capsys):
     assert main(["model", "init-tiny", str(tmp_path / "cli"), "--layers", "1", "--seed", "5"]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "cli")
