@@ -160,11 +160,12 @@ with hold_output(sys.argv[1], argparse.Namespace(command_line="derl-bench held")
 """
 
 
-@pytest.mark.parametrize("command", ["proxy", "demo", "sft", "agent-base"])
+@pytest.mark.parametrize("command", ["proxy", "proposer-check", "demo", "sft", "agent-base"])
 def test_every_command_that_writes_a_folder_refuses_a_held_one(tmp_path, capsys, command):
     out = tmp_path / "out"
     argv, whole = {
         "proxy": (["proxy", "--output", str(out), "--small"], False),
+        "proposer-check": (["proposer-check", "--output", str(out), "--small"], False),
         "demo": (["demo", "--output", str(out)], False),
         "sft": (["model", "sft", str(out), "--env", "derl/Arithmetic-v0", "--steps", "1"],
                 True),

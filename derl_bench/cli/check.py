@@ -34,8 +34,12 @@ def _run(args: argparse.Namespace) -> int:
                          if outer else config.outer)
     except (TypeError, ValueError) as err:
         raise CommandError(f"{err} (proposers: {', '.join(PROPOSERS)})") from err
+    from derl_bench.cli._runs import hold_output
+
     try:
-        run_check(config)
+        # Two checks writing one folder would mix their runs: one holds it at a time.
+        with hold_output(config.output, args):
+            run_check(config)
     except ValueError as err:
         raise CommandError(str(err)) from err
     print(f"table: {config.output}/summary.md  plot: {config.output}/curves.png")
