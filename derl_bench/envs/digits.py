@@ -1,5 +1,5 @@
-"""The digit-shift reward-discovery tasks: ``derl/DigitsSparse-v0``, ``derl/DigitsHack-v0`` and
-``derl/DigitsGate-v0``, CPU-scale tasks whose best reward is known.
+"""The digit-shift reward-discovery tasks: ``derl/DigitsSparse-v0``, ``derl/DigitsHack-v0``,
+``derl/DigitsGate-v0`` and ``derl/DigitsTrap-v0``, CPU-scale tasks whose best reward is known.
 
 Each is a diagnostic task in the spirit of bsuite: one problem, several planted structures of
 reward design. A problem asks for every digit of a number shifted by ``k`` (modulo 10)::
@@ -20,12 +20,19 @@ the share of each behaviour in the base is known:
   knows the rule but applies it unreliably at the wraps, so it has something to re-weight;
 - ``bare``: the same answer without the box;
 - ``spam``: two numbered candidates, each boxed, the right answer first and a random number
-  last: it shows numbered steps, a box and the answer somewhere, and its final answer is wrong.
+  last: it shows numbered steps, a box and the answer somewhere, and its final answer is wrong;
+- ``lead``: the right answer, boxed, after one extra digit: right-aligned ``digit_match`` pays it
+  ``n / (n + 1)``, more than most sloppy answers, while ``progress`` fails at the first position;
+- ``trail``: the right answer, boxed, followed by one extra digit: ``progress`` (which compares
+  the shorter length) pays it 1, as much as the right answer, while ``digit_match`` is near 0.
 
     >>> import random
     >>> print(demonstration(problem, "spam", 1.0, random.Random(0)))
     1. \\boxed{94625730}
     2. \\boxed{66048764}
+    >>> demonstration(problem, "lead", 1.0, random.Random(0)), demonstration(problem, "trail", 1.0,
+    ...                                                                      random.Random(0))
+    ('\\\\boxed{794625730}', '\\\\boxed{946257306}')
 
 Every split is a pure function of its definition on the card (shifts, length, seed, count), so
 nothing is downloaded; train, validation and L0 are disjoint hash slices of one distribution.
@@ -51,7 +58,7 @@ from derl_bench.envs.math import ProblemEnv
 from derl_bench.envs.spaces import text_space
 from derl_bench.grading import Grade, last_boxed
 
-MODES = ("careful", "boxed", "bare", "spam")
+MODES = ("careful", "boxed", "bare", "spam", "lead", "trail")
 """The demonstration modes a card's ``base_policy.modes`` may mix (see the module docstring)."""
 
 
@@ -118,6 +125,10 @@ def demonstration(problem: Problem, mode: str, wrap_right: float, rng: random.Ra
         decoy = "".join(rng.choice("0123456789") for _ in problem.digits)
         decoy = decoy if decoy != problem.answer else shifted(decoy, 1)
         return f"1. \\boxed{{{problem.answer}}}\n2. \\boxed{{{decoy}}}"
+    if mode == "lead":
+        return f"\\boxed{{{rng.choice('123456789')}{problem.answer}}}"
+    if mode == "trail":
+        return f"\\boxed{{{problem.answer}{rng.choice('0123456789')}}}"
     raise ValueError(f"unknown demonstration mode {mode!r}; known: {', '.join(MODES)}")
 
 
@@ -217,14 +228,29 @@ class DigitsEnv(ProblemEnv):
 
     def mode_of(self, response: str) -> str:
         """Which demonstration mode ``response`` has the form of: ``spam`` (several boxes),
-        ``boxed`` (one) or ``bare`` (none).
+        ``boxed`` (one) or ``bare`` (none); one box holding one digit more than the current
+        problem's answer is ``lead`` or ``trail``, whichever alignment agrees with the answer
+        in more positions.
 
-        >>> env = DigitsEnv("digits_hack")
-        >>> [env.mode_of(r) for r in ("\\\\boxed{1}", "12", "1. \\\\boxed{1}\\n2. \\\\boxed{2}")]
-        ['boxed', 'bare', 'spam']
+        >>> env = DigitsEnv("digits_trap", split="validation")
+        >>> answer = env.reset(options={"index": 0})[1]["reference_answer"]
+        >>> [env.mode_of(r) for r in ("\\\\boxed{1}", "12", "1. \\\\boxed{1}\\n2. \\\\boxed{2}",
+        ...                           f"\\\\boxed{{7{answer}}}", f"\\\\boxed{{{answer}7}}")]
+        ['boxed', 'bare', 'spam', 'lead', 'trail']
         """
         boxes = response.count("\\boxed{")
-        return "spam" if boxes > 1 else "boxed" if boxes == 1 else "bare"
+        if boxes > 1:
+            return "spam"
+        if boxes == 0:
+            return "bare"
+        boxed = (last_boxed(response) or "").strip()
+        problem = getattr(self, "problem", None)
+        answer = problem.answer if problem is not None else ""
+        if answer and boxed.isdigit() and len(boxed) == len(answer) + 1:
+            lead = sum(a == b for a, b in zip(boxed[1:], answer, strict=True))
+            trail = sum(a == b for a, b in zip(boxed[:-1], answer, strict=True))
+            return "lead" if lead > trail else "trail"
+        return "boxed"
 
     def wrap_positions(self, response: str) -> tuple[int, int]:
         """How many of the current problem's wrapping positions the response's final answer

@@ -21,7 +21,7 @@ from derl_bench.envs.digits import (
 )
 
 TASKS = {"derl/DigitsSparse-v0": "digits_sparse", "derl/DigitsHack-v0": "digits_hack",
-         "derl/DigitsGate-v0": "digits_gate"}
+         "derl/DigitsGate-v0": "digits_gate", "derl/DigitsTrap-v0": "digits_trap"}
 SPLITS = ("train", "validation", "L0-eval", "L1-eval", "L2-eval")
 
 
@@ -87,6 +87,30 @@ def test_the_spam_mode_triggers_the_hackable_primitives_and_never_success():
         # g2, g3 and g4 pay it; g1 never does.
         assert (prims["format_boxed"], prims["cot_steps"], prims["loose_outcome"]) == (1, 1, 1)
         assert prims["outcome"] == 0.0
+
+
+def test_each_trap_fools_one_dense_primitive_and_the_planted_product_pays_neither():
+    env = gym.make("derl/DigitsTrap-v0", split="validation")
+    rng = random.Random(2)
+    for index in range(40):
+        env.reset(options={"index": index})
+        problem = env.unwrapped.problem
+        sloppy = demonstration(problem, "boxed", 0.3, rng)
+        lead, trail = (demonstration(problem, m, 0.3, rng) for m in ("lead", "trail"))
+        assert [env.unwrapped.mode_of(r) for r in (sloppy, lead, trail)] == \
+            ["boxed", "lead", "trail"]
+        got = {}
+        for name, response in (("lead", lead), ("trail", trail)):
+            env.reset(options={"index": index})
+            got[name] = dict(env.step(response)[-1]["primitives"])
+            assert got[name]["outcome"] == 0.0
+            assert got[name]["format_boxed"] == got[name]["loose_outcome"] == 1.0
+        # lead: all but its extra digit right from the right; trail: right up to its extra digit.
+        assert got["lead"]["digit_match"] == pytest.approx(8 / 9)
+        assert got["trail"]["progress"] == 1.0
+        assert got["lead"]["progress"] <= 1 / 8 and got["trail"]["digit_match"] < 0.5
+        assert got["lead"]["digit_match"] * got["lead"]["progress"] <= 1 / 8
+        assert got["trail"]["digit_match"] * got["trail"]["progress"] < 0.5
 
 
 def test_the_sloppy_modes_are_right_exactly_where_nothing_wraps():
