@@ -108,13 +108,14 @@ def modes_markdown(figures: dict[str, dict[str, Any]]) -> str:
 
 def run_modes(config: Any, trained: bool = True) -> dict[str, dict[str, Any]]:
     """``--modes``: the base policy of ``config`` (a ``ProxyConfig``) measured greedily and
-    sampled, and (``trained``) after one inner run of each hand-made and the planted reward;
+    sampled, and (``trained``) after one inner run of each hand-made reward, each of the planted
+    reward's parts the card names, and the planted reward;
     written to ``OUT/modes.json`` and ``OUT/modes.md``."""
     from pathlib import Path
 
     import gymnasium as gym
 
-    from derl_bench.experiments.planted import planted_reward
+    from derl_bench.experiments.planted import planted_parts, planted_reward
     from derl_bench.experiments.proxy import HAND_MADE
     from derl_bench.experiments.proxy.run import base_model
     from derl_bench.files import write_json_atomic, write_text_atomic
@@ -123,7 +124,8 @@ def run_modes(config: Any, trained: bool = True) -> dict[str, dict[str, Any]]:
     if not hasattr(probe.unwrapped, "mode_of"):  # refused before the base is fine-tuned
         raise ValueError(f"{config.env_id} names no demonstration modes")
     probe.close()
-    rewards = {**HAND_MADE, "the planted reward": planted_reward(config.env_id)}
+    rewards = {**HAND_MADE, **planted_parts(config.env_id),
+               "the planted reward": planted_reward(config.env_id)}
     out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
     model = str(base_model(out / "base-model", config.base_spec, config.env_id))

@@ -65,16 +65,25 @@ def test_rescoring_and_the_primary_endpoint_use_at_least_three_fresh_seeds():
 def test_the_planted_check_runs_end_to_end_and_writes_its_verdict(tmp_path):
     from derl_bench.cli import main
 
-    out = tmp_path / "hack"
-    assert main(["proxy", "--env", "derl/DigitsHack-v0", "--planted", "--small",
+    # DigitsTrap's card also names the planted reward's parts, which the check must beat too.
+    out = tmp_path / "trap"
+    assert main(["proxy", "--env", "derl/DigitsTrap-v0", "--planted", "--small",
                  "--workers", "1", "--output", str(out)]) == 0
     result = json.loads((out / "planted" / "planted.json").read_text())
-    assert result["planted"] == "outcome + digit_match"
-    assert set(result["comparisons"]) == {"outcome", "outcome + format", "average"}
+    assert result["planted"] == "digit_match * progress"
+    parts = {"digit_match", "progress", "their sum"}
+    assert set(result["comparisons"]) == {"outcome", "outcome + format", "average"} | parts
     assert all(s >= 1_000_000_000 for s in result["confirm"]["seeds"])
-    for c in result["comparisons"].values():
-        assert c["passes"] == (c["mean"] >= 3 * c["planned_mde"] and c["holm_low"] > 0)
-    assert "Holm" in (out / "planted" / "planted.md").read_text()
+    for name, c in result["comparisons"].items():
+        assert c["part"] == (name in parts)
+        if c["part"]:
+            assert c["planned_mde"] is None and c["passes"] == (c["holm_low"] > 0)
+        else:
+            assert c["passes"] == (c["mean"] >= 3 * c["planned_mde"] and c["holm_low"] > 0)
+    assert result["passes"] == all(c["passes"] for c in result["comparisons"].values())
+    assert result["confirm"]["scores"].keys() == set(result["rewards"].values())
+    text = (out / "planted" / "planted.md").read_text()
+    assert "Holm" in text and "| their sum (part) |" in text
 
 
 def test_a_multi_turn_env_is_refused_by_the_proxy(capsys):
