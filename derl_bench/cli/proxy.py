@@ -66,6 +66,21 @@ def _proxy(args: argparse.Namespace) -> int:
         print(f"planted reward check: {check.output / 'planted.md'}; "
               f"{'passes' if found['passes'] else 'fails'}")
         return 0
+    if args.climb:
+        from derl_bench.experiments.climb import ClimbConfig, run_climb
+
+        try:
+            climb = ClimbConfig(proxy=config)
+            if args.small:
+                climb = ClimbConfig(proxy=config, neighbours=2, seeds=climb.seeds[:1])
+            found = run_climb(climb)
+        except ValueError as err:
+            raise CommandError(str(err)) from err
+        if args.records:
+            _copy(climb.output, Path(args.records) / "evidence", ("climb.json", "climb.md"))
+        print(f"climbability: {climb.output / 'climb.md'}; "
+              f"{'passes' if found['passes'] else 'fails'}")
+        return 0
     if args.landscape:
         from derl_bench.experiments.landscape import LandscapeConfig, run_landscape
         from derl_bench.experiments.proxy import EVIDENCE
@@ -120,7 +135,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "L0/L1/L2 eval success.")
     parser.add_argument("--env", default="derl/Arithmetic-v0",
                         help="the task (default derl/Arithmetic-v0; derl/DigitsSparse-v0, "
-                        "derl/DigitsHack-v0, derl/DigitsGate-v0: docs/tasks.md)")
+                        "derl/DigitsHack-v0, derl/DigitsGate-v0, derl/DigitsTrap-v0: "
+                        "docs/tasks.md)")
     parser.add_argument("--output", default="runs/proxy", help="output directory")
     parser.add_argument("--records", default=None, metavar="DIR",
                         help="also copy the result records here (e.g. leaderboards/arithmetic)")
@@ -151,6 +167,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="instead, prove the task: its card's planted reward against every "
                         "hand-made reward, a pilot then a confirmation on fresh seeds "
                         "(derl_bench.experiments.planted)")
+    parser.add_argument("--climb", action="store_true",
+                        help="instead, train 40 one-edit neighbours of the card's planted reward "
+                        "beside the hand-made ones: can a search climb to it? "
+                        "(derl_bench.experiments.climb)")
     parser.add_argument("--modes", action="store_true",
                         help="instead, measure the base policy's share of each demonstration "
                         "mode on the validation problems (derl_bench.experiments.modes)")

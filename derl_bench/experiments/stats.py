@@ -21,7 +21,7 @@ family-wise 5% level.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 def _t_cdf(x: float, df: int) -> float:
@@ -150,3 +150,37 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
         return mean, mean, mean
     half = t_quantile(1 - (1 - level) / 2, n - 1) * sd / math.sqrt(n)
     return mean, mean - half, mean + half
+
+
+def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) ``level`` interval of a binomial proportion, found by
+    bisection on the binomial tail probabilities.
+
+    >>> [round(x, 4) for x in clopper_pearson(3, 400)]
+    [0.0015, 0.0218]
+    >>> clopper_pearson(0, 10)[0], round(clopper_pearson(10, 10)[0], 4)
+    (0.0, 0.6915)
+    """
+    if trials < 1 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes}, "
+                         f"{trials}")
+    alpha = (1 - level) / 2
+
+    def at_most(k: int, p: float) -> float:
+        # In logs: math.comb overflows a float beyond about 1,000 trials.
+        if p <= 0.0 or p >= 1.0:
+            return 1.0 if p <= 0.0 or k >= trials else 0.0
+        log_p, log_q, log_n = math.log(p), math.log1p(-p), math.lgamma(trials + 1)
+        return min(1.0, sum(math.exp(log_n - math.lgamma(i + 1) - math.lgamma(trials - i + 1)
+                                     + i * log_p + (trials - i) * log_q) for i in range(k + 1)))
+
+    def solve(f: Callable[[float], float], target: float) -> float:
+        low, high = 0.0, 1.0  # f falls as p rises
+        for _ in range(60):
+            mid = (low + high) / 2
+            low, high = (mid, high) if f(mid) > target else (low, mid)
+        return (low + high) / 2
+
+    lower = 0.0 if successes == 0 else solve(lambda p: at_most(successes - 1, p), 1 - alpha)
+    upper = 1.0 if successes == trials else solve(lambda p: at_most(successes, p), alpha)
+    return lower, upper

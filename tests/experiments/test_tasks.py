@@ -6,6 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+from derl_bench.experiments.climb import ClimbConfig
 from derl_bench.experiments.landscape import LANDSCAPE_OFFSET, LandscapeConfig
 from derl_bench.experiments.planted import CONFIRM_OFFSET, PILOT_OFFSET, PlantedConfig
 from derl_bench.experiments.proxy import ProxyConfig
@@ -32,6 +33,7 @@ def _every_fresh_seed() -> dict[str, list[int]]:
         "planted confirmation": fresh_seeds(planted.seeds, CONFIRM_OFFSET),
         "landscape": landscape.seeds,
         "landscape confirmation": landscape.confirm_seeds,
+        "climb": ClimbConfig().seeds,
         "re-scoring": _rescore_module().rescore_seeds(),
         **{f"picked re-training, seed {s}": fresh_seeds(proxy.retrain_seeds,
                                                         RETRAIN_OFFSET + 100 * s)
@@ -84,6 +86,28 @@ def test_the_planted_check_runs_end_to_end_and_writes_its_verdict(tmp_path):
     assert result["confirm"]["scores"].keys() == set(result["rewards"].values())
     text = (out / "planted" / "planted.md").read_text()
     assert "Holm" in text and "| their sum (part) |" in text
+
+
+def test_the_climb_trains_neighbours_of_the_planted_reward_and_judges_by_draws(tmp_path):
+    from derl_bench.cli import main
+
+    out = tmp_path / "trap"
+    assert main(["proxy", "--env", "derl/DigitsTrap-v0", "--climb", "--small",
+                 "--workers", "1", "--output", str(out)]) == 0
+    result = json.loads((out / "climb" / "climb.json").read_text())
+    assert result["planted"]["expr"] == "digit_match * progress"
+    drawn = result["drawn"]
+    weights = [r["draws"] for r in result["neighbours"]]
+    assert len(weights) == result["classes"] == 2
+    assert sum(weights) + drawn["constant"] + drawn["same"] == drawn["draws"]
+    bar = result["hand_made"][result["best_hand_made"]]["mean"]
+    assert bar == max(r["mean"] for r in result["hand_made"].values())
+    for r in result["neighbours"]:
+        assert r["climbs"] == (r["mean"] > bar) and r["expr"] != result["planted"]["expr"]
+    share = sum(r["draws"] for r in result["neighbours"] if r["climbs"]) / sum(weights)
+    assert result["climbing_draw_share"] == round(share, 4)
+    assert result["passes"] == (share >= 0.3)
+    assert "Clopper-Pearson" in (out / "climb" / "climb.md").read_text()
 
 
 def test_a_multi_turn_env_is_refused_by_the_proxy(capsys):

@@ -1,0 +1,205 @@
+"""Climbability: can a search reach a task's planted reward by small steps?
+
+A task that separates searchers (``docs/tasks.md``) plants a reward that random draws rarely
+hit; a searcher that proposes edits of what scored well must still be able to *climb* to it.
+This experiment measures that around the planted reward:
+
+1. **Neighbours.** One-edit neighbours of the planted reward, drawn with the subtree mutation
+   that island evolution uses (:func:`derl_bench.meta.evolve.mutate`), until ``neighbours``
+   behaviour classes on the probe set (:func:`~derl_bench.meta.probe.behaviour_key`) are found.
+   A draw constant on the probe set, or in the planted reward's own class, is counted and not
+   trained; a draw in a class already found adds to that class's weight, so the shares below
+   are over *draws*, as a mutating searcher meets them.
+2. **Score.** Every neighbour class, the planted reward and each hand-made reward train one
+   inner run per fresh seed of ``seeds`` (:func:`~derl_bench.meta.search.fresh_seeds`) with the
+   proxy's inner recipe and are scored on the validation split.
+3. **Judge.** A neighbour *climbs* when its mean score is above the best hand-made reward's
+   mean on the same seeds. The task is climbable when at least ``threshold`` of the draws
+   climb. How many of them also reach the planted reward's mean is reported beside it, and the
+   share over classes with its Clopper-Pearson interval.
+
+Outputs in ``OUT/climb``: ``climb.json`` and ``climb.md``::
+
+    derl-bench proxy --env derl/DigitsTrap-v0 --climb --output runs/digits-trap
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from derl_bench.experiments.proxy.config import HAND_MADE, ProxyConfig
+from derl_bench.experiments.stats import clopper_pearson, mean_sd
+from derl_bench.files import write_json_atomic, write_text_atomic
+from derl_bench.meta.search import fresh_seeds
+
+CLIMB_OFFSET = 7_000
+"""Where the climb's fresh seeds start (disjoint from every other check's)."""
+
+
+@dataclass
+class ClimbConfig:
+    """The climb's size; ``proxy`` gives the task, base policy, inner recipe and validation."""
+
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    neighbours: int = 40
+    seeds: list[int] = field(default_factory=lambda: fresh_seeds(2, CLIMB_OFFSET))
+    draw_seed: int = 0
+    threshold: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.neighbours < 1 or not self.seeds:
+            raise ValueError("the climb needs at least one neighbour and one seed")
+        if not 0 < self.threshold < 1:
+            raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
+
+    @property
+    def output(self) -> Path:
+        return Path(self.proxy.output) / "climb"
+
+
+def draw_neighbours(planted: str, env_id: str, count: int, seed: int = 0,
+                    ) -> tuple[dict[str, int], dict[str, int]]:
+    """One-edit neighbours of ``planted``: ``count`` behaviour classes, each as its first
+    draw -> how many draws fell in it, and the draw counts (``draws``, ``constant``,
+    ``same``: in the planted reward's class).
+
+    >>> classes, counts = draw_neighbours("digit_match * progress", "derl/DigitsTrap-v0", 3)
+    >>> len(classes), sum(classes.values()) + counts["constant"] + counts["same"] == \\
+    ...     counts["draws"]
+    (3, True)
+    """
+    from derl_bench.meta.evolve import mutate
+    from derl_bench.meta.probe import behaviour_key, probe_set
+    from derl_bench.reward import compile_reward
+
+    rng = random.Random(seed)
+    probe = probe_set(env_id)
+    own = behaviour_key(compile_reward(planted, domain=env_id), probe)
+    first: dict[Any, str] = {}
+    weights: dict[str, int] = {}
+    counts = {"draws": 0, "constant": 0, "same": 0}
+    while len(weights) < count:
+        counts["draws"] += 1
+        if counts["draws"] > 200 * count:
+            raise RuntimeError(f"only {len(weights)} neighbour classes of {planted!r} in "
+                               f"{counts['draws'] - 1} draws")
+        child = mutate(planted, env_id, rng)
+        key = behaviour_key(compile_reward(child, domain=env_id), probe)
+        if key is None:
+            counts["constant"] += 1
+        elif key == own:
+            counts["same"] += 1
+        elif key in first:
+            weights[first[key]] += 1
+        else:
+            first[key] = child
+            weights[child] = 1
+    return weights, counts
+
+
+def run_climb(config: ClimbConfig, log: Any = print) -> dict[str, Any]:
+    """Run the experiment (see the module docstring); returns what ``climb.json`` holds."""
+    from derl_bench.experiments.landscape import LandscapeConfig, score_jobs
+    from derl_bench.experiments.planted import planted_reward
+    from derl_bench.experiments.proxy.run import base_model
+
+    out = config.output
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    proxy = config.proxy
+    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id))
+    planted = planted_reward(proxy.env_id)
+    weights, counts = draw_neighbours(planted, proxy.env_id, config.neighbours,
+                                      config.draw_seed)
+    exprs = list(dict.fromkeys([planted, *HAND_MADE.values(), *weights]))
+    size = int(proxy.population)
+    log(f"climb: {len(weights)} neighbour classes of {planted!r} ({counts['draws']} draws), "
+        f"the planted and {len(HAND_MADE)} hand-made rewards, seeds {config.seeds}")
+    jobs = [(exprs[i:i + size], seed, out / f"s{seed}-{i // size:03d}")
+            for seed in config.seeds for i in range(0, len(exprs), size)]
+    scores = score_jobs(LandscapeConfig(proxy=proxy, seeds=config.seeds, confirm_seeds=[]),
+                        model, jobs, log)
+
+    def row(expr: str) -> dict[str, Any]:
+        values = [scores[expr, s] for s in config.seeds]
+        return {"expr": expr, "scores": values, "mean": round(mean_sd(values)[0], 4)}
+
+    hand = {name: row(expr) for name, expr in HAND_MADE.items()}
+    best_name = max(hand, key=lambda name: hand[name]["mean"])
+    bar, top = hand[best_name]["mean"], row(planted)["mean"]
+    neighbours = []
+    for expr, weight in weights.items():
+        entry = row(expr)
+        neighbours.append({**entry, "draws": weight, "climbs": entry["mean"] > bar,
+                           "reaches_planted": entry["mean"] >= top})
+    neighbours.sort(key=lambda r: -r["mean"])
+    draws = sum(weights.values())
+    climbing = [r for r in neighbours if r["climbs"]]
+    share = sum(r["draws"] for r in climbing) / draws
+    low, high = clopper_pearson(len(climbing), len(neighbours))
+    result = {
+        "env_id": proxy.env_id, "planted": row(planted), "hand_made": hand,
+        "best_hand_made": best_name, "seeds": config.seeds,
+        "validation_episodes": proxy.validation_episodes, "drawn": counts,
+        "neighbours": neighbours, "threshold": config.threshold,
+        "climbing_draw_share": round(share, 4),
+        "climbing_classes": len(climbing), "classes": len(neighbours),
+        "climbing_class_share_ci": [round(low, 4), round(high, 4)],
+        "reaching_planted_draw_share": round(
+            sum(r["draws"] for r in neighbours if r["reaches_planted"]) / draws, 4),
+        "passes": share >= config.threshold,
+        "wall_time_s": round(time.perf_counter() - started, 1),
+    }
+    write_json_atomic(out / "climb.json", result)
+    write_text_atomic(out / "climb.md", climb_markdown(result))
+    return result
+
+
+def climb_markdown(result: dict[str, Any]) -> str:
+    """The climb's summary for the task's board."""
+    drawn, best = result["drawn"], result["best_hand_made"]
+    low, high = result["climbing_class_share_ci"]
+    seeds = ", ".join(str(s) for s in result["seeds"])
+    lines = [
+        "## Climbability: one-edit neighbours of the planted reward",
+        "",
+        f"{drawn['draws']} subtree mutations of `{result['planted']['expr']}` (island "
+        f"evolution's operator): {drawn['constant']} constant on the probe set and "
+        f"{drawn['same']} in the planted reward's own behaviour class (not trained); the "
+        f"others fall in {result['classes']} classes, each trained once per fresh seed "
+        f"({seeds}) with the proxy's inner recipe and scored on "
+        f"{result['validation_episodes']} validation problems. Success in %; a neighbour "
+        f"*climbs* when its mean is above the best hand-made reward's ({best}).",
+        "",
+        "| reward | draws | mean | per seed | climbs |",
+        "|---|---|---|---|---|",
+    ]
+    fixed = [("planted", result["planted"]), *result["hand_made"].items()]
+    for name, r in fixed:
+        lines.append(f"| {name} (`{r['expr']}`) | – | {100 * r['mean']:.1f} | "
+                     + ", ".join(f"{100 * s:.1f}" for s in r["scores"]) + " | – |")
+    for r in result["neighbours"]:
+        lines.append(f"| `{r['expr']}` | {r['draws']} | {100 * r['mean']:.1f} | "
+                     + ", ".join(f"{100 * s:.1f}" for s in r["scores"])
+                     + f" | {'yes' if r['climbs'] else 'no'} |")
+    share = 100 * result["climbing_draw_share"]
+    lines += [
+        "",
+        f"Climbing: {share:.1f}% of the trained draws ({result['climbing_classes']} of "
+        f"{result['classes']} classes, 95% Clopper-Pearson interval over classes "
+        f"[{100 * low:.1f}, {100 * high:.1f}]%); reaching the planted reward's mean: "
+        f"{100 * result['reaching_planted_draw_share']:.1f}% of the draws.",
+        "",
+        (f"At least {100 * result['threshold']:.0f}% of the draws climb: the task passes this "
+         "check." if result["passes"] else
+         f"Fewer than {100 * result['threshold']:.0f}% of the draws climb: the task fails this "
+         "check."),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["CLIMB_OFFSET", "ClimbConfig", "climb_markdown", "draw_neighbours", "run_climb"]
