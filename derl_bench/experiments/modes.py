@@ -18,9 +18,9 @@ from typing import Any
 
 def measure_modes(model: str, env_id: str, episodes: int = 500, temperature: float = 1.0,
                   seed: int = 0, max_new_tokens: int = 40) -> dict[str, Any]:
-    """The mode shares, the wrap-right rate and the mean primitives of ``model`` on the first
-    ``episodes`` validation problems of ``env_id`` (an env with ``mode_of`` and
-    ``wrap_positions``, such as :class:`~derl_bench.envs.digits.DigitsEnv`)."""
+    """The mode shares, the wrap-right rate and the mean primitives (overall and per mode) of
+    ``model`` on the first ``episodes`` validation problems of ``env_id`` (an env with
+    ``mode_of`` and ``wrap_positions``, such as :class:`~derl_bench.envs.digits.DigitsEnv`)."""
     import gymnasium as gym
 
     from derl_bench.policies import LLMPolicy, SamplingConfig, load_model_and_tokenizer
@@ -41,20 +41,27 @@ def measure_modes(model: str, env_id: str, episodes: int = 500, temperature: flo
     generations = policy.generate(prompts, sampling)
     modes: Counter[str] = Counter()
     sums: defaultdict[str, float] = defaultdict(float)
+    # Per mode too: a mode pays a primitive only through what the policy writes in it (a
+    # trap's payoff may need an answer the policy rarely gets right).
+    by_mode: defaultdict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
     wrap_right = wrap_total = 0
     for index, generation in enumerate(generations):
         env.reset(options={"index": index})
         primitives = env.step(generation.text)[-1]["primitives"]
+        mode = bare.mode_of(generation.text)
         for name, value in primitives.items():
             sums[name] += float(value)
-        modes[bare.mode_of(generation.text)] += 1
+            by_mode[mode][name] += float(value)
+        modes[mode] += 1
         right, total = bare.wrap_positions(generation.text)
         wrap_right, wrap_total = wrap_right + right, wrap_total + total
     env.close()
     return {"episodes": episodes, "temperature": temperature, "seed": seed,
             "modes": {m: round(c / episodes, 4) for m, c in sorted(modes.items())},
             "wrap_right": round(wrap_right / max(1, wrap_total), 4),
-            "primitives": {k: round(v / episodes, 4) for k, v in sums.items()}}
+            "primitives": {k: round(v / episodes, 4) for k, v in sums.items()},
+            "primitives_by_mode": {m: {k: round(v / modes[m], 4) for k, v in by_mode[m].items()}
+                                   for m in sorted(modes)}}
 
 
 TRAINED_OFFSET = 6_000
@@ -103,6 +110,17 @@ def modes_markdown(figures: dict[str, dict[str, Any]]) -> str:
                      + " | ".join(f"{100 * f['primitives'].get(p, 0.0):.1f}%" for p in
                                   ("format_boxed", "cot_steps", "loose_outcome"))
                      + f" | {100 * f['primitives']['outcome']:.1f}% |")
+    sampled = [(label, f) for label, f in figures.items()
+               if f["temperature"] > 0 and f.get("primitives_by_mode")]
+    for label, f in sampled:
+        names_p = ("outcome", "digit_match", "progress", "format_boxed", "cot_steps",
+                   "loose_outcome")
+        lines += ["", f"What each mode earns, {label} (mean primitive over its responses):", "",
+                  "| mode | share | " + " | ".join(names_p) + " |",
+                  "|---|---|" + "---|" * len(names_p)]
+        for mode, means in f["primitives_by_mode"].items():
+            lines.append(f"| {mode} | {100 * f['modes'][mode]:.1f}% | "
+                         + " | ".join(f"{means.get(p, 0.0):.3f}" for p in names_p) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -128,6 +128,11 @@ def test_modes_measures_the_base_and_refuses_a_task_without_modes_before_trainin
     assert set(figures) == {"base (greedy)", "base (sampled)"}
     for f in figures.values():
         assert abs(sum(f["modes"].values()) - 1) < 1e-6 and 0 <= f["wrap_right"] <= 1
+        assert set(f["primitives_by_mode"]) == set(f["modes"])
+        for name, overall in f["primitives"].items():  # the per-mode means add up
+            weighted = sum(f["modes"][m] * means[name]
+                           for m, means in f["primitives_by_mode"].items())
+            assert abs(weighted - overall) <= 1e-3 * max(1.0, abs(overall)), name
     assert main(["proxy", "--env", "derl/Arithmetic-v0", "--modes", "--small",
                  "--output", str(tmp_path / "arith")]) == 2
     assert "names no demonstration modes" in capsys.readouterr().err
