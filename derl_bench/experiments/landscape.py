@@ -39,7 +39,7 @@ from typing import Any
 
 from derl_bench.experiments.proxy.config import ENV_ID, HAND_MADE, ProxyConfig
 from derl_bench.experiments.proxy.run import base_model, meta_config_for, worker_init
-from derl_bench.experiments.stats import holm, mean_sd, paired_difference
+from derl_bench.experiments.stats import above_zero, holm, mean_sd, paired_difference
 from derl_bench.files import write_json_atomic, write_text_atomic
 from derl_bench.meta.search import fresh_seeds
 
@@ -228,10 +228,10 @@ def judge(confirm: list[dict[str, Any]]) -> dict[str, Any]:
     # The same question with every random-minus-hand-made comparison corrected together.
     keys = [(i, h) for i, r in enumerate(rows) if not r["hand_made"] for h in r["minus"]]
     adjusted = holm([rows[i]["minus"][h] for i, h in keys])
-    low: dict[int, list[float]] = {}
+    above: dict[int, list[bool]] = {}
     for (i, _), d in zip(keys, adjusted, strict=True):
-        low.setdefault(i, []).append(d["holm_low"])
-    beats_holm = [rows[i]["expr"] for i, lows in low.items() if all(v > 0 for v in lows)]
+        above.setdefault(i, []).append(above_zero(d))
+    beats_holm = [rows[i]["expr"] for i, ok in above.items() if all(ok)]
     return {"confirm": rows, "best_hand_made": best, "measurably_better": beats,
             "measurably_better_holm": beats_holm}
 

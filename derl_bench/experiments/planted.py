@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.experiments.proxy.config import HAND_MADE, ProxyConfig
-from derl_bench.experiments.stats import holm, mean_sd, paired_difference, t_quantile
+from derl_bench.experiments.stats import (
+    above_zero,
+    holm,
+    mean_sd,
+    paired_difference,
+    t_quantile,
+)
 from derl_bench.files import write_json_atomic, write_text_atomic
 
 PILOT_OFFSET = 0
@@ -133,7 +139,7 @@ def run_planted(config: PlantedConfig, log: Any = print) -> dict[str, Any]:
                       for name in names])
     comparisons = {name: {**d, "planned_mde": round(mde[name], 4),
                           "passes": bool(d["mean"] >= config.margin * mde[name]
-                                         and d["holm_low"] > 0)}
+                                         and above_zero(d))}
                    for name, d in zip(names, confirmed, strict=True)}
     result = {
         "env_id": proxy.env_id, "planted": planted, "rewards": rewards,
@@ -178,8 +184,10 @@ def planted_markdown(result: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, d in result["comparisons"].items():
-        lines.append(f"| {name} | {100 * d['mean']:+.1f} | [{100 * d['holm_low']:+.1f}, "
-                     f"{100 * d['holm_high']:+.1f}] | {d['p_holm']:.3g} | "
+        interval, p = ((f"[{100 * d['holm_low']:+.1f}, {100 * d['holm_high']:+.1f}]",
+                        f"{d['p_holm']:.3g}") if d.get("p_holm") is not None
+                       else (d.get("test", "no test"), "–"))
+        lines.append(f"| {name} | {100 * d['mean']:+.1f} | {interval} | {p} | "
                      f"{100 * d['planned_mde']:.1f} | {'yes' if d['passes'] else 'no'} |")
     verdict = ("The planted reward beats every hand-made reward: the task passes this check."
                if result["passes"] else
