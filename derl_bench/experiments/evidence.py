@@ -69,18 +69,52 @@ def comparisons(rows: Sequence[dict[str, Any]], methods: Sequence[str], start: i
     return correct_together(out)
 
 
+MECHANISM = ("derl", "derl-frozen")
+"""The mechanism comparison: DERL minus its frozen copy on the proposals' mean score."""
+
+
 CORRECTED = ("endpoint", "picked_L0", "picked_L1", "picked_L2")
-"""The comparisons of a board corrected together (Holm): the mechanism endpoint and the primary
-endpoint per level, against every other method."""
+"""The comparisons of a board that are Holm-corrected (:func:`family`)."""
+
+
+def family(entry: dict[str, Any], key: str, primary_picked: bool) -> str:
+    """Which Holm family a board's comparison ``key`` of ``entry`` belongs to.
+
+    On a board with the primary endpoint (the picked reward re-trained, ``primary_picked``)
+    the *primary* family is each method's picked reward on L0 and the mechanism (DERL minus
+    derl-frozen on the proposals' mean); the picked reward on L1 and L2 and the proposals'
+    mean against the other methods are the *secondary* family, reported beside it, so that
+    they cost the primary comparisons no power. Without the primary endpoint (the arithmetic
+    proxy, ``docs/proxy.md``) the proposals' mean against every method is the one family.
+
+    >>> family({"method": "derl", "minus": "derl-frozen"}, "endpoint", True)
+    'primary'
+    >>> family({"method": "derl", "minus": "random"}, "endpoint", True)
+    'secondary'
+    >>> family({"method": "derl", "minus": "random"}, "picked_L2", True)
+    'secondary'
+    >>> family({"method": "derl", "minus": "random"}, "endpoint", False)
+    'primary'
+    """
+    if not primary_picked or key == "picked_L0":
+        return "primary"
+    if key == "endpoint" and (entry["method"], entry["minus"]) == MECHANISM:
+        return "primary"
+    return "secondary"
 
 
 def correct_together(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``entries`` with Holm's adjusted p-values and intervals added to every comparison named
-    in :data:`CORRECTED`, all of the board's taken as one family."""
+    """``entries`` with Holm's adjusted p-values, intervals and MDEs added to every comparison
+    named in :data:`CORRECTED`, each :func:`family` corrected on its own; a comparison without
+    a test (zero variance: e.g. every policy at a floor) is left out of its family and says so
+    (:func:`~derl_bench.experiments.stats.holm`)."""
+    primary_picked = any("picked_L0" in e for e in entries)
     keys = [(i, k) for i, e in enumerate(entries) for k in CORRECTED
             if k in e and e[k]["n"] >= 2]
-    for (i, k), adjusted in zip(keys, holm([entries[i][k] for i, k in keys]), strict=True):
-        entries[i][k] = adjusted
+    for name in ("primary", "secondary"):
+        mine = [(i, k) for i, k in keys if family(entries[i], k, primary_picked) == name]
+        for (i, k), adjusted in zip(mine, holm([entries[i][k] for i, k in mine]), strict=True):
+            entries[i][k] = {**adjusted, "holm_family": name}
     return entries
 
 
@@ -228,5 +262,6 @@ def plot_optimizer(table: dict[str, list[dict[str, Any]]], path: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["OPTIMIZER_STATS", "STRUCTURES", "comparisons", "endpoint", "generation_table",
+__all__ = ["CORRECTED", "MECHANISM", "OPTIMIZER_STATS", "STRUCTURES", "comparisons",
+           "correct_together", "endpoint", "family", "generation_table",
            "plot_composition", "plot_optimizer", "plot_scores"]

@@ -14,7 +14,7 @@ from derl_bench.experiments.evidence import (
     plot_scores,
 )
 from derl_bench.experiments.proxy.config import HAND_MADE, LEVELS, WARM_STARTED
-from derl_bench.experiments.stats import mean_sd
+from derl_bench.experiments.stats import describe, mean_sd
 from derl_bench.reward import primitive_set
 
 
@@ -97,12 +97,7 @@ def _cell(figures: dict[str, Any] | None) -> str:
 
 
 def _points(d: dict[str, Any]) -> str:
-    if "holm_low" in d:  # corrected with the board's other comparisons
-        return (f"{100 * d['mean']:+.1f} [{100 * d['holm_low']:+.1f}, "
-                f"{100 * d['holm_high']:+.1f}] (Holm p {d['p_holm']:.2g}; MDE "
-                f"{100 * d['mde']:.1f})")
-    return (f"{100 * d['mean']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}] "
-            f"(MDE {100 * d['mde']:.1f})")
+    return describe(d)
 
 
 def summary_markdown(result: dict[str, Any]) -> str:
@@ -136,9 +131,12 @@ def summary_markdown(result: dict[str, Any]) -> str:
         *_picked_section(result),
         f"## Proposals' mean validation success, generations {start}–{last} (the mechanism)",
         "",
-        "Paired by seed; difference in points with its 95% interval (Holm-corrected with the "
-        "board's other comparisons where the primary endpoint ran) and the minimal detectable "
-        "effect (80% power, 5% level).",
+        "Paired by seed; difference in points with its 95% interval and the minimal detectable "
+        "effect (80% power, 5% level). The endpoint column is Holm-corrected within its family "
+        "and its MDE is the one under that correction: where the primary endpoint ran, "
+        "DERL − derl-frozen (the mechanism) is corrected with the primary comparisons and the "
+        "others with the secondary ones. The eval columns are uncorrected. A comparison whose "
+        "per-seed differences do not vary has no test and says so.",
         "",
         "| comparison | endpoint | L0 (secondary) | L1 | L2 | seeds |",
         "|---|---|---|---|---|---|",
@@ -237,7 +235,11 @@ def _picked_section(result: dict[str, Any]) -> list[str]:
     for method, figures in rows:
         lines.append(f"| {method} | " + " | ".join(_cell(figures.get(f"picked_{lvl}"))
                                                    for lvl in LEVELS) + " |")
-    lines += ["", "Paired by seed, Holm-corrected over the board's comparisons:", "",
+    lines += ["", "Paired by seed. L0 and the mechanism (DERL − derl-frozen, below) are one "
+              "Holm family, the primary one; L1 and L2 are the secondary family, corrected on "
+              "their own beside it. Each MDE is the one under its family's correction. A "
+              "comparison whose per-seed differences do not vary (every policy at a floor) has "
+              "no test and says so.", "",
               "| comparison | L0 | L1 | L2 |", "|---|---|---|---|"]
     for c in result.get("comparisons", []):
         if "picked_L0" in c:
