@@ -39,10 +39,20 @@ def endpoint(row: dict[str, Any], start: int) -> float:
     return round(sum(values) / len(values), 6)
 
 
+def rescored_endpoint(row: dict[str, Any]) -> float | None:
+    """The run's mechanism endpoint with every proposal at its reward's score re-trained on
+    fresh seeds (:func:`~derl_bench.experiments.rescore.fresh_endpoint`), where it was
+    re-scored."""
+    value = (row.get("rescored") or {}).get("endpoint")
+    return None if value is None else float(value)
+
+
 def comparisons(rows: Sequence[dict[str, Any]], methods: Sequence[str], start: int,
                 subject: str = "derl") -> list[dict[str, Any]]:
     """``subject`` minus every other method: the endpoint and each level's eval success,
-    paired by seed over the seeds both ran."""
+    paired by seed over the seeds both ran. Where both methods' proposals were re-scored on
+    fresh seeds (the mechanism's, :data:`MECHANISM`), the endpoint compares the re-scored
+    values (``endpoint_rescored`` is then true)."""
     by = {(r["method"], r["seed"]): r for r in rows}
     out = []
     for other in methods:
@@ -52,10 +62,16 @@ def comparisons(rows: Sequence[dict[str, Any]], methods: Sequence[str], start: i
         if not seeds:
             continue
         mine, theirs = [by[subject, s] for s in seeds], [by[other, s] for s in seeds]
+        fresh = all(rescored_endpoint(r) is not None for r in mine + theirs)
+
+        def value(row: dict[str, Any], fresh: bool = fresh) -> float:
+            found = rescored_endpoint(row) if fresh else None
+            return endpoint(row, start) if found is None else found
+
         entry: dict[str, Any] = {"method": subject, "minus": other, "seeds": seeds,
-                                 "endpoint": paired_difference(
-                                     [endpoint(r, start) for r in mine],
-                                     [endpoint(r, start) for r in theirs])}
+                                 "endpoint_rescored": fresh,
+                                 "endpoint": paired_difference([value(r) for r in mine],
+                                                               [value(r) for r in theirs])}
         for level in LEVELS:
             if all(level in r["eval"] for r in mine + theirs):
                 entry[level] = paired_difference([r["eval"][level]["mean"] for r in mine],
@@ -263,5 +279,5 @@ def plot_optimizer(table: dict[str, list[dict[str, Any]]], path: Path) -> None:
 
 
 __all__ = ["CORRECTED", "MECHANISM", "OPTIMIZER_STATS", "STRUCTURES", "comparisons",
-           "correct_together", "endpoint", "family", "generation_table",
+           "correct_together", "endpoint", "family", "generation_table", "rescored_endpoint",
            "plot_composition", "plot_optimizer", "plot_scores"]
