@@ -23,6 +23,7 @@ policies at the same floor on every seed) has no t test: no p-value (:func:`t_p_
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -42,8 +43,11 @@ def _t_cdf(x: float, df: int) -> float:
     return 0.5 + norm * total * h / 3
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: int) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``0.5 < p < 1``)."""
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``0.5 < p < 1``).
+    Kept once computed: a board asks for the same few levels and degrees of freedom hundreds
+    of times, and each costs a bisection over a numerical integral."""
     if not 0.5 < p < 1 or df < 1:
         raise ValueError("t_quantile needs 0.5 < p < 1 and df >= 1")
     low, high = 0.0, 1.0
