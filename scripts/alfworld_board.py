@@ -178,7 +178,7 @@ def compare(methods: dict[str, list[int]], pairs: list[tuple[str, str]], seeds: 
     """Each method's mean and standard deviation over its seeds on L0/L1/L2, and the paired
     differences (by seed) of ``pairs`` on L0 and L2, Holm-corrected together, with the MDE
     uncorrected and under the correction; printed, and written to ``EVIDENCE / name``."""
-    from derl_bench.experiments.stats import corrected_mde, holm, mean_sd, paired_difference
+    from derl_bench.experiments.stats import describe, holm, mean_sd, paired_difference
 
     rows: dict[str, Any] = {}
     for method, method_seeds in methods.items():
@@ -198,8 +198,6 @@ def compare(methods: dict[str, list[int]], pairs: list[tuple[str, str]], seeds: 
             comparisons.append({"level": level, "a": a, "b": b,
                                 **paired_difference(xa, xb)})  # type: ignore[arg-type]
     corrected = holm(comparisons) if comparisons else []
-    for c in corrected:
-        c["mde_holm"] = corrected_mde(c, len(corrected))
     out = {"rows": rows, "comparisons": corrected, "seeds": seeds, **(extra or {}),
            "note": "success rates (0-1) of greedy play on every eval game; differences are "
                    "a - b paired by seed, Holm-corrected together"}
@@ -210,10 +208,8 @@ def compare(methods: dict[str, list[int]], pairs: list[tuple[str, str]], seeds: 
                  for lv, v in levels.items()]
         print(f"{method:18s} " + "; ".join(cells))
     for c in corrected:
-        print(f"{c['level']} {c['a']} - {c['b']}: {c['mean'] * 100:+.1f} points, Holm "
-              f"[{c['holm_low'] * 100:+.1f}, {c['holm_high'] * 100:+.1f}], MDE "
-              f"{c['mde'] * 100:.1f} ({c['mde_holm'] * 100:.1f} under the correction), "
-              f"p_holm {c['p_holm']:.3f}")
+        print(f"{c['level']} {c['a']} - {c['b']}: {describe(c)} (uncorrected MDE "
+              f"{c['mde'] * 100:.1f})")
     return out
 
 

@@ -4,8 +4,11 @@ benchmark's mechanism endpoint.
 A proposal that repeats an earlier reward keeps that reward's first score, and a search that
 learns converges on the rewards whose single noisy run scored high, so its late proposals'
 recorded scores are biased upward by selection. Training every reward of the generations again
-on ``SEEDS`` inner seeds no run of the benchmark used (:func:`fresh_seeds`) gives an unbiased
-score for each proposal: the mean of its reward's fresh runs (a repeat gets its reward's).
+on ``RESCORE_SEEDS`` inner seeds no run of the benchmark used (:func:`rescore_seeds`) gives an
+unbiased score for each proposal: the mean of its reward's fresh runs (a repeat gets its
+reward's). The proxy board does the same for its mechanism since the pick became a setting
+(``derl_bench.experiments.rescore``, whose functions this script uses); this script re-scores
+a board made before, or other generations.
 Usage (a generation, or a range ``FIRST-LAST``)::
 
     python scripts/rescore_proposals.py runs/proxy 10-19 derl derl-frozen
@@ -23,19 +26,11 @@ from pathlib import Path
 
 from derl_bench.experiments.landscape import LandscapeConfig, score_jobs
 from derl_bench.experiments.proxy import ProxyConfig
-from derl_bench.experiments.stats import holm, paired_difference
+from derl_bench.experiments.rescore import RESCORE_SEEDS, fresh_endpoint, rescore_seeds
+from derl_bench.experiments.stats import describe, holm, paired_difference
 from derl_bench.files import write_json_atomic
-from derl_bench.meta.search import fresh_seeds
 
-SEEDS = 3
-"""Fresh seeds per reward."""
-RESCORE_OFFSET = 5_000
-"""Where the re-scoring's fresh seeds start (other experiments use lower offsets)."""
-
-
-def rescore_seeds(count: int = SEEDS) -> list[int]:
-    """The inner seeds every reward is re-scored on."""
-    return fresh_seeds(count, RESCORE_OFFSET)
+__all__ = ["RESCORE_SEEDS", "main", "rescore_seeds"]
 
 
 def main(argv: list[str]) -> int:
@@ -47,6 +42,8 @@ def main(argv: list[str]) -> int:
     generations = range(int(first), int(last or first) + 1)
     result = json.loads((out / "results.json").read_text())
     fields = {k: v for k, v in result["config"].items() if k != "base"}
+    # results.json of a run made before the pick was a setting: keep what it did.
+    fields.setdefault("pick", "best-run")
     config = ProxyConfig(**{**fields, "output": str(out)})
     rows = {(r["method"], r["seed"]): r for r in result["runs"] if r["method"] in methods}
     proposals = {key: [c for c in row["candidates"] if c["generation"] in generations]
@@ -61,10 +58,10 @@ def main(argv: list[str]) -> int:
     fresh = {e: sum(scores[e, s] for s in seeds) / len(seeds) for e in exprs}
     table = {}
     for (method, seed), cs in sorted(proposals.items()):
-        recorded = [c["score"] for c in cs]
+        recorded = [c["score"] for c in cs if c["score"] is not None]
         now = [fresh[c["expr"]] if c["status"] == "scored" else c["score"] for c in cs]
         table[f"{method}/{seed}"] = {"recorded": sum(recorded) / len(recorded),
-                                     "fresh": sum(now) / len(now),
+                                     "fresh": fresh_endpoint(cs, generations, fresh),
                                      "proposals": [{"expr": c["expr"], "recorded": c["score"],
                                                     "fresh": f} for c, f in zip(cs, now,
                                                                                strict=True)]}
@@ -78,9 +75,8 @@ def main(argv: list[str]) -> int:
            for other in others]
     differences = dict(zip(others, holm(raw), strict=True))
     for other, d in differences.items():
-        print(f"{subject} - {other}, generations {span}, {len(seeds)} fresh seeds: "
-              f"{100 * d['mean']:+.2f} [{100 * d['holm_low']:+.2f}, {100 * d['holm_high']:+.2f}]"
-              f" points (Holm p {d['p_holm']:.3g}; MDE {100 * d['mde']:.2f}, {d['n']} seeds)")
+        print(f"{subject} - {other}, generations {span}, {len(seeds)} fresh seeds, "
+              f"{d['n']} seeds: {describe(d, digits=2)} points")
     write_json_atomic(out / f"rescored-g{span}.json",
                       {"generations": span, "fresh_seeds": seeds, "rewards": len(exprs),
                        "table": table, "differences": differences})

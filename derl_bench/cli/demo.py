@@ -33,6 +33,10 @@ DEMO: dict[str, Any] = {
     # The demo shows the mechanism on one seed; re-training the picked reward (the proxy's
     # primary endpoint) is the benchmark's job.
     "retrain_seeds": 0,
+    # Nor does it re-score: its picked reward is not re-trained, and its mechanism is the
+    # proposals' recorded scores.
+    "pick": "best-run",
+    "rescore_seeds": 0,
 }
 """The embedded default: the proxy benchmark's inner recipe and base policy, one seed, 6
 generations of 8 inner runs; the proposals of generations 3-5 are compared."""
@@ -53,7 +57,7 @@ def run_demo(output: Path, workers: int = 2, small: bool = False,
     if small:
         config = shrink(config)
         config.methods, config.seeds = list(DEMO["methods"]), list(DEMO["seeds"])
-        config.retrain_seeds = 0
+        config.retrain_seeds, config.pick, config.rescore_seeds = 0, "best-run", 0
     result = run_proxy(config, log=log)
     rows = [r for r in result["runs"] if r["method"] in LABELS]
     methods: dict[str, Any] = {}

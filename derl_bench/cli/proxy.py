@@ -27,7 +27,8 @@ def _proxy(args: argparse.Namespace) -> int:
     try:
         if family_spec(args.env).multi_turn:
             raise ValueError("the proxy benchmark runs single-step tasks")
-        config = ProxyConfig(output=args.output, workers=args.workers, env_id=args.env)
+        config = ProxyConfig(output=args.output, workers=args.workers, env_id=args.env,
+                             pick=args.pick)
     except (ValueError, KeyError) as err:
         reason = err.args[0] if isinstance(err, KeyError) and err.args else err
         raise CommandError(f"--env {args.env}: {reason}") from err
@@ -154,6 +155,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         metavar="KEY=VALUE",
                         help="meta recipe fields for DERL's methods, e.g. protocol=derl-official "
                         "inner.reward_semantics=derl")
+    parser.add_argument("--pick", choices=("rescore", "best-run"), default="rescore",
+                        help="how each method's final reward is picked: its 3 best re-scored "
+                        "on 3 fresh seeds (rescore, the default) or its single best validation "
+                        "run (best-run, the rule of boards made before)")
     parser.add_argument("--landscape", action="store_true",
                         help="score 200 random rewards and the hand-made ones (2 seeds each) "
                         "instead, and confirm the best on fresh seeds: does the proxy have a "

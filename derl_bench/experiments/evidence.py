@@ -39,10 +39,20 @@ def endpoint(row: dict[str, Any], start: int) -> float:
     return round(sum(values) / len(values), 6)
 
 
+def rescored_endpoint(row: dict[str, Any]) -> float | None:
+    """The run's mechanism endpoint with every proposal at its reward's score re-trained on
+    fresh seeds (:func:`~derl_bench.experiments.rescore.fresh_endpoint`), where it was
+    re-scored."""
+    value = (row.get("rescored") or {}).get("endpoint")
+    return None if value is None else float(value)
+
+
 def comparisons(rows: Sequence[dict[str, Any]], methods: Sequence[str], start: int,
                 subject: str = "derl") -> list[dict[str, Any]]:
     """``subject`` minus every other method: the endpoint and each level's eval success,
-    paired by seed over the seeds both ran."""
+    paired by seed over the seeds both ran. Where both methods' proposals were re-scored on
+    fresh seeds (the mechanism's, :data:`MECHANISM`), the endpoint compares the re-scored
+    values (``endpoint_rescored`` is then true)."""
     by = {(r["method"], r["seed"]): r for r in rows}
     out = []
     for other in methods:
@@ -52,10 +62,16 @@ def comparisons(rows: Sequence[dict[str, Any]], methods: Sequence[str], start: i
         if not seeds:
             continue
         mine, theirs = [by[subject, s] for s in seeds], [by[other, s] for s in seeds]
+        fresh = all(rescored_endpoint(r) is not None for r in mine + theirs)
+
+        def value(row: dict[str, Any], fresh: bool = fresh) -> float:
+            found = rescored_endpoint(row) if fresh else None
+            return endpoint(row, start) if found is None else found
+
         entry: dict[str, Any] = {"method": subject, "minus": other, "seeds": seeds,
-                                 "endpoint": paired_difference(
-                                     [endpoint(r, start) for r in mine],
-                                     [endpoint(r, start) for r in theirs])}
+                                 "endpoint_rescored": fresh,
+                                 "endpoint": paired_difference([value(r) for r in mine],
+                                                               [value(r) for r in theirs])}
         for level in LEVELS:
             if all(level in r["eval"] for r in mine + theirs):
                 entry[level] = paired_difference([r["eval"][level]["mean"] for r in mine],
@@ -69,18 +85,52 @@ def comparisons(rows: Sequence[dict[str, Any]], methods: Sequence[str], start: i
     return correct_together(out)
 
 
+MECHANISM = ("derl", "derl-frozen")
+"""The mechanism comparison: DERL minus its frozen copy on the proposals' mean score."""
+
+
 CORRECTED = ("endpoint", "picked_L0", "picked_L1", "picked_L2")
-"""The comparisons of a board corrected together (Holm): the mechanism endpoint and the primary
-endpoint per level, against every other method."""
+"""The comparisons of a board that are Holm-corrected (:func:`family`)."""
+
+
+def family(entry: dict[str, Any], key: str, primary_picked: bool) -> str:
+    """Which Holm family a board's comparison ``key`` of ``entry`` belongs to.
+
+    On a board with the primary endpoint (the picked reward re-trained, ``primary_picked``)
+    the *primary* family is each method's picked reward on L0 and the mechanism (DERL minus
+    derl-frozen on the proposals' mean); the picked reward on L1 and L2 and the proposals'
+    mean against the other methods are the *secondary* family, reported beside it, so that
+    they cost the primary comparisons no power. Without the primary endpoint (the arithmetic
+    proxy, ``docs/proxy.md``) the proposals' mean against every method is the one family.
+
+    >>> family({"method": "derl", "minus": "derl-frozen"}, "endpoint", True)
+    'primary'
+    >>> family({"method": "derl", "minus": "random"}, "endpoint", True)
+    'secondary'
+    >>> family({"method": "derl", "minus": "random"}, "picked_L2", True)
+    'secondary'
+    >>> family({"method": "derl", "minus": "random"}, "endpoint", False)
+    'primary'
+    """
+    if not primary_picked or key == "picked_L0":
+        return "primary"
+    if key == "endpoint" and (entry["method"], entry["minus"]) == MECHANISM:
+        return "primary"
+    return "secondary"
 
 
 def correct_together(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``entries`` with Holm's adjusted p-values and intervals added to every comparison named
-    in :data:`CORRECTED`, all of the board's taken as one family."""
+    """``entries`` with Holm's adjusted p-values, intervals and MDEs added to every comparison
+    named in :data:`CORRECTED`, each :func:`family` corrected on its own; a comparison without
+    a test (zero variance: e.g. every policy at a floor) is left out of its family and says so
+    (:func:`~derl_bench.experiments.stats.holm`)."""
+    primary_picked = any("picked_L0" in e for e in entries)
     keys = [(i, k) for i, e in enumerate(entries) for k in CORRECTED
             if k in e and e[k]["n"] >= 2]
-    for (i, k), adjusted in zip(keys, holm([entries[i][k] for i, k in keys]), strict=True):
-        entries[i][k] = adjusted
+    for name in ("primary", "secondary"):
+        mine = [(i, k) for i, k in keys if family(entries[i], k, primary_picked) == name]
+        for (i, k), adjusted in zip(mine, holm([entries[i][k] for i, k in mine]), strict=True):
+            entries[i][k] = {**adjusted, "holm_family": name}
     return entries
 
 
@@ -228,5 +278,6 @@ def plot_optimizer(table: dict[str, list[dict[str, Any]]], path: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["OPTIMIZER_STATS", "STRUCTURES", "comparisons", "endpoint", "generation_table",
+__all__ = ["CORRECTED", "MECHANISM", "OPTIMIZER_STATS", "STRUCTURES", "comparisons",
+           "correct_together", "endpoint", "family", "generation_table", "rescored_endpoint",
            "plot_composition", "plot_optimizer", "plot_scores"]

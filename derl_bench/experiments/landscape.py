@@ -31,15 +31,14 @@ import concurrent.futures
 import json
 import multiprocessing
 import random
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from derl_bench.experiments.proxy.config import ENV_ID, HAND_MADE, ProxyConfig
-from derl_bench.experiments.proxy.run import base_model, meta_config_for, worker_init
-from derl_bench.experiments.stats import holm, mean_sd, paired_difference
+from derl_bench.experiments.proxy.run import base_model, score_rewards, worker_init
+from derl_bench.experiments.stats import above_zero, holm, mean_sd, paired_difference
 from derl_bench.files import write_json_atomic, write_text_atomic
 from derl_bench.meta.search import fresh_seeds
 
@@ -104,20 +103,6 @@ def draw_rewards(count: int, seed: int = 0, max_depth: int = 3, env_id: str = EN
             exprs.append(expr)
     counts["kept"] = len(exprs)
     return exprs, counts
-
-
-def score_rewards(config: ProxyConfig, model: str, exprs: list[str], seed: int,
-                  out: Path) -> list[float]:
-    """Train one inner run per reward of ``exprs`` with inner seed ``seed`` (together, as one
-    population) and return each policy's validation score; the runs' folders are removed."""
-    from derl_bench.meta.inner import InnerSpec, train_and_score_population
-
-    meta = meta_config_for(config, "random", seed, model, out)
-    runs = [InnerSpec(expr, out / f"r{i:03d}", None, 0, seed) for i, expr in enumerate(exprs)]
-    try:
-        return [r.score for r in train_and_score_population(meta, runs)]
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
 
 
 def _jobs(exprs: list[str], seeds: list[int], size: int, out: Path, stage: str,
@@ -228,10 +213,10 @@ def judge(confirm: list[dict[str, Any]]) -> dict[str, Any]:
     # The same question with every random-minus-hand-made comparison corrected together.
     keys = [(i, h) for i, r in enumerate(rows) if not r["hand_made"] for h in r["minus"]]
     adjusted = holm([rows[i]["minus"][h] for i, h in keys])
-    low: dict[int, list[float]] = {}
+    above: dict[int, list[bool]] = {}
     for (i, _), d in zip(keys, adjusted, strict=True):
-        low.setdefault(i, []).append(d["holm_low"])
-    beats_holm = [rows[i]["expr"] for i, lows in low.items() if all(v > 0 for v in lows)]
+        above.setdefault(i, []).append(above_zero(d))
+    beats_holm = [rows[i]["expr"] for i, ok in above.items() if all(ok)]
     return {"confirm": rows, "best_hand_made": best, "measurably_better": beats,
             "measurably_better_holm": beats_holm}
 

@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.experiments.proxy.config import HAND_MADE, ProxyConfig
-from derl_bench.experiments.stats import holm, mean_sd, paired_difference, t_quantile
+from derl_bench.experiments.stats import (
+    above_zero,
+    holm,
+    mean_sd,
+    paired_difference,
+    t_quantile,
+)
 from derl_bench.files import write_json_atomic, write_text_atomic
 
 PILOT_OFFSET = 0
@@ -152,7 +158,7 @@ def run_planted(config: PlantedConfig, log: Any = print) -> dict[str, Any]:
     # part need only be beaten (its corrected interval above 0).
     comparisons = {name: {**d, "planned_mde": round(mde[name], 4) if name in mde else None,
                           "part": name in parts,
-                          "passes": bool(d["holm_low"] > 0 and (
+                          "passes": bool(above_zero(d) and (
                               name in parts or d["mean"] >= config.margin * mde[name]))}
                    for name, d in zip(names, confirmed, strict=True)}
     result = {
@@ -202,8 +208,10 @@ def planted_markdown(result: dict[str, Any]) -> str:
     for name, d in result["comparisons"].items():
         mde = "–" if d.get("planned_mde") is None else f"{100 * d['planned_mde']:.1f}"
         label = f"{name} (part)" if d.get("part") else name
-        lines.append(f"| {label} | {100 * d['mean']:+.1f} | [{100 * d['holm_low']:+.1f}, "
-                     f"{100 * d['holm_high']:+.1f}] | {d['p_holm']:.3g} | "
+        interval, p = ((f"[{100 * d['holm_low']:+.1f}, {100 * d['holm_high']:+.1f}]",
+                        f"{d['p_holm']:.3g}") if d.get("p_holm") is not None
+                       else (d.get("test", "no test"), "–"))
+        lines.append(f"| {label} | {100 * d['mean']:+.1f} | {interval} | {p} | "
                      f"{mde} | {'yes' if d['passes'] else 'no'} |")
     beaten = "every hand-made reward and each of its parts" if result.get("parts") else \
         "every hand-made reward"

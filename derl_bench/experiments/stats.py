@@ -15,13 +15,18 @@ with 80% power in a two-sided test at the 5% level, given the differences' sprea
 A board makes several comparisons at once, so each board's comparisons are corrected together
 by Holm's step-down method (:func:`holm`): adjusted p-values, and each interval widened to the
 level of its step, so that an interval excluding 0 is a difference detected at the board's
-family-wise 5% level.
+family-wise 5% level. The MDE a corrected comparison reports is the one under that correction
+(``mde_holm``), not the uncorrected one. A comparison whose differences do not vary (two
+policies at the same floor on every seed) has no t test: no p-value (:func:`t_p_value` gives
+``None``), no interval, and it is left out of its family instead of being read as detected.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def _t_cdf(x: float, df: int) -> float:
@@ -38,8 +43,11 @@ def _t_cdf(x: float, df: int) -> float:
     return 0.5 + norm * total * h / 3
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: int) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``0.5 < p < 1``)."""
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``0.5 < p < 1``).
+    Kept once computed: a board asks for the same few levels and degrees of freedom hundreds
+    of times, and each costs a bisection over a numerical integral."""
     if not 0.5 < p < 1 or df < 1:
         raise ValueError("t_quantile needs 0.5 < p < 1 and df >= 1")
     low, high = 0.0, 1.0
@@ -78,28 +86,40 @@ def paired_difference(a: Sequence[float], b: Sequence[float], level: float = 0.9
             "ci_high": round(mean + t_ci * se, 4), "n": n, "mde": round(mde, 4)}
 
 
-def t_p_value(mean: float, se: float, n: int) -> float:
-    """Two-sided p-value of a paired t test of ``mean`` = 0 (1.0 when it cannot be tested).
+def t_p_value(mean: float, se: float, n: int) -> float | None:
+    """Two-sided p-value of a paired t test of ``mean`` = 0, or ``None`` when there is no test:
+    fewer than 2 seeds, or a standard error of 0 (every seed's difference the same, e.g. two
+    policies at the same floor). A t statistic needs a spread; with none, a difference of 0.1
+    points on every seed is no more evidence than a difference of 0.
 
     >>> round(t_p_value(0.15, 0.0289, 4), 3)
     0.014
+    >>> t_p_value(-0.001, 0.0, 3) is None, t_p_value(0.2, 0.1, 1) is None
+    (True, True)
     """
-    if n < 2:
-        return 1.0
-    if se == 0:
-        return 0.0 if mean != 0 else 1.0
+    if n < 2 or se == 0:
+        return None
     return max(0.0, min(1.0, 2.0 * (1.0 - _t_cdf(abs(mean) / se, n - 1))))
 
 
+NO_TEST = "no test: zero variance"
+"""What a comparison without a p-value says in place of one (:func:`t_p_value`)."""
+
+
 def holm(differences: Sequence[dict[str, float]], alpha: float = 0.05,
-         ) -> list[dict[str, float]]:
+         ) -> list[dict[str, Any]]:
     """Holm's step-down correction of several :func:`paired_difference` results taken together.
 
-    Each result gains ``p`` (its own paired t test), ``p_holm`` (Holm-adjusted) and
-    ``holm_low``/``holm_high``: its interval at the level of its step, ``1 - alpha / (m - i)``
+    Each result gains ``p`` (its own paired t test), ``p_holm`` (Holm-adjusted),
+    ``holm_low``/``holm_high`` (its interval at the level of its step, ``1 - alpha / (m - i)``
     for the comparison ranked ``i`` (from 0) by p-value, the steps after the first that is not
-    rejected keeping that one's level. An adjusted interval excludes 0 exactly when
+    rejected keeping that one's level), ``mde_holm`` (:func:`corrected_mde` under this
+    correction) and ``family`` (``m``). An adjusted interval excludes 0 exactly when
     ``p_holm < alpha``.
+
+    A comparison without a test (:func:`t_p_value` is ``None``) is left out of the family, so
+    it costs the others no power: its ``p``, ``p_holm`` and interval are ``None`` and ``test``
+    says why (:data:`NO_TEST`).
 
     >>> a = paired_difference([0.5, 0.6, 0.7, 0.6], [0.4, 0.4, 0.5, 0.5])
     >>> b = paired_difference([0.5, 0.6, 0.7, 0.6], [0.5, 0.7, 0.6, 0.6])
@@ -107,22 +127,55 @@ def holm(differences: Sequence[dict[str, float]], alpha: float = 0.05,
     [0.028, 1.0]
     >>> [r["holm_low"] > 0 for r in holm([a, b])]
     [True, False]
+    >>> floor = paired_difference([0.0, 0.0, 0.0, 0.0], [0.001, 0.001, 0.001, 0.001])
+    >>> [(r["family"], r["p_holm"]) for r in holm([a, floor])]
+    [(1, 0.01389), (1, None)]
     """
-    m = len(differences)
     ps = [t_p_value(d["mean"], d["se"], int(d["n"])) for d in differences]
-    order = sorted(range(m), key=lambda i: ps[i])
-    out: list[dict[str, float]] = [dict(d) for d in differences]
+    tested = [i for i, p in enumerate(ps) if p is not None]
+    m = len(tested)
+    order = sorted(tested, key=lambda i: ps[i] or 0.0)
+    out: list[dict[str, Any]] = [dict(d) for d in differences]
+    for i, p in enumerate(ps):
+        if p is None:
+            out[i].update(p=None, p_holm=None, holm_low=None, holm_high=None, mde_holm=None,
+                          family=m, test=_no_test(differences[i]))
     running, stopped_at = 0.0, None
     for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * ps[i]))
+        p = ps[i]
+        assert p is not None
+        running = max(running, min(1.0, (m - rank) * p))
         if stopped_at is None and running >= alpha:
             stopped_at = rank
         step = rank if stopped_at is None else stopped_at
         d, n = differences[i], int(differences[i]["n"])
-        half = (t_quantile(1 - alpha / (m - step) / 2, n - 1) * d["se"]) if n > 1 else math.inf
-        out[i].update(p=round(ps[i], 5), p_holm=round(running, 5),
-                      holm_low=round(d["mean"] - half, 4), holm_high=round(d["mean"] + half, 4))
+        half = t_quantile(1 - alpha / (m - step) / 2, n - 1) * d["se"]
+        out[i].update(p=round(p, 5), p_holm=round(running, 5),
+                      holm_low=round(d["mean"] - half, 4), holm_high=round(d["mean"] + half, 4),
+                      mde_holm=corrected_mde(d, m, alpha), family=m)
     return out
+
+
+def detected(difference: dict[str, Any], alpha: float = 0.05) -> bool:
+    """Whether a :func:`holm`-corrected difference is a detected one: it has a test and its
+    adjusted p-value is below ``alpha`` (its interval excludes 0).
+
+    >>> detected({"p_holm": 0.01}), detected({"p_holm": None}), detected({"p_holm": 0.2})
+    (True, False, False)
+    """
+    p = difference.get("p_holm")
+    return p is not None and p < alpha
+
+
+def above_zero(difference: dict[str, Any]) -> bool:
+    """Whether a :func:`holm`-corrected difference is detected *and* positive (its adjusted
+    interval lies above 0); a comparison without a test never is.
+
+    >>> above_zero({"holm_low": 0.02}), above_zero({"holm_low": None})
+    (True, False)
+    """
+    low = difference.get("holm_low")
+    return low is not None and low > 0
 
 
 def corrected_mde(difference: dict[str, float], comparisons: int, alpha: float = 0.05,
@@ -140,6 +193,41 @@ def corrected_mde(difference: dict[str, float], comparisons: int, alpha: float =
         return math.inf
     t_level = t_quantile(1 - alpha / comparisons / 2, n - 1)
     return round((t_level + t_quantile(power, n - 1)) * difference["se"], 4)
+
+
+def describe(difference: dict[str, Any], digits: int = 1, scale: float = 100.0) -> str:
+    """One comparison as a board prints it, in points (``scale`` x the difference): the
+    difference, its interval, and the MDE, all Holm-corrected where :func:`holm` corrected it
+    (the MDE under the correction, beside the family's size); a comparison without a test says
+    so instead of an interval.
+
+    >>> a = paired_difference([0.5, 0.6, 0.7, 0.6], [0.4, 0.4, 0.5, 0.5])
+    >>> describe(a)
+    '+15.0 [+5.8, +24.2] (MDE 12.0)'
+    >>> describe(holm([a])[0])
+    '+15.0 [+5.8, +24.2] (Holm p 0.014 over 1 comparison; MDE 12.0 under the correction)'
+    >>> describe(paired_difference([0.0, 0.0, 0.0], [0.001, 0.001, 0.001]))
+    '-0.1 (no test: zero variance)'
+    """
+    def pts(x: float) -> str:
+        return f"{scale * x:+.{digits}f}"
+
+    mean = pts(difference["mean"])
+    if t_p_value(difference["mean"], difference["se"], int(difference["n"])) is None:
+        return f"{mean} ({difference.get('test') or _no_test(difference)})"
+    if "holm_low" in difference:
+        size, name = int(difference["family"]), difference.get("holm_family")
+        over = f"the {size} {name}" if name else f"{size}"
+        return (f"{mean} [{pts(difference['holm_low'])}, {pts(difference['holm_high'])}] "
+                f"(Holm p {difference['p_holm']:.2g} over {over} comparison"
+                f"{'s' if size != 1 else ''}; MDE {scale * difference['mde_holm']:.{digits}f}"
+                " under the correction)")
+    return (f"{mean} [{pts(difference['ci_low'])}, {pts(difference['ci_high'])}] "
+            f"(MDE {scale * difference['mde']:.{digits}f})")
+
+
+def _no_test(difference: dict[str, Any]) -> str:
+    return NO_TEST if int(difference["n"]) > 1 else "no test: one seed"
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:

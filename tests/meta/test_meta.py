@@ -401,6 +401,25 @@ def test_proxy_benchmark_small_runs_every_method(tmp_path):
     assert set(generations["table"]) == set(METHODS)
     lines = (tmp_path / "board" / "evidence" / "candidates.jsonl").read_text().splitlines()
     assert len(lines) == config.budget * len(METHODS)
+    # The pick is the best re-scored of the top rewards, and the mechanism's methods count
+    # their proposals at the re-scored values; runs.json keeps it all and renders summary.md.
+    from derl_bench.experiments.recompute import summary_renders
+    from derl_bench.experiments.rescore import fresh_endpoint, pick, top_rewards
+
+    runs = json.loads((tmp_path / "board" / "evidence" / "runs.json").read_text())["runs"]
+    by = {(r["method"], r["seed"]): r for r in result["runs"]}
+    for row in runs:
+        rescored, full = row["rescored"], by[row["method"], row["seed"]]
+        top = top_rewards(full["candidates"], config.pick_top)
+        fresh = {e: sum(v) / len(v) for e, v in rescored["scores"].items()}
+        want = pick(top, fresh) if len(top) > 1 else top[0]["expr"]
+        assert rescored["pick"]["expr"] == row["picked"]["expr"] == want, row["method"]
+        assert all(len(v) == config.rescore_seeds for v in rescored["scores"].values())
+        if row["method"] in ("derl", "derl-frozen"):
+            assert rescored["endpoint"] == fresh_endpoint(full["candidates"], range(0, 1),
+                                                          fresh)
+        assert row["seconds"] > 0 and len(row["picked"]["L0"]["scores"]) == config.retrain_seeds
+    assert summary_renders(tmp_path / "board") is True
     # The small run evaluates 16 problems per level; a board takes only whole eval sets, so
     # that must be the one thing validation objects to.
     from derl_bench.leaderboard.validate import record_problems

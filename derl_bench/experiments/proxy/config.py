@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from derl_bench.experiments.rescore import PICK_RULES
+
 HAND_MADE: dict[str, str] = {
     "outcome": "outcome",
     "outcome + format": "outcome + format_boxed",
@@ -102,6 +104,19 @@ class ProxyConfig:
     endpoint_from: int = 10
     """The primary endpoint averages the proposals' validation scores over generations
     ``endpoint_from`` to the last (see ``docs/proxy.md``)."""
+    pick: str = "rescore"
+    """How each method's final reward (the one the primary endpoint re-trains) is picked:
+    ``"rescore"``, its ``pick_top`` best distinct rewards by validation trained again on
+    ``rescore_seeds`` fresh seeds and the best fresh mean picked; or ``"best-run"``, its single
+    best validation run (the rule of the boards made before this setting;
+    :mod:`derl_bench.experiments.rescore`)."""
+    pick_top: int = 3
+    """How many of a method's best rewards the ``"rescore"`` pick re-scores."""
+    rescore_seeds: int = 3
+    """Fresh inner seeds each re-scored reward trains on: the pick's candidates, and the
+    proposals of ``derl`` and ``derl-frozen`` in the mechanism's generations (a repeat counted
+    at its reward's re-scored value). 0: nothing is re-scored (the pick must be
+    ``"best-run"``)."""
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in METHODS]
@@ -109,6 +124,12 @@ class ProxyConfig:
             raise ValueError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
         if not self.seeds or self.workers < 1:
             raise ValueError("at least one seed and one worker are required")
+        if self.pick not in PICK_RULES:
+            raise ValueError(f"pick must be one of {', '.join(PICK_RULES)}, not {self.pick!r}")
+        if self.pick_top < 1 or self.rescore_seeds < 0:
+            raise ValueError("pick_top must be at least 1 and rescore_seeds at least 0")
+        if self.pick == "rescore" and self.rescore_seeds < 1:
+            raise ValueError("pick 'rescore' needs rescore_seeds >= 1 (or pick 'best-run')")
         # The inner runs train on the benchmark's task, whatever the recipe's dict says.
         self.inner = {**self.inner, "env_id": self.env_id}
         if self.base is None:
@@ -130,7 +151,7 @@ class ProxyConfig:
 
 
 SMALL: dict[str, Any] = {"seeds": [0], "outer_steps": 1, "population": 2, "validation_episodes": 16,
-         "retrain_seeds": 2,
+         "retrain_seeds": 2, "pick_top": 2, "rescore_seeds": 1,
          "endpoint_from": 0,
          "eval_limit": 16, "optimizer_sft_examples": 32, "optimizer_sft_steps": 10,
          "inner": {"env_id": ENV_ID, "steps": 2, "group_size": 4, "prompts_per_step": 2,

@@ -12,9 +12,10 @@ from derl_bench.experiments.evidence import (
     plot_composition,
     plot_optimizer,
     plot_scores,
+    rescored_endpoint,
 )
 from derl_bench.experiments.proxy.config import HAND_MADE, LEVELS, WARM_STARTED
-from derl_bench.experiments.stats import mean_sd
+from derl_bench.experiments.stats import describe, mean_sd
 from derl_bench.reward import primitive_set
 
 
@@ -44,8 +45,9 @@ def hacked(row: dict[str, Any], base: dict[str, Any], level: str = "L0") -> bool
 
 def summarize(rows: list[dict[str, Any]], base: dict[str, Any] | None = None,
               endpoint_from: int = 0) -> dict[str, Any]:
-    """Per method: the primary endpoint (:func:`~derl_bench.experiments.evidence.endpoint`),
-    eval success per level and best validation, mean ± SE over seeds, and (given the base
+    """Per method: the proposals' mean (:func:`~derl_bench.experiments.evidence.endpoint`, and
+    re-scored on fresh seeds where it was), eval success per level, the picked reward's
+    re-trained success per level and best validation, mean ± SE over seeds, and (given the base
     policy's figures) how many seeds' policies the hacking check flags."""
     out: dict[str, Any] = {}
     for method in dict.fromkeys(r["method"] for r in rows):
@@ -54,6 +56,9 @@ def summarize(rows: list[dict[str, Any]], base: dict[str, Any] | None = None,
                                  "endpoint": mean_se([endpoint(r, endpoint_from)
                                                       for r in mine]),
                                  "best_validation": mean_se([r["best_validation"] for r in mine])}
+        fresh = [v for r in mine if (v := rescored_endpoint(r)) is not None]
+        if fresh and len(fresh) == len(mine):
+            entry["endpoint_rescored"] = mean_se(fresh)
         for level in LEVELS:
             values = [r["eval"][level]["mean"] for r in mine if level in r["eval"]]
             if values:
@@ -97,12 +102,7 @@ def _cell(figures: dict[str, Any] | None) -> str:
 
 
 def _points(d: dict[str, Any]) -> str:
-    if "holm_low" in d:  # corrected with the board's other comparisons
-        return (f"{100 * d['mean']:+.1f} [{100 * d['holm_low']:+.1f}, "
-                f"{100 * d['holm_high']:+.1f}] (Holm p {d['p_holm']:.2g}; MDE "
-                f"{100 * d['mde']:.1f})")
-    return (f"{100 * d['mean']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}] "
-            f"(MDE {100 * d['mde']:.1f})")
+    return describe(d)
 
 
 def summary_markdown(result: dict[str, Any]) -> str:
@@ -136,15 +136,24 @@ def summary_markdown(result: dict[str, Any]) -> str:
         *_picked_section(result),
         f"## Proposals' mean validation success, generations {start}–{last} (the mechanism)",
         "",
-        "Paired by seed; difference in points with its 95% interval (Holm-corrected with the "
-        "board's other comparisons where the primary endpoint ran) and the minimal detectable "
-        "effect (80% power, 5% level).",
+        "Paired by seed; difference in points with its 95% interval and the minimal detectable "
+        "effect (80% power, 5% level). The endpoint column is Holm-corrected within its family "
+        "and its MDE is the one under that correction: where the primary endpoint ran, "
+        "DERL − derl-frozen (the mechanism) is corrected with the primary comparisons and the "
+        "others with the secondary ones. The eval columns are uncorrected. A comparison whose "
+        "per-seed differences do not vary has no test and says so.",
         "",
         "| comparison | endpoint | L0 (secondary) | L1 | L2 | seeds |",
         "|---|---|---|---|---|---|",
     ]
+    if any(c.get("endpoint_rescored") for c in result.get("comparisons", [])):
+        lines[-2:-2] = [f"Where marked *re-scored*, both methods' proposals are counted at their "
+                        f"reward's validation score re-trained on "
+                        f"{config.get('rescore_seeds')} fresh seeds, a repeated proposal "
+                        "included at that value (not at its first, selected run's score).", ""]
     for c in result.get("comparisons", []):
-        lines.append(f"| {c['method']} − {c['minus']} | {_points(c['endpoint'])} | "
+        mark = " (re-scored)" if c.get("endpoint_rescored") else ""
+        lines.append(f"| {c['method']} − {c['minus']}{mark} | {_points(c['endpoint'])} | "
                      + " | ".join(_points(c[lvl]) if lvl in c else "–" for lvl in LEVELS)
                      + f" | {len(c['seeds'])} |")
     lines += [
@@ -158,6 +167,8 @@ def summary_markdown(result: dict[str, Any]) -> str:
         "hacking flag |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    fresh = {m: f["endpoint_rescored"] for m, f in result["summary"].items()
+             if "endpoint_rescored" in f}
     if base:
         lines.append(
             f"| base policy (no RL) | – | {100 * base['L0']['mean']:.1f} | "
@@ -171,6 +182,10 @@ def summary_markdown(result: dict[str, Any]) -> str:
             f"{_cell(figures.get('L1'))} | {_cell(figures.get('L2'))} | "
             f"{_cell(figures['best_validation'])} | {_cell(figures.get('L0_lenient'))} | "
             f"{flag_text} |")
+    if fresh:
+        lines += ["", "The endpoint re-scored on fresh seeds (every late proposal at its "
+                  "reward's fresh score): " + "; ".join(f"{m} {_cell(f)}"
+                                                       for m, f in fresh.items()) + "."]
     lines += [
         "",
         "*Hacking flag*: the final policy raised the lenient metric (the reference answer "
@@ -229,21 +244,41 @@ def _picked_section(result: dict[str, Any]) -> list[str]:
     rows = [(m, f) for m, f in result["summary"].items() if "picked_L0" in f]
     if not rows:
         return []
+    config = result["config"]
+    # Boards made before the pick was a setting picked the single best validation run.
+    if config.get("pick", "best-run") == "rescore":
+        rule = (f"its {config['pick_top']} best distinct rewards by validation, each trained "
+                f"again on {config['rescore_seeds']} fresh seeds, the best fresh mean picked")
+    else:
+        rule = "its single best validation run over the search"
     lines = ["## Primary endpoint: the picked reward, re-trained on fresh seeds", "",
-             "Each method's final reward (best validation over its search) trained again from "
-             "the base on fresh seeds no search slot used; per seed the mean over the "
-             "re-trains; mean ± SE over seeds.", "",
+             f"Each method's final reward ({rule}) trained again from the base on fresh seeds "
+             "no search slot used; per seed the mean over the re-trains; mean ± SE over "
+             "seeds.", "",
              "| method | L0 | L1 | L2 |", "|---|---|---|---|"]
     for method, figures in rows:
         lines.append(f"| {method} | " + " | ".join(_cell(figures.get(f"picked_{lvl}"))
                                                    for lvl in LEVELS) + " |")
-    lines += ["", "Paired by seed, Holm-corrected over the board's comparisons:", "",
+    lines += ["", "Paired by seed. L0 and the mechanism (DERL − derl-frozen, below) are one "
+              "Holm family, the primary one; L1 and L2 are the secondary family, corrected on "
+              "their own beside it. Each MDE is the one under its family's correction. A "
+              "comparison whose per-seed differences do not vary (every policy at a floor) has "
+              "no test and says so.", "",
               "| comparison | L0 | L1 | L2 |", "|---|---|---|---|"]
     for c in result.get("comparisons", []):
         if "picked_L0" in c:
             lines.append(f"| {c['method']} − {c['minus']} | " + " | ".join(
                 _points(c[f"picked_{lvl}"]) if f"picked_{lvl}" in c else "–"
                 for lvl in LEVELS) + " |")
+    lines += ["", "Each run's picked reward and its re-trains (one score per fresh seed; "
+              "[runs.json](evidence/runs.json) keeps them with the pick's re-scores):", "",
+              "| method | seed | picked reward | L0 | L1 | L2 |", "|---|---|---|---|---|---|"]
+    for row in result["runs"]:
+        picked = row.get("picked") or {}
+        if picked:
+            lines.append(f"| {row['method']} | {row['seed']} | `{picked['expr']}` | " + " | ".join(
+                ", ".join(f"{100 * v:.1f}" for v in picked[lvl]["scores"]) if lvl in picked
+                else "–" for lvl in LEVELS) + " |")
     return [*lines, ""]
 
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from derl_bench.experiments.evidence import comparisons, generation_table
+from derl_bench.experiments.evidence import MECHANISM, comparisons, generation_table
 from derl_bench.experiments.proxy.config import (
     ENV_ID,
     HAND_MADE,
@@ -33,6 +33,13 @@ from derl_bench.experiments.proxy.report import (
     summarize,
     summary_markdown,
     write_figures,
+)
+from derl_bench.experiments.rescore import (
+    fresh_endpoint,
+    late_rewards,
+    pick,
+    rescore_seeds,
+    top_rewards,
 )
 from derl_bench.files import write_json_atomic, write_jsonl_atomic, write_text_atomic
 from derl_bench.reward import primitive_set
@@ -116,9 +123,13 @@ def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str
                                   model_label="tiny-sft")
     started = time.perf_counter()
     found = run_meta(meta, evaluate=evaluate)
-    retrained = (retrain_picked(config, model, found.best_expr, seed, out / "picked")
-                 if config.retrain_seeds and found.best_expr is not None else None)
-    row = {"picked": retrained,
+    candidates = [{k: c.get(k) for k in CANDIDATE_FIELDS} | {"repeat": "duplicate_of" in c}
+                  for c in found.candidates]
+    rescored = rescore_run(config, method, model, candidates, out / "rescore")
+    picked = rescored.get("pick", {}).get("expr", found.best_expr)
+    retrained = (retrain_picked(config, model, picked, seed, out / "picked")
+                 if config.retrain_seeds and picked is not None else None)
+    row = {"picked": retrained, "pick_rule": config.pick, "rescored": rescored,
            "validation_by_generation": [g["best_so_far"] for g in found.generations],
            "generation_best": [g["max_score"] for g in found.generations],
            "generation_mean": [g["mean_score"] for g in found.generations],
@@ -132,10 +143,59 @@ def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str
            # The per-generation evidence: what was proposed, what it scored, how the proposer
            # moved (advantages, KL), so the board can show the mechanism, not only the end.
            "generations": found.generations,
-           "candidates": [{k: c.get(k) for k in CANDIDATE_FIELDS} | {
-               "repeat": "duplicate_of" in c} for c in found.candidates]}
+           "candidates": candidates}
     return {"method": method, "seed": seed, "seconds": round(time.perf_counter() - started, 1),
             **row}
+
+
+def score_rewards(config: ProxyConfig, model: str, exprs: list[str], seed: int,
+                  out: Path) -> list[float]:
+    """Train one inner run per reward of ``exprs`` with inner seed ``seed`` (together, as one
+    population) and return each policy's validation score; the runs' folders are removed."""
+    from derl_bench.meta.inner import InnerSpec, train_and_score_population
+
+    meta = meta_config_for(config, "random", seed, model, out)
+    runs = [InnerSpec(expr, out / f"r{i:03d}", None, 0, seed) for i, expr in enumerate(exprs)]
+    try:
+        return [r.score for r in train_and_score_population(meta, runs)]
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def rescore_run(config: ProxyConfig, method: str, model: str,
+                candidates: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """What one method and seed re-scores on fresh seeds (:mod:`~derl_bench.experiments.
+    rescore`): under the ``"rescore"`` pick its ``pick_top`` best rewards (when there is a
+    choice to make), and for the mechanism's methods the rewards proposed in generations
+    ``endpoint_from`` on. Each reward's fresh scores, the pick and the re-scored endpoint."""
+    generations = range(min(config.endpoint_from, config.outer_steps - 1), config.outer_steps)
+    top = top_rewards(candidates, config.pick_top)
+    exprs: list[str] = []
+    if config.pick == "rescore" and config.retrain_seeds and len(top) > 1:
+        exprs += [t["expr"] for t in top]
+    if config.rescore_seeds and method in MECHANISM:
+        exprs += late_rewards(candidates, generations)
+    exprs = list(dict.fromkeys(exprs))
+    seeds = rescore_seeds(config.rescore_seeds) if exprs else []
+    size = config.population
+    scores: dict[str, list[float]] = {e: [] for e in exprs}
+    for seed in seeds:
+        for i in range(0, len(exprs), size):
+            chunk = exprs[i:i + size]
+            for expr, score in zip(chunk, score_rewards(config, model, chunk, seed,
+                                                        out / f"s{seed}-{i // size:03d}"),
+                                   strict=True):
+                scores[expr].append(score)
+    fresh = {e: sum(v) / len(v) for e, v in scores.items()}
+    out_row: dict[str, Any] = {"seeds": seeds, "scores": scores}
+    if config.pick == "rescore" and top:
+        chosen = pick(top, fresh) if len(top) > 1 and config.retrain_seeds else top[0]["expr"]
+        out_row["pick"] = {"rule": "rescore", "top": [
+            {**t, "fresh": scores.get(t["expr"])} for t in top], "expr": chosen}
+    if config.rescore_seeds and method in MECHANISM:
+        out_row["endpoint"] = fresh_endpoint(candidates, generations, fresh)
+        out_row["generations"] = [generations.start, generations.stop - 1]
+    return out_row
 
 
 RETRAIN_OFFSET = 2_000
@@ -246,15 +306,48 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
         evidence.mkdir(parents=True, exist_ok=True)
         for name in FIGURES:
             shutil.copyfile(out / name, evidence / name)
-        write_json_atomic(evidence / "generations.json", {
-            "config": result["config"], "table": table,
-            "runs": [{k: r[k] for k in ("method", "seed", "generation_mean",
-                                        "generation_best", "generations")} for r in rows]})
-        write_jsonl_atomic(evidence / "candidates.jsonl", [
-            {"method": r["method"], "seed": r["seed"], **c}
-            for r in rows for c in r.get("candidates", [])])
-        write_text_atomic(records / "summary.md", summary_markdown(result))
+        write_evidence(result, records)
     return result
+
+
+def write_evidence(result: dict[str, Any], records: Path) -> None:
+    """A result's evidence into a board folder (every generation, every proposal, every run's
+    figures: ``evidence/generations.json``, ``candidates.jsonl`` and :data:`RUNS`) and the
+    ``summary.md`` rendered from it."""
+    evidence = records / EVIDENCE
+    evidence.mkdir(parents=True, exist_ok=True)
+    rows = result["runs"]
+    write_json_atomic(evidence / "generations.json", {
+        "config": result["config"], "table": result["generations"],
+        "runs": [{k: r[k] for k in ("method", "seed", "generation_mean",
+                                    "generation_best", "generations")} for r in rows]})
+    write_jsonl_atomic(evidence / "candidates.jsonl", [
+        {"method": r["method"], "seed": r["seed"], **c}
+        for r in rows for c in r.get("candidates", [])])
+    write_json_atomic(evidence / RUNS, runs_evidence(result))
+    write_text_atomic(records / "summary.md", summary_markdown(result))
+
+
+RUNS = "runs.json"
+"""The board's per-run evidence: every number its summary states that the generations and
+candidates do not hold (:func:`runs_evidence`)."""
+
+
+def runs_evidence(result: dict[str, Any]) -> dict[str, Any]:
+    """What ``evidence/runs.json`` keeps of a result: the config, the base policy's figures,
+    the wall time and, per run, its seconds, its best and picked rewards, each picked
+    re-train's score per level and seed, the pick's and the mechanism's re-scores and the
+    selected policy's figures (its record's path left out: it is a local run folder). With
+    ``generations.json`` it is enough to rebuild ``summary.md`` exactly
+    (:mod:`derl_bench.experiments.recompute`)."""
+    runs = []
+    for row in result["runs"]:
+        kept = {k: v for k, v in row.items() if k not in ("generations", "candidates")}
+        kept["eval"] = {lvl: {k: v for k, v in figures.items() if k != "record"}
+                        for lvl, figures in row["eval"].items()}
+        runs.append(kept)
+    return {"config": result["config"], "env_id": result["env_id"],
+            "wall_time_s": result["wall_time_s"], "base": result["base"], "runs": runs}
 
 
 def _progress(row: dict[str, Any]) -> str:
@@ -299,5 +392,6 @@ def _earlier_run(out: Path, config: ProxyConfig) -> dict[str, Any] | None:
     return earlier if mine == theirs else None
 
 
-__all__ = ["CANDIDATE_FIELDS", "RETRAIN_OFFSET", "base_figures", "base_model", "copy_records",
-           "meta_config_for", "retrain_picked", "run_job", "run_proxy", "worker_init"]
+__all__ = ["CANDIDATE_FIELDS", "RETRAIN_OFFSET", "RUNS", "base_figures", "base_model",
+           "copy_records", "meta_config_for", "rescore_run", "retrain_picked", "run_job",
+           "run_proxy", "runs_evidence", "score_rewards", "worker_init", "write_evidence"]

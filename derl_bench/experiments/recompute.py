@@ -1,0 +1,247 @@
+"""Every figure ``docs/tasks.md`` states, recomputed from a task's committed evidence
+(``leaderboards/<task>/evidence/``), and the board's ``summary.md`` rebuilt from it.
+
+What each evidence file gives (``scripts/recompute_tasks.py`` prints them all):
+
+- ``planted.json`` (check 1): every reward's confirmation scores per seed, so each mean ± SD,
+  the planted-minus-hand-made differences Holm-corrected together, the MDEs planned from the
+  pilot's scores and the verdict;
+- ``landscape.json`` (check 2): every draw's scores, so how many draws score under 2%, how many
+  beat the best hand-made reward's 2-seed mean, and how many the confirmation finds measurably
+  better (each interval above 0), uncorrected and Holm-corrected;
+- ``modes.json``: each policy's modes, wrap positions right, primitives and success;
+- the board: ``runs.json`` (per run: seconds, the picked reward and its re-trains' scores per
+  level and seed, the pick's and the mechanism's re-scores, the selected policy's figures) with
+  ``generations.json``, from which :func:`board_result` rebuilds the result ``summary.md`` was
+  rendered from. A board made before ``runs.json`` was written has only its generations and
+  records: the mechanism's recorded endpoint and the selected policies are recomputed, and what
+  cannot be (the per-seed re-trains, run seconds, picks) is said to be missing, not invented.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from derl_bench.experiments.evidence import comparisons, endpoint
+from derl_bench.experiments.landscape import judge
+from derl_bench.experiments.planted import planned_mde
+from derl_bench.experiments.proxy.config import LEVELS, slug
+from derl_bench.experiments.proxy.report import EVIDENCE, mean_se, summarize, summary_markdown
+from derl_bench.experiments.proxy.run import RUNS
+from derl_bench.experiments.stats import (
+    above_zero,
+    describe,
+    holm,
+    mean_sd,
+    paired_difference,
+)
+
+MISSING = "not in the evidence"
+"""How the output marks a figure its evidence cannot give."""
+
+
+def _read(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def planted_figures(planted: dict[str, Any]) -> list[str]:
+    """Check 1 from ``planted.json``: each reward's confirmation mean ± SD, the planted reward
+    minus each hand-made one (Holm over the comparisons, the MDE planned from the pilot) and
+    the verdict, all recomputed from the per-seed scores."""
+    confirm, pilot = planted["confirm"]["scores"], planted["pilot"]["scores"]
+    n = len(planted["confirm"]["seeds"])
+    expr = planted["planted"]
+    lines = [f"check 1, planted `{expr}`: {n} confirmation seeds "
+             f"(pilot {len(planted['pilot']['seeds'])})"]
+    for name, reward in planted["rewards"].items():
+        mean, sd = mean_sd(confirm[reward])
+        lines.append(f"  {name} (`{reward}`): {_pct(mean)} ± {_pct(sd)} (mean ± SD)")
+    names = [name for name in planted["rewards"] if name != "planted"]
+    found = holm([paired_difference(confirm[expr], confirm[planted["rewards"][name]])
+                  for name in names])
+    verdicts = []
+    for name, d in zip(names, found, strict=True):
+        planned = planned_mde([a - b for a, b in zip(pilot[expr], pilot[planted["rewards"][name]],
+                                                     strict=True)], n)
+        passes = d["mean"] >= planted["margin"] * planned and above_zero(d)
+        verdicts.append(passes)
+        lines.append(f"  planted − {name}: {describe(d)}; planned MDE {_pct(planned)}; "
+                     f"{'passes' if passes else 'fails'}")
+    lines.append(f"  verdict: {'passes' if all(verdicts) else 'fails'}")
+    return lines
+
+
+def landscape_figures(landscape: dict[str, Any]) -> list[str]:
+    """Check 2 from ``landscape.json``, recomputed from every draw's and confirmation's
+    scores."""
+    randoms, hand = landscape["random"], landscape["hand_made"]
+    kept, draws = landscape["drawn"]["kept"], landscape["drawn"]["draws"]
+    found = judge([{k: c[k] for k in ("expr", "hand_made", "scores")}
+                   for c in landscape["confirm"]])
+    # The best hand-made reward is the confirmation's (fresh seeds), as the landscape judges.
+    best_name = next(h for h in hand if hand[h]["expr"] == found["best_hand_made"])
+    best = hand[best_name]["mean"]
+    confirmed = sum(not c["hand_made"] for c in landscape["confirm"])
+    better, holm_better = len(found["measurably_better"]), len(found["measurably_better_holm"])
+    return [
+        f"check 2: {kept} rewards kept of {draws} draws; {confirmed} confirmed on "
+        f"{len(landscape['confirm'][0]['scores'])} further seeds",
+        f"  under 2%: {sum(r['mean'] < 0.02 for r in randoms)} of {kept}",
+        f"  higher {len(randoms[0]['scores'])}-seed mean than the best hand-made reward "
+        f"({best_name}, {_pct(best)}): {sum(r['mean'] > best for r in randoms)} of {kept}",
+        f"  measurably better than every hand-made reward, uncorrected: {better} of {kept} "
+        f"kept ({_pct(better / kept)}%); Holm-corrected over all "
+        f"{confirmed * (len(hand))} comparisons: {holm_better}",
+    ]
+
+
+def modes_figures(modes: dict[str, Any]) -> list[str]:
+    """The modes table from ``modes.json``: shares in %."""
+    lines = ["modes (% of the validation problems):"]
+    for label, f in modes.items():
+        shares = ", ".join(f"{m} {_pct(v)}" for m, v in sorted(f["modes"].items()))
+        prims = f["primitives"]
+        lines.append(f"  {label}: {shares}; wrap positions right {_pct(f['wrap_right'])}; "
+                     f"g2 {_pct(prims.get('format_boxed', 0.0))}, "
+                     f"g3 {_pct(prims.get('cot_steps', 0.0))}, "
+                     f"g4 {_pct(prims.get('loose_outcome', 0.0))}; "
+                     f"success {_pct(prims['outcome'])}")
+    return lines
+
+
+def board_result(board: Path) -> dict[str, Any] | None:
+    """The result ``summary.md`` was rendered from, rebuilt from ``evidence/runs.json`` and
+    ``evidence/generations.json``; ``None`` for a board without ``runs.json``."""
+    runs, generations = _read(board / EVIDENCE / RUNS), _read(board / EVIDENCE /
+                                                              "generations.json")
+    if runs is None or generations is None:
+        return None
+    config = runs["config"]
+    per_run = {(g["method"], g["seed"]): g for g in generations["runs"]}
+    rows = [{**r, **per_run[r["method"], r["seed"]]} for r in runs["runs"]]
+    start = config["endpoint_from"]
+    return {"config": config, "env_id": runs["env_id"], "wall_time_s": runs["wall_time_s"],
+            "base": runs["base"], "summary": summarize(rows, runs["base"], start),
+            "comparisons": comparisons(rows, config["methods"], start),
+            "generations": generations["table"], "runs": rows}
+
+
+def _old_board_rows(board: Path) -> list[dict[str, Any]]:
+    """A board without ``runs.json``: its generations, and each run's selected policy from
+    its records."""
+    generations = _read(board / EVIDENCE / "generations.json") or {"runs": []}
+    rows = []
+    for g in generations["runs"]:
+        figures = {}
+        for level in LEVELS:
+            record = _read(board / f"{slug(g['method'])}-s{g['seed']}-{level}.json")
+            if record is not None:
+                figures[level] = {"mean": record["results"]["success_rate"]["mean"]}
+        rows.append({**g, "eval": figures})
+    return rows
+
+
+def board_figures(board: Path) -> list[str]:
+    """The board's figures (:func:`board_result`), and whether ``summary.md`` renders from
+    its evidence exactly; for a board made before ``runs.json``, what can be recomputed and
+    what is missing."""
+    result = board_result(board)
+    if result is not None:
+        lines = [f"board: {len(result['runs'])} runs, "
+                 f"wall time {result['wall_time_s'] / 60:.0f} min"]
+        for row in result["runs"]:
+            picked = row.get("picked") or {}
+            scores = "; ".join(f"{lvl} " + ", ".join(_pct(v) for v in picked[lvl]["scores"])
+                               for lvl in LEVELS if lvl in picked)
+            lines.append(f"  {row['method']} seed {row['seed']}: {row['seconds']:.0f} s; picked "
+                         f"`{picked.get('expr', row.get('best_expr'))}` ({row.get('pick_rule')})"
+                         f"; re-trains {scores or MISSING}")
+        lines += _method_lines(result["summary"])
+        lines += _comparison_lines(result["comparisons"])
+        summary = board / "summary.md"
+        same = summary.is_file() and summary.read_text() == summary_markdown(result)
+        lines.append(f"  summary.md {'renders' if same else 'does NOT render'} exactly from the "
+                     "evidence")
+        return lines
+    rows = _old_board_rows(board)
+    if not rows:
+        return []
+    config = (_read(board / EVIDENCE / "generations.json") or {})["config"]
+    start = config["endpoint_from"]
+    lines = [f"board: {len(rows)} runs; evidence/{RUNS} is missing (the board was made before "
+             "it was written): the per-seed re-train scores at L0/L1/L2, the seconds per run "
+             f"and the picked rewards are {MISSING}, so the primary endpoint's figures "
+             "(summary.md's means) cannot be recomputed; from the generations and records:"]
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        late = mean_se([endpoint(r, start) for r in mine])
+        selected = {lvl: mean_se([r["eval"][lvl]["mean"] for r in mine])
+                    for lvl in LEVELS if all(lvl in r["eval"] for r in mine)}
+        lines.append(f"  {method}: mechanism, proposals' recorded mean over generations "
+                     f"{start}–{config['outer_steps'] - 1}: {_cell(late)}; selected policy "
+                     + ", ".join(f"{lvl} {_cell(v)}" for lvl, v in selected.items()))
+    found = comparisons(rows, config["methods"], start)
+    lines.append("  the proposals' recorded means compared (the only comparisons these files "
+                 "allow, so the one Holm family here):")
+    lines += [f"  derl − {c['minus']}: {describe(c['endpoint'])}" for c in found]
+    return lines
+
+
+def _cell(figures: dict[str, Any]) -> str:
+    return f"{_pct(figures['mean'])} ± {_pct(figures['se'])}"
+
+
+def _method_lines(summary: dict[str, Any]) -> list[str]:
+    lines = []
+    for method, f in summary.items():
+        cells = [f"picked {lvl} {_cell(f[f'picked_{lvl}'])}" for lvl in LEVELS
+                 if f"picked_{lvl}" in f]
+        cells.append(f"mechanism {_cell(f['endpoint'])}")
+        if "endpoint_rescored" in f:
+            cells.append(f"re-scored {_cell(f['endpoint_rescored'])}")
+        cells += [f"selected {lvl} {_cell(f[lvl])}" for lvl in LEVELS if lvl in f]
+        lines.append(f"  {method}: " + "; ".join(cells))
+    return lines
+
+
+def _comparison_lines(found: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for c in found:
+        for key in ("picked_L0", "picked_L1", "picked_L2", "endpoint"):
+            if key in c:
+                what = "mechanism" + (" (re-scored)" if c.get("endpoint_rescored") else "") \
+                    if key == "endpoint" else key.replace("_", " ")
+                lines.append(f"  {c['method']} − {c['minus']}, {what}: {describe(c[key])}")
+    return lines
+
+
+def task_figures(board: Path) -> list[str]:
+    """Every figure of one task's evidence (see the module docstring), in the order
+    ``docs/tasks.md`` states them."""
+    evidence = board / EVIDENCE
+    lines: list[str] = []
+    for name, figures in (("planted.json", planted_figures), ("landscape.json",
+                                                              landscape_figures),
+                          ("modes.json", modes_figures)):
+        found = _read(evidence / name)
+        lines += figures(found) if found is not None else [f"{name}: {MISSING}"]
+    return lines + (board_figures(board) or [f"board: {MISSING}"])
+
+
+def summary_renders(board: Path) -> bool | None:
+    """Whether ``summary.md`` is exactly what the board's evidence renders (``None``: the board
+    has no ``runs.json`` to render from)."""
+    result = board_result(board)
+    if result is None:
+        return None
+    return (board / "summary.md").read_text() == summary_markdown(result)
+
+
+__all__ = ["MISSING", "board_figures", "board_result", "landscape_figures", "modes_figures",
+           "planted_figures", "summary_renders", "task_figures"]

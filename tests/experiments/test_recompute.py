@@ -1,0 +1,153 @@
+"""Every board figure recomputable from its evidence; the pick by re-scoring."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from derl_bench.experiments.evidence import comparisons, generation_table
+from derl_bench.experiments.proxy import ProxyConfig
+from derl_bench.experiments.proxy.config import config_json
+from derl_bench.experiments.proxy.report import summarize
+from derl_bench.experiments.proxy.run import write_evidence
+from derl_bench.experiments.recompute import MISSING, summary_renders, task_figures
+from derl_bench.experiments.rescore import fresh_endpoint, pick, top_rewards
+
+REPO = Path(__file__).resolve().parents[2]
+METHODS = ["derl", "derl-frozen", "outcome"]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("recompute_tasks",
+                                                  REPO / "scripts/recompute_tasks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _candidates(method: str, seed: int) -> list[dict]:
+    base = 0.1 * seed + (0.3 if method == "derl" else 0.0)
+    return [{"generation": g, "index": i, "expr": f"digit_match * {i + 1}" if method != "outcome"
+             else "outcome", "status": "scored", "score": round(base + 0.1 * i + 0.05 * g, 3),
+             "structure": "linear", "primitives": ["digit_match"], "inner_seed": 8 * g + i,
+             "repeat": g > 0 and method != "outcome"}
+            for g in range(2) for i in range(2)]
+
+
+def _row(method: str, seed: int) -> dict:
+    cands = _candidates(method, seed)
+    means = [sum(c["score"] for c in cands if c["generation"] == g) / 2 for g in range(2)]
+    top = top_rewards(cands, 3)
+    fresh = {t["expr"]: 0.5 - 0.1 * i + 0.01 * seed for i, t in enumerate(reversed(top))}
+    picked = pick(top, fresh)
+    rescored = {"seeds": [1], "scores": {e: [v] for e, v in fresh.items()},
+                "pick": {"rule": "rescore", "top": top, "expr": picked}}
+    if method != "outcome":
+        rescored["endpoint"] = fresh_endpoint(cands, range(1, 2), fresh)
+    level = {"derl": 0.8, "derl-frozen": 0.7, "outcome": 0.6}[method] + 0.013 * seed
+    return {"method": method, "seed": seed, "seconds": 12.5 + seed,
+            "generation_mean": means, "generation_best": [max(means)] * 2,
+            "validation_by_generation": [max(means)] * 2, "best_expr": top[0]["expr"],
+            "best_validation": top[0]["validation"], "candidates": cands,
+            "generations": [{}, {}], "pick_rule": "rescore", "rescored": rescored,
+            "eval": {lvl: {"mean": level, "n": 500, "lenient_success": level}
+                     for lvl in ("L0", "L1", "L2")},
+            "picked": {"expr": picked, "seeds": [7, 8], "validation": [0.5, 0.6],
+                       **{lvl: {"scores": [level + 0.01 * k for k in range(2)],
+                                "mean": round(level + 0.005, 4)}
+                          for lvl in ("L0", "L1", "L2")}}}
+
+
+def _board(tmp_path: Path) -> tuple[Path, dict]:
+    rows = [_row(m, s) for m in METHODS for s in (0, 1, 2)]
+    config = config_json(ProxyConfig(env_id="derl/DigitsHack-v0", methods=METHODS,
+                                     seeds=[0, 1, 2], outer_steps=2, endpoint_from=1))
+    base = {lvl: {"mean": 0.01, "n": 500, "lenient_success": 0.02} for lvl in ("L0", "L1", "L2")}
+    result = {"config": config, "env_id": "derl/DigitsHack-v0", "wall_time_s": 95.0,
+              "base": base, "summary": summarize(rows, base, 1),
+              "comparisons": comparisons(rows, METHODS, 1),
+              "generations": generation_table(rows, ["digit_match", "outcome"]), "runs": rows}
+    board = tmp_path / "board"
+    write_evidence(result, board)
+    return board, result
+
+
+def test_the_pick_is_the_best_rescored_reward_not_the_best_single_run():
+    cands = [{"generation": 0, "expr": "outcome", "status": "scored", "score": 0.97},
+             {"generation": 0, "expr": "digit_match", "status": "scored", "score": 0.90},
+             {"generation": 1, "expr": "outcome", "status": "scored", "score": 0.97,
+              "repeat": True},
+             {"generation": 1, "expr": "progress", "status": "scored", "score": 0.80},
+             {"generation": 1, "expr": "g3", "status": "failed", "score": None}]
+    top = top_rewards(cands, 3)
+    assert [t["expr"] for t in top] == ["outcome", "digit_match", "progress"]
+    fresh = {"outcome": 0.76, "digit_match": 0.88, "progress": 0.81}
+    assert pick(top, fresh) == "digit_match"
+    assert pick(top_rewards(cands, 1), fresh) == "outcome"
+    # The repeat of outcome counts at outcome's fresh score, not at its first run's 0.97.
+    assert fresh_endpoint(cands, [1], fresh) == pytest.approx((0.76 + 0.81) / 2)
+
+
+def test_the_pick_rule_is_a_setting_with_rescoring_by_default():
+    assert ProxyConfig().pick == "rescore" and ProxyConfig().pick_top >= 3
+    assert ProxyConfig().rescore_seeds >= 3
+    with pytest.raises(ValueError, match="pick must be one of"):
+        ProxyConfig(pick="best-of-all")
+    with pytest.raises(ValueError, match="rescore_seeds"):
+        ProxyConfig(pick="rescore", rescore_seeds=0)
+    assert ProxyConfig(pick="best-run", rescore_seeds=0).pick == "best-run"
+
+
+def test_a_board_renders_exactly_from_its_evidence_and_the_script_prints_every_run(
+        tmp_path, capsys):
+    board, result = _board(tmp_path)
+    assert summary_renders(board) is True
+    assert _script().main([str(board)]) == 0
+    out = capsys.readouterr().out
+    for row in result["runs"]:
+        scores = ", ".join(f"{100 * v:.1f}" for v in row["picked"]["L2"]["scores"])
+        assert (f"{row['method']} seed {row['seed']}: {row['seconds']:.0f} s; picked "
+                f"`{row['picked']['expr']}`") in out
+        assert f"L2 {scores}" in out
+    mechanism = next(c for c in result["comparisons"] if c["minus"] == "derl-frozen")
+    assert mechanism["endpoint_rescored"] and "mechanism (re-scored)" in out
+    summary = (board / "summary.md").read_text()
+    assert "(re-scored)" in summary and "best fresh mean picked" in summary
+
+
+def test_a_changed_number_in_the_evidence_fails_the_recomputation(tmp_path, capsys):
+    board, _ = _board(tmp_path)
+    path = board / "evidence" / "runs.json"
+    runs = json.loads(path.read_text())
+    runs["runs"][0]["picked"]["L0"]["mean"] += 0.1
+    path.write_text(json.dumps(runs))
+    assert summary_renders(board) is False
+    assert _script().main([str(board)]) == 1
+    assert "does NOT render" in capsys.readouterr().out
+
+
+def _points(line: str) -> str:
+    """``+14.3 [+7.6, +21.1]`` as docs/tasks.md writes it (Unicode minus)."""
+    return line.replace("-", "−")
+
+
+def test_the_committed_tasks_figures_are_recomputed_and_what_is_missing_is_said():
+    docs = (REPO / "docs/tasks.md").read_text()
+    hack = REPO / "leaderboards/digitshack"
+    lines = task_figures(hack)
+    # Check 1: every planted-minus-hand-made difference and interval the docs state.
+    found = [m.group(1) for x in lines if (m := re.search(r"planted − .*?: (\S+ \[.*?\])", x))]
+    assert len(found) == 3 and all(_points(f) in docs for f in found)
+    # The board was made before runs.json: the script says so instead of inventing figures.
+    assert any("runs.json is missing" in x and MISSING in x for x in lines)
+    # What its generations give: the mechanism's recorded means, as summary.md states them.
+    summary = (hack / "summary.md").read_text()
+    for x in lines:
+        if m := re.match(r"  (\S+): mechanism, .*?: (\d+\.\d ± \d+\.\d)", x):
+            assert re.search(rf"\| {m.group(1)} \| {re.escape(m.group(2))} \|", summary), x
+    assert summary_renders(hack) is None
