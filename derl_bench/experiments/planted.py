@@ -38,6 +38,7 @@ from typing import Any
 from derl_bench.experiments.proxy.config import HAND_MADE, ProxyConfig
 from derl_bench.experiments.stats import (
     above_zero,
+    format_p,
     holm,
     mean_sd,
     paired_difference,
@@ -209,7 +210,7 @@ def planted_markdown(result: dict[str, Any]) -> str:
         mde = "–" if d.get("planned_mde") is None else f"{100 * d['planned_mde']:.1f}"
         label = f"{name} (part)" if d.get("part") else name
         interval, p = ((f"[{100 * d['holm_low']:+.1f}, {100 * d['holm_high']:+.1f}]",
-                        f"{d['p_holm']:.3g}") if d.get("p_holm") is not None
+                        format_p(d["p_holm"])) if d.get("p_holm") is not None
                        else (d.get("test", "no test"), "–"))
         lines.append(f"| {label} | {100 * d['mean']:+.1f} | {interval} | {p} | "
                      f"{mde} | {'yes' if d['passes'] else 'no'} |")

@@ -195,6 +195,16 @@ def corrected_mde(difference: dict[str, float], comparisons: int, alpha: float =
     return round((t_level + t_quantile(power, n - 1)) * difference["se"], 4)
 
 
+def format_p(p: float) -> str:
+    """A p-value as the boards print it: two significant digits, and a bound below 0.0001,
+    where the t tail underflows and a printed 0 would read as certainty.
+
+    >>> format_p(0.01432), format_p(3e-12), format_p(0.0)
+    ('0.014', '< 0.0001', '< 0.0001')
+    """
+    return "< 0.0001" if p < 1e-4 else f"{p:.2g}"
+
+
 def describe(difference: dict[str, Any], digits: int = 1, scale: float = 100.0) -> str:
     """One comparison as a board prints it, in points (``scale`` x the difference): the
     difference, its interval, and the MDE, all Holm-corrected where :func:`holm` corrected it
@@ -219,7 +229,7 @@ def describe(difference: dict[str, Any], digits: int = 1, scale: float = 100.0) 
         size, name = int(difference["family"]), difference.get("holm_family")
         over = f"the {size} {name}" if name else f"{size}"
         return (f"{mean} [{pts(difference['holm_low'])}, {pts(difference['holm_high'])}] "
-                f"(Holm p {difference['p_holm']:.2g} over {over} comparison"
+                f"(Holm p {format_p(difference['p_holm'])} over {over} comparison"
                 f"{'s' if size != 1 else ''}; MDE {scale * difference['mde_holm']:.{digits}f}"
                 " under the correction)")
     return (f"{mean} [{pts(difference['ci_low'])}, {pts(difference['ci_high'])}] "
