@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, SupportsFloat
 
@@ -56,6 +58,13 @@ ACTION_FORMATS = ("think-action", "command")
 
 TASK_PARAMETERS = ("level", "split", "max_episode_steps", "action_format", "reward", "semantics")
 """What a reset over the wire may change, besides ``seed`` and ``index``."""
+
+
+ENV_LOCK = threading.RLock()
+"""Held around every call into an env. The envs were written for one thread: TextWorld's
+grammar parser (ALFWorld) is a module-level object that two threads corrupt. The servers of
+this package run many sessions on threads; this lock makes their env calls take turns, which
+costs little while Python holds the GIL anyway (more cores: more server processes)."""
 
 
 class SessionError(ValueError):
@@ -268,7 +277,8 @@ class EpisodeSession:
     def __init__(self, task: Task) -> None:
         self.task = task
         self.meta_reward = task.compile_reward()
-        self._env: gym.Env | None = task.make_env()
+        with ENV_LOCK:
+            self._env: gym.Env | None = task.make_env()
         self.primitive_steps: list[dict[str, float]] = []
         self.started = False
         self.done = False
@@ -294,7 +304,8 @@ class EpisodeSession:
                 raise TaskError(f"{name} must be a non-negative integer, not {value!r}")
         options = None if index is None else {"index": index}
         try:
-            observation, info = env.reset(seed=seed, options=options)
+            with ENV_LOCK:
+                observation, info = env.reset(seed=seed, options=options)
         except (IndexError, ValueError) as exc:
             raise TaskError(str(exc)) from None
         self.primitive_steps, self.started, self.done, self._so_far = [], True, False, 0.0
@@ -312,7 +323,8 @@ class EpisodeSession:
                                    "reset to play another")
         if not isinstance(action, str):
             raise TaskError(f"an action is text, not {type(action).__name__}")
-        observation, env_reward, terminated, truncated, info = env.step(action)
+        with ENV_LOCK:
+            observation, env_reward, terminated, truncated, info = env.step(action)
         primitives = _floats(info.get("primitives", {}))
         self.primitive_steps.append(primitives)
         self.done = bool(terminated or truncated)
@@ -327,7 +339,20 @@ class EpisodeSession:
         copy); later calls raise :class:`SessionClosedError`. Idempotent."""
         env, self._env = self._env, None
         if env is not None:
-            env.close()
+            with ENV_LOCK:
+                env.close()
+
+    def play(self, actions: Sequence[str], seed: int | None = None,
+             index: int | None = None) -> list[StepView]:
+        """Reset, then step each action until the episode ends; the reset's view first. No
+        other thread's call comes between these (a session shared by threads stays whole)."""
+        with ENV_LOCK:
+            views = [self.reset(seed=seed, index=index)]
+            for action in actions:
+                if self.done:
+                    break
+                views.append(self.step(action))
+        return views
 
 
 def _floats(primitives: Any) -> dict[str, float]:
@@ -335,6 +360,6 @@ def _floats(primitives: Any) -> dict[str, float]:
     return {str(k): float(v) for k, v in dict(primitives).items()}
 
 
-__all__ = ["ACTION_FORMATS", "TASK_PARAMETERS", "CommandWrapper", "EpisodeOverError",
+__all__ = ["ACTION_FORMATS", "ENV_LOCK", "TASK_PARAMETERS", "CommandWrapper", "EpisodeOverError",
            "EpisodeSession", "NotStartedError", "SessionClosedError", "SessionError", "StepView",
            "Task", "TaskError", "check_env_id", "derl_env_ids"]
