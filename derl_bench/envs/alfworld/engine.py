@@ -20,6 +20,7 @@ Nothing here writes outside the system temp folder: fast-downward copies its lib
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from derl_bench.envs.alfworld.game import GameData, replan_sas
@@ -34,14 +35,33 @@ NOTHING_HAPPENS = "Nothing happens."
 # Copies are never unloaded: dlclose-ing one leaves C++ symbols that later copies bind to
 # dangling (a segfault on the next load). Closed engines return their copy here for reuse.
 _FREE_LIBS: list[Any] = []
+_LOADED = [0]
+"""How many copies this process has loaded: those not in ``_FREE_LIBS`` are in use."""
+# Engines are built and closed from several threads at once (one per served session): the
+# check-then-pop of a free copy and the count must not interleave.
+_LIBS_LOCK = threading.Lock()
 
 
 def _take_lib() -> Any:
-    if _FREE_LIBS:
-        return _FREE_LIBS.pop()
+    with _LIBS_LOCK:
+        if _FREE_LIBS:
+            return _FREE_LIBS.pop()
+        _LOADED[0] += 1
     import fast_downward
 
     return fast_downward.load_lib()
+
+
+def _give_back_lib(lib: Any) -> None:
+    with _LIBS_LOCK:
+        _FREE_LIBS.append(lib)
+
+
+def libraries_in_use() -> int:
+    """How many fast-downward library copies live engines hold (0 once every engine of the
+    process is closed: the pool has them all back)."""
+    with _LIBS_LOCK:
+        return _LOADED[0] - len(_FREE_LIBS)
 
 
 
@@ -65,7 +85,7 @@ class Engine:
     def close(self) -> None:
         """Give the library copy back to the process's pool (see :func:`_take_lib`)."""
         if self._lib is not None:
-            _FREE_LIBS.append(self._lib)
+            _give_back_lib(self._lib)
             self._lib = None
             self.game = None
 
