@@ -79,7 +79,14 @@ class MirrorHandler(http.server.SimpleHTTPRequestHandler):
 @contextlib.contextmanager
 def serve_directory(directory: Path) -> Iterator[str]:
     """Serve ``directory`` over HTTP on 127.0.0.1 (an OS-chosen port); yields the base URL."""
-    handler = functools.partial(MirrorHandler, directory=str(directory))
+    with serve_http(functools.partial(MirrorHandler, directory=str(directory))) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_http(handler: Any) -> Iterator[str]:
+    """Serve ``handler`` (a request handler class) on 127.0.0.1, an OS-chosen port, from a
+    daemon thread; yields the base URL."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from conftest import serve_http
+
 
 class ScriptedModel:
     """The replies, in order, and the requests that got them."""
@@ -58,12 +60,5 @@ def _handler(model: ScriptedModel) -> type[http.server.BaseHTTPRequestHandler]:
 @contextlib.contextmanager
 def scripted_endpoint(model: ScriptedModel) -> Iterator[str]:
     """Serve ``model`` on 127.0.0.1; yields the base URL (``.../v1``)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(model))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_http(_handler(model)) as url:
+        yield f"{url}/v1"
