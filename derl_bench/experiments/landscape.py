@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import math
 import multiprocessing
 import random
 import time
@@ -38,7 +39,14 @@ from typing import Any
 
 from derl_bench.experiments.proxy.config import ENV_ID, HAND_MADE, ProxyConfig
 from derl_bench.experiments.proxy.run import base_model, score_rewards, worker_init
-from derl_bench.experiments.stats import above_zero, holm, mean_sd, paired_difference
+from derl_bench.experiments.stats import (
+    above_zero,
+    clopper_pearson,
+    holm,
+    mean_sd,
+    paired_difference,
+    t_p_value,
+)
 from derl_bench.files import write_json_atomic, write_text_atomic
 from derl_bench.meta.search import fresh_seeds
 
@@ -73,7 +81,9 @@ class LandscapeConfig:
 def draw_rewards(count: int, seed: int = 0, max_depth: int = 3, env_id: str = ENV_ID,
                  ) -> tuple[list[str], dict[str, int]]:
     """``count`` random Meta-Rewards for ``env_id``, one per behaviour class and none
-    constant on the probe set, and how many draws were duplicates or constant.
+    constant on the probe set, and how many draws were duplicates or constant (with
+    ``weights``: each kept reward's number of draws, its own and the duplicates of its class,
+    so that shares can be stated over draws as a searcher meets them).
 
     >>> exprs, drawn = draw_rewards(5)
     >>> len(exprs), drawn["kept"], drawn["draws"] >= 5
@@ -85,7 +95,8 @@ def draw_rewards(count: int, seed: int = 0, max_depth: int = 3, env_id: str = EN
     rng = random.Random(seed)
     probe = probe_set(env_id)
     exprs: list[str] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
+    weights: dict[str, int] = {}
     counts = {"draws": 0, "constant": 0, "duplicate": 0, "kept": 0}
     while len(exprs) < count:
         counts["draws"] += 1
@@ -98,11 +109,13 @@ def draw_rewards(count: int, seed: int = 0, max_depth: int = 3, env_id: str = EN
             counts["constant"] += 1
         elif key in seen:
             counts["duplicate"] += 1
+            weights[seen[key]] += 1
         else:
-            seen.add(key)
+            seen[key] = expr
+            weights[expr] = 1
             exprs.append(expr)
     counts["kept"] = len(exprs)
-    return exprs, counts
+    return exprs, {**counts, "weights": weights}
 
 
 def _jobs(exprs: list[str], seeds: list[int], size: int, out: Path, stage: str,
@@ -167,6 +180,7 @@ def run_landscape(config: LandscapeConfig, log: Any = print) -> dict[str, Any]:
         "wall_time_s": round(time.perf_counter() - started, 1),
     }
     result.update(judge(confirm))
+    result["better_each_share"] = draw_share(result, result["better_each_holm"])
     planted = Path(proxy.output) / "planted" / "planted.json"
     if planted.is_file():
         attach_planted(result, json.loads(planted.read_text()))
@@ -208,8 +222,9 @@ def judge(confirm: list[dict[str, Any]]) -> dict[str, Any]:
                      "minus": {h: paired_difference(c["scores"], scores)
                                for h, scores in hand.items() if h != c["expr"]}})
     best = max(hand, key=lambda h: sum(hand[h]) / len(hand[h]))
+    # A difference without spread has an interval of one point and no test: it never counts.
     beats = [r["expr"] for r in rows if not r["hand_made"]
-             and all(d["ci_low"] > 0 for d in r["minus"].values())]
+             and all(d["ci_low"] > 0 and _strength(d) > -math.inf for d in r["minus"].values())]
     # The same question with every random-minus-hand-made comparison corrected together.
     keys = [(i, h) for i, r in enumerate(rows) if not r["hand_made"] for h in r["minus"]]
     adjusted = holm([rows[i]["minus"][h] for i, h in keys])
@@ -217,8 +232,42 @@ def judge(confirm: list[dict[str, Any]]) -> dict[str, Any]:
     for (i, _), d in zip(keys, adjusted, strict=True):
         above.setdefault(i, []).append(above_zero(d))
     beats_holm = [rows[i]["expr"] for i, ok in above.items() if all(ok)]
+    # Check 2's rule: a reward is better than every hand-made one when each of its comparisons
+    # is (an intersection-union test, so its weakest comparison decides, uncorrected within
+    # the reward), and the weakest comparisons of the rewards are Holm-corrected together, one
+    # per reward. A comparison without a spread has no test and cannot pass.
+    randoms = [r for r in rows if not r["hand_made"] and r["minus"]]
+    weakest = [min(r["minus"].values(), key=_strength) for r in randoms]
+    per_reward = holm(weakest)
+    better_each = [r["expr"] for r, d in zip(randoms, per_reward, strict=True)
+                   if above_zero(d) and all(m["mean"] > 0 for m in r["minus"].values())]
     return {"confirm": rows, "best_hand_made": best, "measurably_better": beats,
-            "measurably_better_holm": beats_holm}
+            "measurably_better_holm": beats_holm, "better_each_holm": better_each,
+            "better_each_family": sum(d.get("p") is not None for d in per_reward)}
+
+
+def _strength(difference: dict[str, Any]) -> float:
+    """A comparison's t statistic; minus infinity when it has no test."""
+    if t_p_value(difference["mean"], difference["se"], int(difference["n"])) is None:
+        return -math.inf
+    return float(difference["mean"]) / float(difference["se"])
+
+
+def draw_share(result: dict[str, Any], winners: list[str]) -> dict[str, Any]:
+    """The share of the landscape's raw draws whose behaviour class is one of ``winners``,
+    with its 95% Clopper-Pearson interval. Draws are independent and a draw wins exactly when
+    its class does, so the count of winning draws is binomial. Classes never confirmed count
+    as not winning, so the share is a lower bound.
+
+    >>> draw_share({"drawn": {"draws": 400, "weights": {"a": 3, "b": 5}}}, ["a"])
+    {'draws': 400, 'winning_draws': 3, 'share': 0.0075, 'ci': [0.0015, 0.0218]}
+    """
+    drawn = result["drawn"]
+    weights = drawn.get("weights") or {}
+    wins = sum(int(weights.get(expr, 1)) for expr in winners)
+    low, high = clopper_pearson(wins, int(drawn["draws"]))
+    return {"draws": int(drawn["draws"]), "winning_draws": wins,
+            "share": round(wins / int(drawn["draws"]), 4), "ci": [round(low, 4), round(high, 4)]}
 
 
 def _jsonable(config: LandscapeConfig) -> dict[str, Any]:
@@ -315,6 +364,18 @@ def landscape_markdown(result: dict[str, Any]) -> str:
               f"{config['confirm_top']} were trained again); with all "
               f"{len(hand) * config['confirm_top']} comparisons Holm-corrected together, "
               f"{len(result.get('measurably_better_holm', []))}."]
+    if "better_each_share" in result:
+        share = result["better_each_share"]
+        each = result["better_each_holm"]
+        lines += ["", f"Check 2's rule, each reward against all three hand-made ones (its weakest "
+                  f"comparison decides), Holm-corrected across the "
+                  f"{result['better_each_family']} confirmed rewards: "
+                  + (", ".join(f"`{e}`" for e in each) if each else "none")
+                  + f". Over the {share['draws']} raw draws (duplicates of a class counted, "
+                  f"constants included): {share['winning_draws']} "
+                  f"({100 * share['share']:.1f}%, 95% Clopper-Pearson "
+                  f"[{100 * share['ci'][0]:.1f}, {100 * share['ci'][1]:.1f}]%), a lower bound "
+                  "as above."]
     if "planted" in result:
         planted = result["planted"]
         lines += ["", f"The task's planted reward `{planted['expr']}` scores "
@@ -324,6 +385,7 @@ def landscape_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["LANDSCAPE_OFFSET", "LandscapeConfig", "attach_planted", "draw_rewards", "judge",
+__all__ = ["LANDSCAPE_OFFSET", "LandscapeConfig", "attach_planted", "draw_rewards", "draw_share",
+           "judge",
            "landscape_markdown", "plot_landscape", "run_landscape", "score_jobs",
            "score_rewards", "write_landscape"]

@@ -89,6 +89,31 @@ def test_the_landscape_draws_distinct_non_constant_rewards():
     keys = [behaviour_key(compile_reward(e, env=ENV), probe) for e in exprs]
     assert None not in keys and len(set(keys)) == 30
     assert drawn["draws"] == 30 + drawn["constant"] + drawn["duplicate"]
+    # Each kept reward carries its class's draws: shares can be stated over raw draws.
+    assert set(drawn["weights"]) == set(exprs) and min(drawn["weights"].values()) >= 1
+    assert sum(drawn["weights"].values()) == 30 + drawn["duplicate"]
+
+
+def test_check_2_counts_a_reward_only_if_it_beats_each_hand_made_one_holm_across_rewards():
+    from derl_bench.experiments.landscape import draw_share, judge
+
+    hand = [{"expr": h, "hand_made": True, "scores": s} for h, s in
+            (("h1", [0.50, 0.52, 0.48, 0.51, 0.49, 0.50]),
+             ("h2", [0.40, 0.41, 0.39, 0.42, 0.38, 0.40]))]
+    clear = {"expr": "clear", "hand_made": False, "scores": [0.70, 0.73, 0.69, 0.72, 0.71, 0.70]}
+    # Beats h2 clearly but h1 only on average: its weakest comparison (against h1) decides.
+    mixed = {"expr": "mixed", "hand_made": False, "scores": [0.60, 0.45, 0.58, 0.44, 0.62, 0.41]}
+    flat = {"expr": "flat", "hand_made": False, "scores": [0.51, 0.53, 0.49, 0.52, 0.50, 0.51]}
+    found = judge([clear, mixed, flat, *hand])
+    assert found["better_each_holm"] == ["clear"]
+    # flat - h1 is +0.01 on every seed: no spread, no test, so it cannot count, and it is
+    # left out of the family (it costs the others no power).
+    assert found["better_each_family"] == 2
+    assert "flat" not in found["measurably_better"]
+    share = draw_share({"drawn": {"draws": 200, "weights": {"clear": 4, "mixed": 9}}},
+                       found["better_each_holm"])
+    assert (share["winning_draws"], share["share"]) == (4, 0.02)
+    assert share["ci"][0] < 0.02 < share["ci"][1]
 
 
 def _without_times(text: str, out: str) -> object:
@@ -165,4 +190,7 @@ def test_the_small_landscape_writes_its_table_plot_and_verdict(tmp_path):
     assert found["best_hand_made"] in HAND_MADE.values()
     assert all(len(c["scores"]) == 1 for c in found["confirm"])
     assert (board / "evidence" / "landscape.png").stat().st_size > 0
-    assert "measurably better" in (board / "evidence" / "landscape.md").read_text()
+    text = (board / "evidence" / "landscape.md").read_text()
+    assert "measurably better" in text and "Clopper-Pearson" in text
+    share = found["better_each_share"]
+    assert share["draws"] == found["drawn"]["draws"] and 0 <= share["share"] <= 1
