@@ -67,6 +67,19 @@ def _proxy(args: argparse.Namespace) -> int:
         print(f"planted reward check: {check.output / 'planted.md'}; "
               f"{'passes' if found['passes'] else 'fails'}")
         return 0
+    if args.screen:
+        from derl_bench.experiments.screen import ScreenConfig, run_screen
+
+        try:
+            screen = ScreenConfig(proxy=config, draws=50, episodes=16) if args.small \
+                else ScreenConfig(proxy=config)
+            run_screen(screen)
+        except ValueError as err:
+            raise CommandError(str(err)) from err
+        if args.records:
+            _copy(screen.output, Path(args.records) / "evidence", ("screen.json", "screen.md"))
+        print((screen.output / "screen.md").read_text())
+        return 0
     if args.climb:
         from derl_bench.experiments.climb import ClimbConfig, run_climb
 
@@ -172,6 +185,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="instead, prove the task: its card's planted reward against every "
                         "hand-made reward, a pilot then a confirmation on fresh seeds "
                         "(derl_bench.experiments.planted)")
+    parser.add_argument("--screen", action="store_true",
+                        help="instead, screen 2000 random draws on the base policy's own "
+                        "samples, no inner run: which pay right answers, dense progress or a "
+                        "trap? (derl_bench.experiments.screen)")
     parser.add_argument("--climb", action="store_true",
                         help="instead, train 40 one-edit neighbours of the card's planted reward "
                         "beside the hand-made ones: can a search climb to it? "

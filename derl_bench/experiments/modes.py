@@ -16,46 +16,61 @@ from collections import Counter, defaultdict
 from typing import Any
 
 
-def measure_modes(model: str, env_id: str, episodes: int = 500, temperature: float = 1.0,
-                  seed: int = 0, max_new_tokens: int = 40) -> dict[str, Any]:
-    """The mode shares, the wrap-right rate and the mean primitives (overall and per mode) of
-    ``model`` on the first ``episodes`` validation problems of ``env_id`` (an env with
-    ``mode_of`` and ``wrap_positions``, such as :class:`~derl_bench.envs.digits.DigitsEnv`)."""
+def sample_responses(model: str, env_id: str, episodes: int = 500, temperature: float = 1.0,
+                     seed: int = 0, max_new_tokens: int = 40) -> list[dict[str, Any]]:
+    """``model``'s response to each of the first ``episodes`` validation problems of ``env_id``
+    (an env with ``mode_of`` and ``wrap_positions``, such as
+    :class:`~derl_bench.envs.digits.DigitsEnv`): its primitives, its mode, and how many of the
+    problem's wrapping positions it got right (``wraps_right`` of ``wraps``)."""
     import gymnasium as gym
 
     from derl_bench.policies import LLMPolicy, SamplingConfig, load_model_and_tokenizer
     from derl_bench.policies.threads import configure_threads
 
-    network, tokenizer = load_model_and_tokenizer(model)
-    configure_threads(network, 1)
-    policy = LLMPolicy(network, tokenizer, env_id)
     env = gym.make(env_id, split="validation")
     bare: Any = env.unwrapped
     if not hasattr(bare, "mode_of"):
+        env.close()
         raise ValueError(f"{env_id} names no demonstration modes")
+    network, tokenizer = load_model_and_tokenizer(model)
+    configure_threads(network, 1)
+    policy = LLMPolicy(network, tokenizer, env_id)
     prompts = []
     for index in range(episodes):
         question, _ = env.reset(options={"index": index})
         prompts.append(policy.math_prompt(question))
     sampling = SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-    generations = policy.generate(prompts, sampling)
+    responses = []
+    for index, generation in enumerate(policy.generate(prompts, sampling)):
+        env.reset(options={"index": index})
+        primitives = env.step(generation.text)[-1]["primitives"]
+        right, total = bare.wrap_positions(generation.text)
+        responses.append({"primitives": {k: float(v) for k, v in primitives.items()},
+                          "mode": bare.mode_of(generation.text), "wraps_right": right,
+                          "wraps": total})
+    env.close()
+    return responses
+
+
+def measure_modes(model: str, env_id: str, episodes: int = 500, temperature: float = 1.0,
+                  seed: int = 0, max_new_tokens: int = 40) -> dict[str, Any]:
+    """The mode shares, the wrap-right rate and the mean primitives (overall and per mode) of
+    ``model``'s responses (:func:`sample_responses`)."""
     modes: Counter[str] = Counter()
     sums: defaultdict[str, float] = defaultdict(float)
     # Per mode too: a mode pays a primitive only through what the policy writes in it (a
     # trap's payoff may need an answer the policy rarely gets right).
     by_mode: defaultdict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
     wrap_right = wrap_total = 0
-    for index, generation in enumerate(generations):
-        env.reset(options={"index": index})
-        primitives = env.step(generation.text)[-1]["primitives"]
-        mode = bare.mode_of(generation.text)
-        for name, value in primitives.items():
-            sums[name] += float(value)
-            by_mode[mode][name] += float(value)
+    for response in sample_responses(model, env_id, episodes, temperature, seed,
+                                     max_new_tokens):
+        mode = response["mode"]
+        for name, value in response["primitives"].items():
+            sums[name] += value
+            by_mode[mode][name] += value
         modes[mode] += 1
-        right, total = bare.wrap_positions(generation.text)
-        wrap_right, wrap_total = wrap_right + right, wrap_total + total
-    env.close()
+        wrap_right += response["wraps_right"]
+        wrap_total += response["wraps"]
     return {"episodes": episodes, "temperature": temperature, "seed": seed,
             "modes": {m: round(c / episodes, 4) for m, c in sorted(modes.items())},
             "wrap_right": round(wrap_right / max(1, wrap_total), 4),
@@ -158,4 +173,5 @@ def run_modes(config: Any, trained: bool = True) -> dict[str, dict[str, Any]]:
     return figures
 
 
-__all__ = ["TRAINED_OFFSET", "measure_modes", "modes_markdown", "run_modes", "trained_modes"]
+__all__ = ["TRAINED_OFFSET", "measure_modes", "modes_markdown", "run_modes", "sample_responses",
+           "trained_modes"]

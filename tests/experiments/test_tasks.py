@@ -112,6 +112,22 @@ def test_the_climb_trains_neighbours_of_the_planted_reward_and_judges_by_draws(t
     assert "Clopper-Pearson" in (out / "climb" / "climb.md").read_text()
 
 
+def test_the_screen_sorts_every_draw_into_one_class_on_the_base_samples(tmp_path):
+    from derl_bench.cli import main
+    from derl_bench.experiments.screen import CLASSES
+
+    out = tmp_path / "trap"
+    assert main(["proxy", "--env", "derl/DigitsTrap-v0", "--screen", "--small",
+                 "--output", str(out)]) == 0
+    result = json.loads((out / "screen" / "screen.json").read_text())
+    assert result["traps"] == ["lead", "trail"] and result["samples"] == 16
+    assert list(result["classes"]) == list(CLASSES)
+    assert sum(c["draws"] for c in result["classes"].values()) == result["draws"] == 50
+    for c in result["classes"].values():
+        assert c["ci"][0] <= c["share"] <= c["ci"][1]
+    assert "Clopper-Pearson" in (out / "screen" / "screen.md").read_text()
+
+
 def test_a_multi_turn_env_is_refused_by_the_proxy(capsys):
     from derl_bench.cli import main
 
