@@ -2,7 +2,8 @@
 
     pytest benchmarks/test_alfworld_speed.py --benchmark-enable -s
 
-``benchmark.extra_info["ratio"]`` is ours / alfworld's (lower is better; target <= 0.5):
+``benchmark.extra_info["ratio"]`` is ours / alfworld's, the median over games of each game's
+ratio (lower is better; target <= 0.5):
 
 - ``alfworld.step``: mean step time replaying expert walkthroughs, batch size 1, expert off;
 - ``alfworld.step.expert``: the same with an expert plan reported on every step (alfworld:
@@ -23,6 +24,7 @@ observers. The two are interleaved game by game so that machine load hits both a
 from __future__ import annotations
 
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -64,6 +66,8 @@ def _interleaved(
                     max_episode_steps=1000)
     totals = {"ours_reset": 0.0, "theirs_reset": 0.0, "ours_step": 0.0, "theirs_step": 0.0}
     resets = steps = 0
+    step_ratios: list[float] = []
+    reset_ratios: list[float] = []
     try:
         for round_index in range(rounds):
             load_game.cache_clear()  # every reset is a first load, as alfworld's always is
@@ -102,6 +106,8 @@ def _interleaved(
                 totals["theirs_step"] += theirs_step
                 resets += 1
                 steps += len(commands)
+                step_ratios.append(ours_step / theirs_step)
+                reset_ratios.append(ours_reset / theirs_reset)
     finally:
         sys.argv = argv
         theirs.close()
@@ -113,6 +119,11 @@ def _interleaved(
         "theirs_step_ms": 1000 * totals["theirs_step"] / steps,
         "steps": steps,
         "games": resets,
+        # The ratios the regression suite compares: the median over games of each game's
+        # ours/theirs. A game is a few ms on our side, so one pause (a collection, a page
+        # fault) can double a mean over 56 steps; the median over 10 games does not move.
+        "step_ratio": statistics.median(step_ratios),
+        "reset_ratio": statistics.median(reset_ratios),
     }
 
 
@@ -128,8 +139,7 @@ def test_step_time_vs_alfworld(benchmark, game_ids, data_root, expert, deviate, 
         _interleaved, args=(played, data_root, expert, deviate, 1, asynchronous), rounds=1
     )
     _FIGURES[key] = figures
-    step_ratio = figures["ours_step_ms"] / figures["theirs_step_ms"]
-    reset_ratio = figures["ours_reset_ms"] / figures["theirs_reset_ms"]
+    step_ratio, reset_ratio = figures["step_ratio"], figures["reset_ratio"]
     benchmark.extra_info.update(figures)
     benchmark.extra_info["ratio"] = round(step_ratio, 4)
     benchmark.extra_info["ratio_key"] = key
@@ -145,7 +155,7 @@ def test_reset_time_vs_alfworld(benchmark, game_ids, data_root):
     else:
         figures = benchmark.pedantic(_interleaved, args=(game_ids, data_root, False), rounds=1)
     benchmark.extra_info.update(figures)
-    benchmark.extra_info["ratio"] = round(figures["ours_reset_ms"] / figures["theirs_reset_ms"], 4)
+    benchmark.extra_info["ratio"] = round(figures["reset_ratio"], 4)
     benchmark.extra_info["ratio_key"] = "alfworld.reset"
     assert figures["games"] == len(game_ids)
 
