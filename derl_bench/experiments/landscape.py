@@ -79,7 +79,7 @@ class LandscapeConfig:
 
 
 def draw_rewards(count: int, seed: int = 0, max_depth: int = 3, env_id: str = ENV_ID,
-                 ) -> tuple[list[str], dict[str, int]]:
+                 ) -> tuple[list[str], dict[str, Any]]:
     """``count`` random Meta-Rewards for ``env_id``, one per behaviour class and none
     constant on the probe set, and how many draws were duplicates or constant (with
     ``weights``: each kept reward's number of draws, its own and the duplicates of its class,
@@ -179,8 +179,9 @@ def run_landscape(config: LandscapeConfig, log: Any = print) -> dict[str, Any]:
         "hand_made": hand_rows, "random": randoms, "confirm": confirm,
         "wall_time_s": round(time.perf_counter() - started, 1),
     }
-    result.update(judge(confirm))
-    result["better_each_share"] = draw_share(result, result["better_each_holm"])
+    found = judge(confirm)
+    result.update(found)
+    result["better_each_share"] = draw_share(result, found["better_each_holm"])
     planted = Path(proxy.output) / "planted" / "planted.json"
     if planted.is_file():
         attach_planted(result, json.loads(planted.read_text()))
