@@ -33,6 +33,7 @@ there is always out of turn); episodes are played over the WebSocket.
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import uuid
 from typing import Any
@@ -258,6 +259,30 @@ class DerlEnvClient(EnvClient[DerlAction, DerlObservation, DerlState]):
     """OpenEnv's WebSocket client for a derl-bench server: ``step`` takes a
     :class:`DerlAction` (or its text) and returns a ``StepResult`` of
     :class:`DerlObservation`."""
+
+    async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
+        # A server at capacity answers the connection itself: an error frame, then a close. When
+        # both arrive before this client sends, the send fails on the closed socket; the frame
+        # is still in the receive buffer, so the refusal is read and raised as any error frame.
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            return await super()._send_and_receive(message)
+        except ConnectionClosed:
+            socket: Any = getattr(self, "_ws", None)
+            if socket is None:
+                raise
+            try:
+                response = json.loads(await socket.recv())
+            except ConnectionClosed:
+                raise ConnectionError("the server closed the session") from None
+            finally:
+                self._ws = None
+            if response.get("type") == "error":
+                data = response.get("data", {})
+                raise RuntimeError(f"Server error: {data.get('message', 'Unknown error')} "
+                                   f"(code: {data.get('code', 'UNKNOWN')})") from None
+            raise ConnectionError("the server closed the session") from None
 
     def _step_payload(self, action: DerlAction | str) -> dict[str, Any]:
         text = action.text if isinstance(action, DerlAction) else action

@@ -134,7 +134,7 @@ def test_bad_input_over_the_websocket_gets_error_frames_and_the_session_goes_on(
 
 
 def test_more_sessions_than_allowed_are_refused_until_one_closes(data_root):
-    async def play() -> tuple[str, str]:
+    async def play() -> tuple[str, str, str]:
         async with serving_async(build_app(ENV, max_sessions=2, session_timeout=None)) as url:
             first, second = DerlEnvClient(base_url=url), DerlEnvClient(base_url=url)
             await first.reset(seed=0)
@@ -143,6 +143,14 @@ def test_more_sessions_than_allowed_are_refused_until_one_closes(data_root):
             with pytest.raises(RuntimeError) as info:
                 await third.reset(seed=2)
             await third.close()
+            # The server refuses at the connection: a client whose first message goes out only
+            # after the refusal and the close have arrived still reads the refusal.
+            late = DerlEnvClient(base_url=url)
+            await late.connect()
+            await asyncio.sleep(0.5)
+            with pytest.raises(RuntimeError) as late_info:
+                await late.reset(seed=2)
+            await late.close()
             await first.close()
             fourth = DerlEnvClient(base_url=url)
             for _ in range(100):  # the server frees the slot once it sees the close
@@ -155,10 +163,11 @@ def test_more_sessions_than_allowed_are_refused_until_one_closes(data_root):
                     await asyncio.sleep(0.05)
             await fourth.close()
             await second.close()
-            return str(info.value), result.observation.text
+            return str(info.value), str(late_info.value), result.observation.text
 
-    refused, later = asyncio.run(play())
+    refused, refused_late, later = asyncio.run(play())
     assert "CAPACITY_REACHED" in refused and "2/2" in refused
+    assert "CAPACITY_REACHED" in refused_late
     assert later.startswith("-= Welcome")
     assert wait_until(lambda: open_envs() == 0) and libraries_in_use() == 0
 
