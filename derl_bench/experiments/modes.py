@@ -16,6 +16,19 @@ from collections import Counter, defaultdict
 from typing import Any
 
 
+def require_modes(env_id: str) -> None:
+    """Raise ``ValueError`` unless ``env_id``'s env names demonstration modes (``mode_of``):
+    checked before a base policy is fine-tuned for nothing."""
+    import gymnasium as gym
+
+    probe = gym.make(env_id, split="validation")
+    try:
+        if not hasattr(probe.unwrapped, "mode_of"):
+            raise ValueError(f"{env_id} names no demonstration modes")
+    finally:
+        probe.close()
+
+
 def sample_responses(model: str, env_id: str, episodes: int = 500, temperature: float = 1.0,
                      seed: int = 0, max_new_tokens: int = 40) -> list[dict[str, Any]]:
     """``model``'s response to each of the first ``episodes`` validation problems of ``env_id``
@@ -146,17 +159,12 @@ def run_modes(config: Any, trained: bool = True) -> dict[str, dict[str, Any]]:
     written to ``OUT/modes.json`` and ``OUT/modes.md``."""
     from pathlib import Path
 
-    import gymnasium as gym
-
     from derl_bench.experiments.planted import planted_parts, planted_reward
     from derl_bench.experiments.proxy import HAND_MADE
     from derl_bench.experiments.proxy.run import base_model
     from derl_bench.files import write_json_atomic, write_text_atomic
 
-    probe = gym.make(config.env_id, split="validation")
-    if not hasattr(probe.unwrapped, "mode_of"):  # refused before the base is fine-tuned
-        raise ValueError(f"{config.env_id} names no demonstration modes")
-    probe.close()
+    require_modes(config.env_id)
     rewards = {**HAND_MADE, **planted_parts(config.env_id),
                "the planted reward": planted_reward(config.env_id)}
     out = Path(config.output)
@@ -173,5 +181,5 @@ def run_modes(config: Any, trained: bool = True) -> dict[str, dict[str, Any]]:
     return figures
 
 
-__all__ = ["TRAINED_OFFSET", "measure_modes", "modes_markdown", "run_modes", "sample_responses",
-           "trained_modes"]
+__all__ = ["TRAINED_OFFSET", "measure_modes", "modes_markdown", "require_modes", "run_modes",
+           "sample_responses", "trained_modes"]

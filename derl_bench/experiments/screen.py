@@ -107,20 +107,14 @@ def classify(values: np.ndarray, right: np.ndarray, modes: np.ndarray, closeness
 
 def run_screen(config: ScreenConfig, log: Any = print) -> dict[str, Any]:
     """Run the screen (see the module docstring); returns what ``screen.json`` holds."""
-    import gymnasium as gym
-
-    from derl_bench.experiments.modes import sample_responses
+    from derl_bench.experiments.modes import require_modes, sample_responses
     from derl_bench.experiments.proxy.run import base_model
     from derl_bench.family import card_for
     from derl_bench.meta.probe import ProbeSet
     from derl_bench.reward import compile_reward, random_expression
 
     proxy = config.proxy
-    probe_env = gym.make(proxy.env_id, split="validation")
-    if not hasattr(probe_env.unwrapped, "mode_of"):  # refused before the base is fine-tuned
-        probe_env.close()
-        raise ValueError(f"{proxy.env_id} names no demonstration modes")
-    probe_env.close()
+    require_modes(proxy.env_id)
     traps = tuple(str(t) for t in card_for(proxy.env_id).get("trap_modes") or ())
     out = config.output
     out.mkdir(parents=True, exist_ok=True)
