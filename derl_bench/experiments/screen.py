@@ -109,7 +109,7 @@ def run_screen(config: ScreenConfig, log: Any = print) -> dict[str, Any]:
     """Run the screen (see the module docstring); returns what ``screen.json`` holds."""
     from derl_bench.experiments.modes import require_modes, sample_responses
     from derl_bench.experiments.proxy.run import base_model
-    from derl_bench.family import card_for
+    from derl_bench.family import card_for, family_spec
     from derl_bench.meta.probe import ProbeSet
     from derl_bench.reward import compile_reward, random_expression
 
@@ -124,7 +124,10 @@ def run_screen(config: ScreenConfig, log: Any = print) -> dict[str, Any]:
     names = sorted(samples[0]["primitives"])
     probe = ProbeSet(proxy.env_id, {n: np.array([s["primitives"][n] for s in samples])
                                     for n in names}, "responses")
-    right = probe.columns["outcome"] > 0.5
+    right = probe.columns[family_spec(proxy.env_id).success_primitive] > 0.5
+    if right.all():
+        raise ValueError(f"every one of the base's {len(samples)} samples is right: a screen "
+                         "needs wrong answers to rank")
     modes = np.array([s["mode"] for s in samples])
     closeness = np.array([s["wraps_right"] - s["wraps"] for s in samples])
     common = Counter(modes[~right].tolist()).most_common(1)[0][0]
