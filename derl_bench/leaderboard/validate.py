@@ -327,15 +327,9 @@ def known_data_checksums(family: str) -> dict[str, frozenset[str]]:
     (:mod:`derl_bench.data.sources`), plus the ``data_checksums`` of the family's card (for
     checksums over a selection of files, such as an eval set's games), plus the manifest
     checksum of each generated split (``<family>/<split>``)."""
-    from derl_bench.data.sources import DATASETS
+    from derl_bench.data.verify import catalogue
 
-    known: dict[str, set[str]] = {}
-    for spec in DATASETS.values():
-        for source in spec.sources:
-            known.setdefault(source.path, set()).update(source.sha256)
-        for check in spec.checks:
-            if check.sha256:
-                known.setdefault(check.path, set()).add(check.sha256)
+    known = {path: set(expected.sha256) for path, expected in catalogue().items()}
     card = load_card(family)
     for path, digest in (card.get("data_checksums") or {}).items():
         known.setdefault(str(path), set()).add(str(digest))
