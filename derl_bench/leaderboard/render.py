@@ -1,7 +1,8 @@
 """Render the boards from the validated records: Markdown tables, PNG charts, a static HTML page.
 
 The boards are :mod:`derl_bench.leaderboard.board`'s; :mod:`~derl_bench.leaderboard.markdown`
-writes the README and :mod:`~derl_bench.leaderboard.page` the page. Only records that pass
+writes the README, :mod:`~derl_bench.leaderboard.chart` the charts and
+:mod:`~derl_bench.leaderboard.page` the page. Only records that pass
 :func:`~derl_bench.leaderboard.validate.validate_file` are rendered, and every string is
 escaped for the format it lands in.
 
@@ -19,8 +20,8 @@ from typing import Any
 
 from derl_bench.evaluation.families import adapter_for, evaluated_env_ids
 from derl_bench.evaluation.record import RUN_HERE_FILE, read_run_here
-from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE
-from derl_bench.leaderboard.board import Board, build_boards
+from derl_bench.leaderboard.board import build_boards
+from derl_bench.leaderboard.chart import render_chart
 from derl_bench.leaderboard.markdown import GENERATED, collect_citations, render_markdown
 from derl_bench.leaderboard.page import PAGE_TITLE, render_html
 
@@ -61,41 +62,6 @@ def board_folder_problem(folder: Path) -> str | None:
         return None
     return (f"{folder} is not a leaderboard folder: it holds no <benchmark>/ record folder, "
             f"{RUN_HERE_FILE} or rendered board, but other files; {advice}")
-
-
-def render_chart(board: Board, path: Path) -> None:
-    """A grouped bar chart: one group per level, one bar per row, SE as error bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    width = 0.8 / max(1, len(board.rows))
-    columns = board.columns()
-    fig, ax = plt.subplots(figsize=(11.0 if len(columns) <= 3 else 14.0, 4.5))
-    for i, row in enumerate(board.rows):
-        xs, heights, errs = [], [], []
-        for j, (_, level, metric) in enumerate(columns):
-            cell = row.metric_cells(metric).get(level)
-            if cell is not None:
-                xs.append(j - 0.4 + width * (i + 0.5))
-                heights.append(100 * cell.mean)
-                errs.append(100 * (cell.se or 0.0))
-        label = f"{row.method} · {row.model}" + ("" if row.kind == "run" else " (reported)")
-        if row.interface != DEFAULT_POLICY_INTERFACE:
-            label += f" [{row.interface}]"
-        reported = row.kind != "run"
-        ax.bar(xs, heights, width, yerr=None if reported else errs, capsize=2, label=label,
-               hatch="//" if reported else None)
-    ax.set_xticks(range(len(columns)), [c[0] for c in columns])
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("success rate (%)")
-    ax.set_title(f"{board.title} ({board.env_id})")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
 
 
 def render_all(records: Sequence[tuple[Path, dict[str, Any]]], out_dir: Path,
