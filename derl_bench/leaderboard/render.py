@@ -6,9 +6,10 @@ writes the README, :mod:`~derl_bench.leaderboard.chart` the charts and
 :func:`~derl_bench.leaderboard.validate.validate_file` are rendered, and every string is
 escaped for the format it lands in.
 
-They are written only into a board folder (:func:`board_folder_problem`): one that holds
-``<benchmark>/`` record folders, a ``run-here.txt`` or a board rendered before, or an empty or
-new one; a README.md or index.html that ``render`` did not write is never replaced.
+They are written only into a leaderboards folder (:func:`leaderboards_folder_problem`): one that
+holds board folders (``<benchmark>/``, :func:`~derl_bench.family.board_folder`), a
+``run-here.txt`` or a board rendered before, or an empty or new one; a README.md or index.html
+that ``render`` did not write is never replaced.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _rendered(path: Path) -> bool:
     return RENDERED[path.name] in head
 
 
-def board_folder_problem(folder: Path) -> str | None:
+def leaderboards_folder_problem(folder: Path) -> str | None:
     """Why ``render`` may not write into ``folder``, else None: it is a file; it holds a
     README.md or index.html that ``render`` did not write; or it holds other things and
     nothing of a board."""
@@ -66,8 +67,9 @@ def board_folder_problem(folder: Path) -> str | None:
 
 def render_all(records: Sequence[tuple[Path, dict[str, Any]]], out_dir: Path,
                charts: bool = True) -> dict[Path, str]:
-    """Render every output under ``out_dir`` (a board folder: see :func:`board_folder_problem`,
-    which the caller checks first); returns the text files written (path -> text)."""
+    """Render every output under ``out_dir`` (a leaderboards folder: see
+    :func:`leaderboards_folder_problem`, which the caller checks first); returns the text files
+    written (path -> text)."""
     boards = build_boards(records, read_run_here(out_dir))
     texts = {
         out_dir / "README.md": render_markdown(boards, collect_citations(boards)),
