@@ -76,6 +76,21 @@ def resolve(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def board_folder(env_id: str) -> str:
+    """The board of an env id: the record's ``benchmark`` and its folder,
+    ``leaderboards/<board folder>/``. The one rule: the id's name without its namespace and
+    version, lower-cased (not the family's name: a family may define several ids, each with its
+    own board)::
+
+        >>> board_folder("derl/ALFWorld-v0"), board_folder("derl/ReasoningGym-v0")
+        ('alfworld', 'reasoninggym')
+        >>> board_folder("derl_bench:derl/DigitsHack-v0")
+        'digitshack'
+    """
+    name = env_id.rsplit(":", 1)[-1].split("/", 1)[-1]
+    return name.rsplit("-v", 1)[0].lower()
+
+
 @dataclass(frozen=True)
 class Board:
     """How a leaderboard names itself and states its success rule."""
@@ -106,8 +121,9 @@ class EnvIdSpec:
 
     @property
     def benchmark(self) -> str:
-        """The leaderboard a record of this id belongs to: ``derl/ALFWorld-v0`` -> ``alfworld``."""
-        return self.env_id.split("/", 1)[-1].rsplit("-v", 1)[0].lower()
+        """The leaderboard a record of this id belongs to, and its board folder
+        (:func:`board_folder`): ``derl/ALFWorld-v0`` -> ``alfworld``."""
+        return board_folder(self.env_id)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from derl_bench.cli.rehearse import kv_cache_bytes, rehearse
+from derl_bench.experiments.rehearse import kv_cache_bytes, rehearse
 from derl_bench.policies.shapes import SHAPES, qwen_config
 
 

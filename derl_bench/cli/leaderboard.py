@@ -100,12 +100,12 @@ def run_render(args: argparse.Namespace) -> int:
     from derl_bench.leaderboard import render_html, render_markdown, validate_board
     from derl_bench.leaderboard.board import build_boards
     from derl_bench.leaderboard.markdown import collect_citations
-    from derl_bench.leaderboard.render import board_folder_problem, render_all
+    from derl_bench.leaderboard.render import leaderboards_folder_problem, render_all
 
     if args.check:
         _board_dir(args.dir)  # it only reads: a missing folder is a mistake, not a stale board
     else:
-        problem = board_folder_problem(args.dir)
+        problem = leaderboards_folder_problem(args.dir)
         if problem:
             raise CommandError(problem)
         require_output_folder("--dir", args.dir)

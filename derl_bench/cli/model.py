@@ -4,9 +4,9 @@
 (tests and the recipes' ``model: tiny`` default use it); ``init --shape qwen2.5-0.5b PATH``
 writes a random model of a real Qwen2.5 architecture (:mod:`derl_bench.policies.shapes`);
 ``merge`` folds a LoRA adapter checkpoint into its base model; ``rehearse`` runs the training,
-meta and evaluation commands at a real shape on this machine (:mod:`derl_bench.cli.rehearse`);
-``agent-base`` builds an ALFWorld command policy from the searching teacher
-(:mod:`derl_bench.sft.dagger`).
+meta and evaluation commands at a real shape on this machine
+(:mod:`derl_bench.experiments.rehearse`); ``agent-base`` builds an ALFWorld command policy from
+the searching teacher (:mod:`derl_bench.sft.dagger`).
 Nothing is downloaded.
 """
 
@@ -149,7 +149,7 @@ def run_merge(args: argparse.Namespace) -> int:
 
 
 def run_rehearse(args: argparse.Namespace) -> int:
-    from derl_bench.cli.rehearse import DTYPES, PATHS, format_table, rehearse
+    from derl_bench.experiments.rehearse import DTYPES, PATHS, format_table, rehearse
 
     paths = tuple(p for p in args.paths.split(",") if p)
     dtypes = tuple(d for d in args.dtypes.split(",") if d)

@@ -3,9 +3,10 @@
 ``leaderboards/<benchmark>/*.json`` holds one record per submission.
 :func:`~derl_bench.leaderboard.validate.validate_file` checks a file without executing anything
 in it; :func:`~derl_bench.leaderboard.render.render_all` writes ``leaderboards/README.md``
-(:mod:`~derl_bench.leaderboard.markdown`), the PNG charts under ``leaderboards/plots/`` and the
-sortable page ``leaderboards/index.html`` (:mod:`~derl_bench.leaderboard.page`, with its
-``page.css`` and ``page.js``) from the boards of :mod:`~derl_bench.leaderboard.board`.
+(:mod:`~derl_bench.leaderboard.markdown`), the PNG charts under ``leaderboards/plots/``
+(:mod:`~derl_bench.leaderboard.chart`) and the sortable page ``leaderboards/index.html``
+(:mod:`~derl_bench.leaderboard.page`, with its ``page.css`` and ``page.js``) from the boards of
+:mod:`~derl_bench.leaderboard.board`.
 
     >>> from pathlib import Path
     >>> validate_file(Path("/no/such/file.json")).ok

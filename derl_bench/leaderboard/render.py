@@ -1,13 +1,15 @@
 """Render the boards from the validated records: Markdown tables, PNG charts, a static HTML page.
 
 The boards are :mod:`derl_bench.leaderboard.board`'s; :mod:`~derl_bench.leaderboard.markdown`
-writes the README and :mod:`~derl_bench.leaderboard.page` the page. Only records that pass
+writes the README, :mod:`~derl_bench.leaderboard.chart` the charts and
+:mod:`~derl_bench.leaderboard.page` the page. Only records that pass
 :func:`~derl_bench.leaderboard.validate.validate_file` are rendered, and every string is
 escaped for the format it lands in.
 
-They are written only into a board folder (:func:`board_folder_problem`): one that holds
-``<benchmark>/`` record folders, a ``run-here.txt`` or a board rendered before, or an empty or
-new one; a README.md or index.html that ``render`` did not write is never replaced.
+They are written only into a leaderboards folder (:func:`leaderboards_folder_problem`): one that
+holds board folders (``<benchmark>/``, :func:`~derl_bench.family.board_folder`), a
+``run-here.txt`` or a board rendered before, or an empty or new one; a README.md or index.html
+that ``render`` did not write is never replaced.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import Any
 
 from derl_bench.evaluation.families import adapter_for, evaluated_env_ids
 from derl_bench.evaluation.record import RUN_HERE_FILE, read_run_here
-from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE
-from derl_bench.leaderboard.board import Board, build_boards
+from derl_bench.leaderboard.board import build_boards
+from derl_bench.leaderboard.chart import render_chart
 from derl_bench.leaderboard.markdown import GENERATED, collect_citations, render_markdown
 from derl_bench.leaderboard.page import PAGE_TITLE, render_html
 
@@ -38,7 +40,7 @@ def _rendered(path: Path) -> bool:
     return RENDERED[path.name] in head
 
 
-def board_folder_problem(folder: Path) -> str | None:
+def leaderboards_folder_problem(folder: Path) -> str | None:
     """Why ``render`` may not write into ``folder``, else None: it is a file; it holds a
     README.md or index.html that ``render`` did not write; or it holds other things and
     nothing of a board."""
@@ -63,45 +65,11 @@ def board_folder_problem(folder: Path) -> str | None:
             f"{RUN_HERE_FILE} or rendered board, but other files; {advice}")
 
 
-def render_chart(board: Board, path: Path) -> None:
-    """A grouped bar chart: one group per level, one bar per row, SE as error bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    width = 0.8 / max(1, len(board.rows))
-    columns = board.columns()
-    fig, ax = plt.subplots(figsize=(11.0 if len(columns) <= 3 else 14.0, 4.5))
-    for i, row in enumerate(board.rows):
-        xs, heights, errs = [], [], []
-        for j, (_, level, metric) in enumerate(columns):
-            cell = row.metric_cells(metric).get(level)
-            if cell is not None:
-                xs.append(j - 0.4 + width * (i + 0.5))
-                heights.append(100 * cell.mean)
-                errs.append(100 * (cell.se or 0.0))
-        label = f"{row.method} · {row.model}" + ("" if row.kind == "run" else " (reported)")
-        if row.interface != DEFAULT_POLICY_INTERFACE:
-            label += f" [{row.interface}]"
-        reported = row.kind != "run"
-        ax.bar(xs, heights, width, yerr=None if reported else errs, capsize=2, label=label,
-               hatch="//" if reported else None)
-    ax.set_xticks(range(len(columns)), [c[0] for c in columns])
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("success rate (%)")
-    ax.set_title(f"{board.title} ({board.env_id})")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-
-
 def render_all(records: Sequence[tuple[Path, dict[str, Any]]], out_dir: Path,
                charts: bool = True) -> dict[Path, str]:
-    """Render every output under ``out_dir`` (a board folder: see :func:`board_folder_problem`,
-    which the caller checks first); returns the text files written (path -> text)."""
+    """Render every output under ``out_dir`` (a leaderboards folder: see
+    :func:`leaderboards_folder_problem`, which the caller checks first); returns the text files
+    written (path -> text)."""
     boards = build_boards(records, read_run_here(out_dir))
     texts = {
         out_dir / "README.md": render_markdown(boards, collect_citations(boards)),

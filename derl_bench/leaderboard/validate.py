@@ -11,10 +11,11 @@ A submission is rejected, with every reason found, when:
 - on a board, its file name does not name its level (``...-L1.json``), its method (as a
   lowercase slug, ``GRPO, average reward`` -> ``grpo-average-reward``) or the seed that its
   method names (``derl (seed 2)`` -> ``derl-s2-L1.json``); or it repeats another file's record;
-- among the files checked together (a board folder), it is a second ``run`` record of the same
-  benchmark, policy interface, method, model, seed and level (the board would show both); a
-  ``reported`` record that names no seed is exempt, as sources may report the same method and
-  model, and one that names a seed is a duplicate only of another from the same source;
+- among the files checked together (a leaderboards folder), it is a second ``run`` record of
+  the same benchmark, policy interface, method, model, seed and level (the board would show
+  both); a ``reported`` record that names no seed is exempt, as sources may report the same
+  method and model, and one that names a seed is a duplicate only of another from the same
+  source;
 - its env kwargs differ from the protocol's (another split, another step cap);
 - its eval-set block (manifest name, sha256, count, selection, size, episodes checksum) differs
   from the current protocol's;
@@ -583,8 +584,8 @@ def validate_files(paths: Iterable[Path], board: bool | None = None) -> list[Rep
 
 
 def validate_board(root: str | Path) -> list[Report]:
-    """Check every submission under the board folder ``root``: each file sits on the board, so
-    its folder and name must fit its record, whatever ``root`` is called."""
+    """Check every submission under the leaderboards folder ``root``: each file sits on a board,
+    so its board folder and name must fit its record, whatever ``root`` is called."""
     return validate_files(submission_files(root), board=True)
 
 

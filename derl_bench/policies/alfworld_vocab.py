@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.policies.alfworld_state import STATE_WORDS
-from derl_bench.policies.tiny import write_model_dir
+from derl_bench.policies.tiny import build_seeded_decoder, write_model_dir
 
 PAD, UNK, BOS, EOS, EOC = "<pad>", "<unk>", "<bos>", "<eos>", "<eoc>"
 SPECIAL_TOKENS = (PAD, UNK, BOS, EOS, EOC)
@@ -172,29 +172,13 @@ def build_command_model(tokenizer: Any, spec: CommandModelSpec | None = None) ->
     ``tokenizer_config.json`` says, which would split every word into bytes; for ``llama`` it
     keeps the saved ``tokenizer.json``, so ``AutoTokenizer`` gives back this word-level tokenizer.
     """
-    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    spec = spec or CommandModelSpec()
     eoc = tokenizer.convert_tokens_to_ids(EOC)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        max_position_embeddings=spec.max_position_embeddings,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=[eoc, tokenizer.eos_token_id],
-    )
-    torch.manual_seed(spec.seed)
-    model = LlamaForCausalLM(config)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = [eoc, tokenizer.eos_token_id]
-    return model
+    return build_seeded_decoder(LlamaConfig, LlamaForCausalLM, tokenizer,
+                                spec or CommandModelSpec(),
+                                bos_token_id=tokenizer.bos_token_id,
+                                eos_token_id=[eoc, tokenizer.eos_token_id])
 
 
 def init_command_model(path: str | Path, spec: CommandModelSpec | None = None,

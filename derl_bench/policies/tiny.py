@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from derl_bench.progress import quiet_transformers
 
@@ -165,13 +165,35 @@ def build_tiny_tokenizer(vocab_size: int = 1024, seed: int = 0) -> object:
     return tokenizer
 
 
-def build_tiny_model(tokenizer: Any, spec: TinyModelSpec | None = None) -> Any:
-    """A Qwen2-shaped causal LM with random weights sized for ``tokenizer``."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+class DecoderShape(Protocol):
+    """The layer sizes and seed of a decoder built in code (:class:`TinyModelSpec`,
+    :class:`~derl_bench.policies.alfworld_vocab.CommandModelSpec`)."""
 
-    spec = spec or TinyModelSpec()
-    config = Qwen2Config(
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def intermediate_size(self) -> int: ...
+    @property
+    def num_hidden_layers(self) -> int: ...
+    @property
+    def num_attention_heads(self) -> int: ...
+    @property
+    def num_key_value_heads(self) -> int: ...
+    @property
+    def max_position_embeddings(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+
+
+def build_seeded_decoder(config_class: Any, model_class: Any, tokenizer: Any,
+                         spec: DecoderShape, **config: Any) -> Any:
+    """A ``model_class`` decoder with random weights drawn after ``torch.manual_seed(spec.seed)``,
+    sized for ``tokenizer`` (its vocabulary and pad id) and shaped by ``spec``, with tied
+    embeddings; ``config`` holds the ``config_class`` keywords of its kind (``eos_token_id``
+    among them, which its generation config also stops at)."""
+    import torch
+
+    model_config = config_class(
         vocab_size=len(tokenizer),
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
@@ -181,14 +203,23 @@ def build_tiny_model(tokenizer: Any, spec: TinyModelSpec | None = None) -> Any:
         max_position_embeddings=spec.max_position_embeddings,
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
+        **config,
     )
     torch.manual_seed(spec.seed)
-    model = Qwen2ForCausalLM(config)
+    model = model_class(model_config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    eos = config["eos_token_id"]
+    model.generation_config.eos_token_id = list(eos) if isinstance(eos, list) else eos
     return model
+
+
+def build_tiny_model(tokenizer: Any, spec: TinyModelSpec | None = None) -> Any:
+    """A Qwen2-shaped causal LM with random weights sized for ``tokenizer``."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    return build_seeded_decoder(Qwen2Config, Qwen2ForCausalLM, tokenizer,
+                                spec or TinyModelSpec(),
+                                eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
 
 
 def write_model_dir(path: str | Path, build: Callable[[], tuple[Any, Any]],

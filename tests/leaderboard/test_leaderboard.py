@@ -16,6 +16,7 @@ import pytest
 from derl_bench.cli import main
 from derl_bench.evaluation import adapter_for, evaluated_env_ids, schema_errors
 from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, RESULT_SCHEMA, binomial_se
+from derl_bench.family import board_folder
 from derl_bench.leaderboard import (
     render_html,
     submission_files,
@@ -44,6 +45,15 @@ def test_every_committed_record_validates():
     assert len(files) >= 60
     bad = {str(p): validate_file(p).problems for p in files if not validate_file(p).ok}
     assert bad == {}
+
+
+def test_every_board_folder_is_named_by_the_one_rule():
+    # leaderboards/<board folder>/: the env id's name, lower-cased (derl_bench.family.board_folder).
+    folders = {path.parent.name for path in committed()}
+    assert folders == {board_folder(env_id) for env_id in evaluated_env_ids()}
+    assert all(adapter_for(env_id).benchmark == board_folder(env_id)
+               for env_id in evaluated_env_ids())
+    assert {"alfworld", "digitstrap", "reasoninggym"} <= folders
 
 
 @pytest.mark.parametrize("policy", ["random", "oracle"])
@@ -439,7 +449,7 @@ def test_reported_records_without_a_seed_may_share_method_model_and_level(tmp_pa
     assert [r.problems for r in validate_board(board_dir)] == [[], []]
 
 
-def test_the_folder_check_runs_under_any_board_folder(tmp_path, capsys):
+def test_the_folder_check_runs_under_any_leaderboards_folder(tmp_path, capsys):
     board_dir = _board_with_base(tmp_path)
     alfworld = BOARDS / "alfworld" / "random-none-L1.json"
     (board_dir / "gsm8k" / alfworld.name).write_bytes(alfworld.read_bytes())
@@ -504,7 +514,7 @@ def test_render_skips_invalid_records(tmp_path, capsys):
     assert "| random | none | submitted |" in (board_dir / "README.md").read_text()
 
 
-def test_render_writes_only_into_a_board_folder(tmp_path, capsys):
+def test_render_writes_only_into_a_leaderboards_folder(tmp_path, capsys):
     # A project's root: its own README.md and no board in it.
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)

@@ -150,7 +150,7 @@ def test_the_page_shows_the_interface_apart_in_each_view_and_names_it(board_dir)
 def test_the_chart_labels_the_interface(board_dir, tmp_path, monkeypatch):
     from matplotlib.axes import Axes
 
-    from derl_bench.leaderboard.render import render_chart
+    from derl_bench.leaderboard.chart import render_chart
 
     labels = []
     bar = Axes.bar

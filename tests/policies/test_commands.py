@@ -73,6 +73,33 @@ def reference_log_probs(model, prompt: list[int], commands: list[list[int]], end
     return torch.stack(out)
 
 
+def test_the_command_model_is_the_seeded_llama_decoder_built_directly():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from derl_bench.policies.alfworld_vocab import EOC
+
+    tokenizer = build_alfworld_tokenizer()
+    spec = CommandModelSpec(seed=2)
+    stop = [tokenizer.convert_tokens_to_ids(EOC), tokenizer.eos_token_id]
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=spec.max_position_embeddings, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=stop)
+    torch.manual_seed(spec.seed)
+    direct = LlamaForCausalLM(config)
+    built = build_command_model(tokenizer, spec)
+    assert built.config.to_dict() == direct.config.to_dict()
+    assert built.generation_config.eos_token_id == stop
+    assert built.generation_config.pad_token_id == tokenizer.pad_token_id
+    mine, theirs = built.state_dict(), direct.state_dict()
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+
+
 def test_probabilities_of_the_admissible_commands_sum_to_one(policy):
     for prompt, commands in _random_states(policy, 12, seed=0):
         [lp] = command_log_probs(policy.model, [(prompt, commands)], policy.end_id)

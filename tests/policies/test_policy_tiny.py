@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from derl_bench.cli import main
 from derl_bench.policies import LLMPolicy, SamplingConfig, TinyModelSpec, init_tiny_model
-from derl_bench.policies.tiny import build_tiny_tokenizer
+from derl_bench.policies.tiny import build_tiny_model, build_tiny_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +52,30 @@ def test_same_seed_same_weights_other_seed_other_weights(tmp_path):
     wa, wb, wc = (AutoModelForCausalLM.from_pretrained(p).model.embed_tokens.weight
                   for p in (a, b, c))
     assert torch.equal(wa, wb) and not torch.equal(wa, wc)
+
+
+def test_the_tiny_model_is_the_seeded_qwen2_decoder_built_directly():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = build_tiny_tokenizer()
+    spec = TinyModelSpec(seed=3)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=spec.max_position_embeddings, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None)
+    torch.manual_seed(spec.seed)
+    direct = Qwen2ForCausalLM(config)
+    built = build_tiny_model(tokenizer, spec)
+    assert built.config.to_dict() == direct.config.to_dict()
+    assert built.generation_config.pad_token_id == tokenizer.pad_token_id
+    assert built.generation_config.eos_token_id == tokenizer.eos_token_id
+    mine, theirs = built.state_dict(), direct.state_dict()
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine)
 
 
 def test_init_tiny_refuses_to_overwrite(tmp_path):

@@ -1,4 +1,5 @@
-"""``derl-bench model rehearse``: the training, meta and evaluation commands at a real shape.
+"""The rehearsal: the training, meta and evaluation commands at a real shape
+(``derl-bench model rehearse`` runs it).
 
 A run at the size a GPU user trains (Qwen2.5-0.5B's width, heads and 151936-token vocabulary)
 finds the shape bugs, dtype bugs and memory surprises the tiny model cannot, on any machine.
