@@ -63,17 +63,25 @@ def _run(args: argparse.Namespace) -> int:
 
 class MethodChoices:
     """The registry's method names (:mod:`derl_bench.meta.methods`), read when a command line
-    gives ``--method`` or asks for help: building the parser loads no method."""
+    gives ``--method`` or asks for help: building the parser loads no method. A registry that
+    cannot be read (a bad ``DERL_BENCH_METHOD_PATH``) lets any name through, so that the run's
+    recipe check reports it as an error of the command (exit 2)."""
 
     def __contains__(self, name: object) -> bool:
-        from derl_bench.meta.methods import registry
+        from derl_bench.meta.methods import MethodError, registry
 
-        return name in registry()
+        try:
+            return name in registry()
+        except MethodError:
+            return True
 
     def __iter__(self) -> Iterator[str]:
-        from derl_bench.meta.methods import method_names
+        from derl_bench.meta.methods import BUILT_IN, MethodError, method_names
 
-        return iter(method_names())
+        try:
+            return iter(method_names())
+        except MethodError:
+            return iter(m.name for m in BUILT_IN)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

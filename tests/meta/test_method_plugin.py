@@ -163,3 +163,11 @@ def test_the_method_runs_on_the_proxy_board(hill_climb, tmp_path):
                        "hill-climb-s0-L2.json"]
     record = json.loads((tmp_path / "board" / records[0]).read_text())
     assert record["method"].startswith("hill-climb")
+
+
+def test_a_bad_method_path_is_an_error_of_the_command(method_path, tmp_path, capsys):
+    method_path("tests.meta.methods_ext.no_such_module:METHOD")
+    recipe = tmp_path / "meta.yaml"
+    recipe.write_text(json.dumps({"method": "random", "inner": TINY_INNER}))
+    assert main(["meta", str(recipe), "--method", "derl"]) == 2
+    assert "DERL_BENCH_METHOD_PATH: cannot import" in capsys.readouterr().err
