@@ -10,8 +10,8 @@ from derl_bench.cli._errors import CommandError
 
 def _run(args: argparse.Namespace) -> int:
     from derl_bench.experiments.proposer_check import (
-        PROPOSERS,
         CheckConfig,
+        check_proposers,
         run_check,
         small,
     )
@@ -33,7 +33,7 @@ def _run(args: argparse.Namespace) -> int:
         config = replace(config, **changes, outer=replace(config.outer, **outer)
                          if outer else config.outer)
     except (TypeError, ValueError) as err:
-        raise CommandError(f"{err} (proposers: {', '.join(PROPOSERS)})") from err
+        raise CommandError(f"{err} (proposers: {', '.join(check_proposers())})") from err
     from derl_bench.cli._runs import hold_output
 
     try:

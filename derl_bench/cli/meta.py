@@ -1,9 +1,11 @@
-"""``derl-bench meta``: discover a Meta-Reward (DERL, DERL-pop, random search, REvolve)."""
+"""``derl-bench meta``: discover a Meta-Reward (DERL, DERL-pop, random search, REvolve, or any
+method of the registry, :mod:`derl_bench.meta.methods`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 
 from derl_bench.cli._errors import RECIPE_MAX_BYTES, require_input
 from derl_bench.cli._runs import add_run_options, hold_run
@@ -59,6 +61,29 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+class MethodChoices:
+    """The registry's method names (:mod:`derl_bench.meta.methods`), read when a command line
+    gives ``--method`` or asks for help: building the parser loads no method. A registry that
+    cannot be read (a bad ``DERL_BENCH_METHOD_PATH``) lets any name through, so that the run's
+    recipe check reports it as an error of the command (exit 2)."""
+
+    def __contains__(self, name: object) -> bool:
+        from derl_bench.meta.methods import MethodError, registry
+
+        try:
+            return name in registry()
+        except MethodError:
+            return True
+
+    def __iter__(self) -> Iterator[str]:
+        from derl_bench.meta.methods import BUILT_IN, MethodError, method_names
+
+        try:
+            return iter(method_names())
+        except MethodError:
+            return iter(m.name for m in BUILT_IN)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``derl-bench meta RECIPE``."""
     parser = sub.add_parser(
@@ -70,9 +95,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     # A default keeps argparse from naming the optional overrides when the recipe is missing.
     parser.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE",
                         help="recipe overrides, e.g. outer_steps=3 inner.steps=2")
-    parser.add_argument("--method",
-                        choices=("derl", "derl-pop", "derl-frozen", "random", "revolve"),
-                        help="override the recipe's method")
+    parser.add_argument("--method", choices=MethodChoices(),
+                        help="override the recipe's method (those of derl_bench.meta.methods, "
+                        "with any that DERL_BENCH_METHOD_PATH or an installed package adds)")
     parser.add_argument("--output", help="run directory (default runs/<name>)")
     parser.add_argument("--executor", choices=("auto", "ray", "local"),
                         help="where inner runs execute (default: the recipe's, auto = Ray when "

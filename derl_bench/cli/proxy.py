@@ -21,7 +21,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from derl_bench.experiments.proxy import METHODS, ProxyConfig, run_proxy, small
+    from derl_bench.experiments.proxy import ProxyConfig, proxy_methods, run_proxy, small
     from derl_bench.family import family_spec
 
     try:
@@ -119,9 +119,10 @@ def _proxy(args: argparse.Namespace) -> int:
         config.outer_steps = args.generations
         config.endpoint_from = args.generations // 2
     if args.methods:
-        unknown = [m for m in args.methods if m not in METHODS]
+        known = proxy_methods()
+        unknown = [m for m in args.methods if m not in known]
         if unknown:
-            raise CommandError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
+            raise CommandError(f"unknown methods {unknown}; known: {', '.join(known)}")
         config.methods = args.methods
     result = run_proxy(config, records=Path(args.records) if args.records else None)
     print(json.dumps(result["summary"], indent=2))
@@ -162,8 +163,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="generations per search (default 20; the mechanism endpoint then "
                         "averages generations N/2 to N-1)")
     parser.add_argument("--methods", nargs="+", default=None,
-                        help="a subset of: outcome, 'outcome + format', average, random, "
-                        "revolve, derl, derl-pop, derl-frozen, outcome-pop, random-pop")
+                        help="a subset of: the hand-made rewards (outcome, 'outcome + format', "
+                        "average), the search methods (random, revolve, derl, derl-pop, "
+                        "derl-frozen and any from DERL_BENCH_METHOD_PATH or an installed "
+                        "package), outcome-pop, random-pop")
     parser.add_argument("--optimizer", nargs="+", type=key_value, default=None,
                         metavar="KEY=VALUE",
                         help="meta recipe fields for DERL's methods, e.g. protocol=derl-official "

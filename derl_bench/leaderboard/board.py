@@ -22,38 +22,58 @@ from derl_bench.evaluation.policies import SCRIPTED
 from derl_bench.evaluation.record import record_digest
 from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, policy_interface
 from derl_bench.family import DEFAULT_SUCCESS_RULE
+from derl_bench.meta.methods import HAND_MADE_GROUP, SEARCHED_GROUP, method_head, methods
 
 PROVENANCES = ("run here", "submitted", "reported")
 """A ``run`` record the project made itself (listed in ``run-here.txt``), any other ``run``
 record, and a number copied from a publication."""
 
-FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+METHOD_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("prompting", ("react",)),
     ("supervised fine-tuning", ("sft", "teacher", "dagger")),
-    ("RL, searched reward", ("derl", "revolve", "random")),
-    ("RL, hand-made reward", ("grpo", "gigpo", "eto", "rlvmr", "outcome", "average")),
+    (SEARCHED_GROUP, ()),
+    (HAND_MADE_GROUP, ("grpo", "gigpo", "eto", "rlvmr", "outcome", "average")),
 )
-"""Method family by the method name's first word (lower case, up to a space, hyphen, comma,
-semicolon or parenthesis); a scripted policy is a ``scripted baseline`` whatever its name."""
-SCRIPTED_FAMILY = "scripted baseline"
-OTHER_FAMILY = "other"
+"""Method groups, in board order, by the method name's first word (lower case, up to a space,
+hyphen, comma, semicolon or parenthesis: :func:`~derl_bench.meta.methods.base.method_head`),
+for the methods that are not reward-discovery methods; those add themselves from the registry
+(:func:`method_groups`). A scripted policy is a ``scripted baseline`` whatever its name."""
+SCRIPTED_GROUP = "scripted baseline"
+OTHER_GROUP = "other"
 
 
-def method_family(method: str, checkpoint: str | None) -> str:
-    """The family a board filters a row by.
+def method_groups() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Every method group and the first words filed under it: :data:`METHOD_GROUPS` with each
+    reward-discovery method of the registry (:mod:`derl_bench.meta.methods`) added to its
+    group (a group of its own comes after those, in registry order).
 
-    >>> method_family("GRPO, outcome reward", None), method_family("derl-pop (seed 1)", "x")
+    >>> dict(method_groups())["RL, searched reward"]
+    ('derl', 'random', 'revolve')
+    """
+    heads = {group: list(names) for group, names in METHOD_GROUPS}
+    for method in methods():
+        names = heads.setdefault(method.group, [])
+        if method.head not in names:
+            names.append(method.head)
+    return tuple((group, tuple(names)) for group, names in heads.items())
+
+
+def method_group(method: str, checkpoint: str | None,
+                 groups: Sequence[tuple[str, Sequence[str]]] | None = None) -> str:
+    """The method group a board files a row under (``groups``: :func:`method_groups`).
+
+    >>> method_group("GRPO, outcome reward", None), method_group("derl-pop (seed 1)", "x")
     ('RL, hand-made reward', 'RL, searched reward')
-    >>> method_family("random", "none: a scripted policy, nothing trained")
+    >>> method_group("random", "none: a scripted policy, nothing trained")
     'scripted baseline'
     """
     if checkpoint == SCRIPTED:
-        return SCRIPTED_FAMILY
-    head = re.split(r"[ ,;(-]", method.strip().lower(), maxsplit=1)[0]
-    for family, names in FAMILIES:
+        return SCRIPTED_GROUP
+    head = method_head(method)
+    for group, names in method_groups() if groups is None else groups:
         if head in names:
-            return family
-    return OTHER_FAMILY
+            return group
+    return OTHER_GROUP
 
 
 def model_size(model: str) -> str:
@@ -89,7 +109,8 @@ class Row:
     model: str
     kind: str
     provenance: str = "run here"
-    family: str = OTHER_FAMILY
+    group: str = OTHER_GROUP
+    """The method group (:func:`method_group`)."""
     citation: str = ""
     url: str = ""
     table: str = ""
@@ -169,6 +190,7 @@ def build_boards(records: Sequence[tuple[Path, dict[str, Any]]],
                              published_metric=adapter.has_published,
                              heading=card_board.title, success_rule=card_board.success_rule)
     rows: dict[tuple[str, str, str, str, str], Row] = {}
+    groups = method_groups()
     for path, rec in records:
         board = boards[rec["benchmark"]]
         origin = provenance(rec, run_here)
@@ -177,7 +199,7 @@ def build_boards(records: Sequence[tuple[Path, dict[str, Any]]],
         if key not in rows:
             source = rec["source"] or {}
             rows[key] = Row(rec["method"], rec["model"], rec["kind"], origin,
-                            method_family(rec["method"], rec["setup"]["checkpoint"]),
+                            method_group(rec["method"], rec["setup"]["checkpoint"], groups),
                             source.get("citation", ""), source.get("url", ""),
                             source.get("table", ""), interface=interface)
             board.rows.append(rows[key])

@@ -11,13 +11,13 @@ from typing import Any
 
 from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, POLICY_INTERFACES
 from derl_bench.leaderboard.board import (
-    FAMILIES,
-    OTHER_FAMILY,
+    OTHER_GROUP,
     PROVENANCES,
-    SCRIPTED_FAMILY,
+    SCRIPTED_GROUP,
     Board,
     Cell,
     Row,
+    method_groups,
 )
 
 PAGE_TITLE = "derl-bench leaderboards"
@@ -78,7 +78,7 @@ def _rate_tds(cell: Cell) -> list[str]:
 def _tr(row: Row, tds: Sequence[str]) -> str:
     """A table row carrying what the filters select on."""
     esc = html.escape
-    data = (f' data-size="{esc(row.size)}" data-family="{esc(row.family)}"'
+    data = (f' data-size="{esc(row.size)}" data-family="{esc(row.group)}"'
             f' data-provenance="{esc(row.provenance)}"')
     cls = ' class="reported"' if row.kind != "run" else ""
     return f"<tr{cls}{data}>{''.join(tds)}</tr>"
@@ -142,7 +142,7 @@ def _view_rows(rows: Sequence[Row], level: str, metric: str) -> list[str]:
         tds = [
             _td(str(rank), str(rank), "num"),
             _td(row.method, row.method), _td(row.model, row.model),
-            _td(row.family, row.family),
+            _td(row.group, row.group),
             _td(row.provenance, row.provenance, inner=_badge(row.provenance)),
             *_rate_tds(cell),
             _setup_td(setup, "step_cap", "num"), episodes_td,
@@ -192,7 +192,7 @@ def _all_records(boards: Sequence[Board]) -> str:
                     _td(board.title, board.title), _td(level, level),
                     _td(row.method, row.method), _td(row.model, row.model),
                     _td(row.provenance, row.provenance), *_rate_tds(cell),
-                    _td(row.size, row.size), _td(row.family, row.family),
+                    _td(row.size, row.size), _td(row.group, row.group),
                     _setup_td(cell.setup, "step_cap", "num"),
                     _setup_td(cell.setup, "checkpoint"),
                     _td(cell.date, cell.date), _td(metric, metric),
@@ -212,9 +212,10 @@ def _filters(boards: Sequence[Board]) -> str:
     esc = html.escape
     rows = [row for board in boards for row in board.rows]
     sizes = sorted({r.size for r in rows}, key=_size_order)
-    order = [f for f, _ in FAMILIES] + [SCRIPTED_FAMILY, OTHER_FAMILY]
-    families = [f for f in order if any(r.family == f for r in rows)]
-    groups = (("size", "model size", sizes), ("family", "method family", families),
+    # The page's filter keeps its older words: the method-group filter is named "family".
+    order = [g for g, _ in method_groups()] + [SCRIPTED_GROUP, OTHER_GROUP]
+    method_groups_found = [g for g in order if any(r.group == g for r in rows)]
+    groups = (("size", "model size", sizes), ("family", "method family", method_groups_found),
               ("provenance", "provenance", [p for p in PROVENANCES
                                             if any(r.provenance == p for r in rows)]))
     parts = []

@@ -7,18 +7,35 @@
 - ``random``: random search over the grammar.
 - ``revolve``: REvolve-style island evolution with distance-aware crossover.
 
-See :func:`run_meta` and ``docs/meta-loop.md``.
+Each method is one module of :mod:`derl_bench.meta.methods`, whose registry also finds methods
+from outside the package. See :func:`run_meta` and ``docs/meta-loop.md``. The names below are
+imported on first use, so that reading the method registry (the command line's choices, the
+leaderboards' method groups) does not load the training stack.
 """
 
-from derl_bench.meta.config import (
-    METHODS,
-    MetaConfig,
-    OptimizerConfig,
-    load_meta_config,
-    meta_config_from_dict,
-)
-from derl_bench.meta.loop import MetaResult, run_meta
-from derl_bench.meta.search import IslandEvolution, Proposal, RandomSearch
+from __future__ import annotations
 
-__all__ = ["METHODS", "IslandEvolution", "MetaConfig", "MetaResult", "OptimizerConfig", "Proposal",
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from derl_bench.meta.config import MetaConfig, load_meta_config, meta_config_from_dict
+    from derl_bench.meta.loop import run_meta
+    from derl_bench.meta.optimizer_config import OptimizerConfig
+    from derl_bench.meta.search import IslandEvolution, Proposal, RandomSearch
+    from derl_bench.meta.types import MetaResult
+
+_HOMES = {"MetaConfig": "config", "load_meta_config": "config", "meta_config_from_dict": "config",
+          "OptimizerConfig": "optimizer_config", "MetaResult": "types", "run_meta": "loop",
+          "IslandEvolution": "search", "Proposal": "search", "RandomSearch": "search"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
+
+__all__ = ["IslandEvolution", "MetaConfig", "MetaResult", "OptimizerConfig", "Proposal",
            "RandomSearch", "load_meta_config", "meta_config_from_dict", "run_meta"]

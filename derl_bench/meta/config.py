@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from derl_bench.grpo.advantage import ESTIMATORS
 from derl_bench.grpo.config import (
     ConfigError,
     TrainConfig,
@@ -27,19 +26,10 @@ from derl_bench.grpo.config import (
     parse_overrides,
     read_recipe,
 )
-from derl_bench.settings import (
-    COUNT,
-    GROUP_TEMPERATURE,
-    LEARNING_RATE,
-    SEED,
-    TEMPERATURE,
-    number_at_least,
-    refuse,
-)
+from derl_bench.meta.methods import Method, method_named, methods, registry
+from derl_bench.meta.optimizer_config import OptimizerConfig
+from derl_bench.settings import COUNT, SEED, TEMPERATURE, refuse
 
-METHODS = ("derl", "derl-pop", "derl-frozen", "random", "revolve", "fixed")
-LEARNING_METHODS = ("derl", "derl-pop", "derl-frozen")
-"""The methods whose proposer is the Meta-Optimizer LLM (``derl-frozen`` with learning rate 0)."""
 PROTOCOLS: dict[str, dict[str, Any]] = {
     "derl": {},
     # The released DERL code (sitaocheng/DERL, commit e9f0ff9); each value's source is in
@@ -65,92 +55,17 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
 }
 """Each protocol's values for the recipe fields it sets (``inner.X`` is the inner recipe's
 field ``X``, ``optimizer.X`` the Meta-Optimizer's); a field the recipe sets itself keeps the
-recipe's value."""
-PROTOCOL_METHOD_VALUES: dict[tuple[str, str], dict[str, Any]] = {
-    ("derl-official", "derl-pop"): {"outer_steps": 50},  # grpo_coordinator_population.py:29
-}
-"""Values a protocol sets for one method only, over :data:`PROTOCOLS`."""
-OFFICIAL_METHODS = ("derl", "derl-pop", "derl-frozen")
-"""The methods the ``derl-official`` protocol applies to: the released code has DERL and
-DERL-pop (and the frozen control is DERL at learning rate 0)."""
-DECODERS = ("grammar", "whitelist")
-"""How the Meta-Optimizer samples: derl-bench's grammar automaton, or the official token
-whitelist (:mod:`derl_bench.meta.optimizer`)."""
-INVALID_RULES = ("score", "drop")
-"""What the outer update does with an invalid proposal: learn from its ``invalid_score``, or
-drop it and refill the group with copies of the first valid proposal."""
+recipe's value. A method adds values of its own for a protocol
+(:attr:`~derl_bench.meta.methods.base.Method.protocol_values`), and names the protocols it runs
+under: ``derl-official`` the Meta-Optimizer's methods only (the released code has DERL and
+DERL-pop; the frozen control is DERL at learning rate 0)."""
+PROTOCOL_NOTES = {"derl-official": "it reproduces the released DERL code"}
+"""Why a protocol runs only some methods, where one does."""
 BATCH_INNER = ("auto", "true", "false")
 PLACEMENT_FIELDS = ("executor", "ray_address", "workers", "num_cpus", "num_gpus", "batch_inner",
                     "progress")
 """Fields that say where and how visibly a run executes, not what it computes: a resumed run
 may change them (move to a cluster, say)."""
-
-
-COLD_STARTS = ("paper", "generator")
-"""The Meta-Optimizer's cold-start corpora
-(:meth:`~derl_bench.meta.optimizer.MetaOptimizer.cold_start`)."""
-
-
-@dataclass
-class OptimizerConfig:
-    """The Meta-Optimizer: its model, sampler, outer update and cold start.
-
-    The outer update's settings default to what the proposer check selected
-    (docs/proposer-check.md): learning rate 1e-3, KL 0.001 to a reference reset before every
-    update, 4 epochs, leave-one-out advantages."""
-
-    model: str = "tiny"
-    """A HF name, a local path, or ``tiny`` (a tiny model written under the run directory)."""
-    learning_rate: float = 1e-3
-    """The outer update's learning rate (finite, > 0); ``derl-frozen`` never updates."""
-    kl_coef: float = 0.001
-    max_new_tokens: int = 48
-    """Longest expression in tokens (the grammar decoder always closes it within this)."""
-    temperature: float = 1.0
-    epochs: int = 4
-    """Optimiser passes over each generation's group (the official code: 4 PPO epochs)."""
-    reference_reset: bool = True
-    """Make the current Meta-Optimizer the KL reference before every update (the official
-    code resets it each iteration); otherwise the reference stays the cold-started model."""
-    advantage: str = "rloo"
-    """``grpo`` (group mean and std), ``rloo`` (leave-one-out baseline, unscaled) or ``raw``
-    (the score itself, no baseline: the official code's one-member groups)."""
-    decoder: str = "grammar"
-    """``grammar`` (derl-bench's prompt and grammar-constrained decoding) or ``whitelist``
-    (the official prompt, token whitelist, first-line formula and validity check;
-    :mod:`derl_bench.reward.whitelist`)."""
-    invalid: str = "score"
-    """An invalid proposal is learnt from at the run's ``invalid_score`` (``score``), or
-    ``drop``-ped from the update, the group refilled with copies of the first valid proposal
-    (the official update)."""
-    cold_start: str = "generator"
-    """The cold-start corpus: ``paper`` (the DERL paper's 206 formulas, those that compile in
-    the env's domain; needs ``derl-bench data download derl``) or ``generator`` (draws from
-    the grammar)."""
-    sft_examples: int = 206
-    """Cold start from the generator: how many expressions it draws (the paper's corpus has
-    206); 0 skips the cold start."""
-    sft_steps: int = 150
-    cache: str | None = None
-    """A folder where cold-started Meta-Optimizers are kept, keyed by everything that
-    determines them, so runs that share a cold start fine-tune once (``None``: no cache)."""
-
-    def __post_init__(self) -> None:
-        for name, allowed in (("advantage", ESTIMATORS), ("decoder", DECODERS),
-                              ("invalid", INVALID_RULES), ("cold_start", COLD_STARTS)):
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"optimizer {name} must be one of {', '.join(allowed)}, got "
-                                  f"{getattr(self, name)!r}")
-        if self.epochs < 1:
-            raise ConfigError(f"optimizer epochs must be at least 1, got {self.epochs!r}")
-        if self.sft_examples < 0 or self.sft_steps < 0:
-            raise ConfigError("optimizer sft_examples and sft_steps must be >= 0")
-        rules = {"learning_rate": LEARNING_RATE._replace(
-                     why="a Meta-Optimizer that never learns is method: derl-frozen"),
-                 "kl_coef": number_at_least(0), "temperature": GROUP_TEMPERATURE,
-                 "max_new_tokens": COUNT}
-        refuse(((f"optimizer.{name}", getattr(self, name), rule) for name, rule in rules.items()),
-               ConfigError)
 
 
 @dataclass
@@ -159,12 +74,13 @@ class MetaConfig:
 
     name: str = "derl"
     method: str = "derl"
-    """``derl`` (an LLM Meta-Optimizer trained by GRPO on validation scores), ``derl-pop``
-    (the same, every inner run warm-started from the best policy so far), ``derl-frozen`` (the
-    control that isolates learning: DERL's cold-started Meta-Optimizer and sampler with
-    learning rate 0), ``random`` (random search), ``revolve`` (island evolution) or ``fixed``
-    (the hand-made ``reward`` at the same budget: one inner run per candidate slot, each with
-    its own seed)."""
+    """A method of the registry (:mod:`derl_bench.meta.methods`): ``derl`` (an LLM
+    Meta-Optimizer trained by GRPO on validation scores), ``derl-pop`` (the same, every inner
+    run warm-started from the best policy so far), ``derl-frozen`` (the control that isolates
+    learning: DERL's cold-started Meta-Optimizer and sampler with learning rate 0), ``random``
+    (random search), ``revolve`` (island evolution), ``fixed`` (the hand-made ``reward`` at the
+    same budget: one inner run per candidate slot, each with its own seed) or one from outside
+    the package."""
     protocol: str = "derl"
     """``derl`` (derl-bench's settings) or ``derl-official`` (the released DERL code's
     choices, :data:`PROTOCOLS`, for the math families and the DERL methods). A protocol fills
@@ -271,8 +187,7 @@ class MetaConfig:
             self.batch_inner = "true" if self.batch_inner else "false"
         if self.batch_inner not in BATCH_INNER:
             raise ConfigError(f"batch_inner must be one of {BATCH_INNER}, got {self.batch_inner!r}")
-        if self.method not in METHODS:
-            raise ConfigError(f"method must be one of {METHODS}, got {self.method!r}")
+        method = method_named(self.method)
         if self.retries < 0:
             raise ConfigError(f"retries must be >= 0, got {self.retries!r}")
         for name in ("outer_steps", "population", "validation_episodes", "islands"):
@@ -284,8 +199,9 @@ class MetaConfig:
             raise ConfigError(f"workers must be at least 1, got {self.workers!r}")
         if self.num_cpus < 0 or self.num_gpus < 0:
             raise ConfigError("num_cpus and num_gpus must be >= 0")
-        if self.method == "fixed" and not self.reward:
-            raise ConfigError("method fixed needs a reward expression")
+        problem = method.check(self) if method.check is not None else None
+        if problem:
+            raise ConfigError(problem)
         for name, allowed in (("protocol", tuple(PROTOCOLS)),
                               ("constant_rewards", ("skip", "train")),
                               ("inner_seeds", ("slot", "run")),
@@ -293,12 +209,14 @@ class MetaConfig:
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got "
                                   f"{getattr(self, name)!r}")
-        if self.protocol == "derl-official" and self.method not in OFFICIAL_METHODS:
-            raise ConfigError(f"protocol derl-official reproduces the released DERL code, which "
-                              f"has the methods {', '.join(OFFICIAL_METHODS)}, not "
-                              f"{self.method!r}")
-        if self.method in LEARNING_METHODS and self.population < 2:
-            raise ConfigError("derl needs population >= 2: GRPO compares rewards within a group")
+        if self.protocol not in method.protocols:
+            under = [m.name for m in methods() if self.protocol in m.protocols]
+            why = PROTOCOL_NOTES.get(self.protocol)
+            raise ConfigError(f"protocol {self.protocol} runs the methods {', '.join(under)}, "
+                              f"not {self.method!r}" + (f" ({why})" if why else ""))
+        if self.population < method.min_population:
+            raise ConfigError(f"{self.method} needs population >= {method.min_population}: "
+                              f"{method.population_why}")
         refuse([("seed", self.seed, SEED), ("validation_seed", self.validation_seed, SEED),
                 ("validation_temperature", self.validation_temperature, TEMPERATURE),
                 *([("eval_limit", self.eval_limit, COUNT)] if self.eval_limit is not None
@@ -391,7 +309,7 @@ class MetaConfig:
                 self.inner.check_machine()
             except ConfigError as err:
                 raise ConfigError(f"inner: {err}") from None
-        elif self.method in LEARNING_METHODS:
+        elif self.search_method.learns:
             problem = device_missing(self.inner.device)
             if problem:
                 raise ConfigError(f"the Meta-Optimizer runs here, on inner.device: {problem}")
@@ -401,10 +319,15 @@ class MetaConfig:
         return Path(self.output_dir or Path("runs") / self.name)
 
     @property
+    def search_method(self) -> Method:
+        """The recipe's method (:mod:`derl_bench.meta.methods`)."""
+        return method_named(self.method)
+
+    @property
     def warm_starts(self) -> bool:
-        """Whether inner runs continue from the best policy so far (``derl-pop`` or
-        ``warm_start``)."""
-        return self.method == "derl-pop" or self.warm_start
+        """Whether inner runs continue from the best policy so far (a method that warm-starts,
+        ``derl-pop``, or ``warm_start``)."""
+        return self.search_method.warm_starts or self.warm_start
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -454,8 +377,9 @@ def apply_protocol(values: dict[str, Any]) -> dict[str, Any]:
     protocol = values.get("protocol", "derl")
     if protocol not in PROTOCOLS:
         raise ConfigError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    method = registry().get(values.get("method", "derl"))
     preset = {**PROTOCOLS[protocol],
-              **PROTOCOL_METHOD_VALUES.get((protocol, values.get("method", "derl")), {})}
+              **(method.protocol_values.get(protocol, {}) if method is not None else {})}
     filled = {**values}
     for key, value in preset.items():
         section, dot, name = key.partition(".")

@@ -2,8 +2,9 @@
 
 Every generation, top to bottom:
 
-1. the proposer writes ``population`` Meta-Rewards (the Meta-Optimizer LLM for ``derl`` and
-   ``derl-pop``, the grammar for ``random``, mutation and crossover for ``revolve``);
+1. the method's proposer (:mod:`derl_bench.meta.methods`) writes ``population`` Meta-Rewards
+   (the Meta-Optimizer LLM for ``derl`` and ``derl-pop``, the grammar for ``random``, mutation
+   and crossover for ``revolve``);
 2. each one is compiled (an invalid one scores ``invalid_score`` and trains nothing), then
    trains an inner GRPO policy — from the recipe's model, or for ``derl-pop`` (and any method
    with ``warm_start``) from the best policy so far (with ``warm_start_from: previous``, the
@@ -53,47 +54,23 @@ import numpy as np
 from derl_bench.family import family_spec
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.trainer import make_env
-from derl_bench.meta.config import LEARNING_METHODS, MetaConfig
+from derl_bench.meta.config import MetaConfig
 from derl_bench.meta.inner import check_validation_split, inner_config
 from derl_bench.meta.persist import LOG_FILE, append_record, read_log, save_state, start_run
 from derl_bench.meta.probe import ProbeSet, behaviour_key, probe_set
 from derl_bench.meta.report import GenerationProgress, write_report, write_summary
-from derl_bench.meta.search import (
-    FixedReward,
-    IslandEvolution,
-    LearningProposer,
-    Proposal,
-    Proposer,
-    RandomSearch,
-    slot_seed,
-)
+from derl_bench.meta.search import LearningProposer, Proposal, Proposer, slot_seed
 from derl_bench.meta.types import MetaResult, Status
 from derl_bench.meta.workers import Executor, InnerJob, JobOutcome, executor_for
 from derl_bench.reward import MetaRewardError, compile_reward
 
 
 def make_proposer(config: MetaConfig, env_id: str, cold_start: bool = True) -> Proposer:
-    """The proposer of ``config.method``; it proposes rewards over exactly the primitives
-    ``env_id`` emits. ``cold_start=False`` skips the Meta-Optimizer's cold-start fine-tuning (a
-    resumed run loads its weights instead)."""
-    if config.method == "random":
-        return RandomSearch(env_id, config.seed, config.max_depth)
-    if config.method == "fixed":
-        assert config.reward is not None
-        return FixedReward(config.reward, config.seed)
-    if config.method == "revolve":
-        return IslandEvolution(env_id, config.seed, config.islands, config.population,
-                               config.crossover_rate, config.migrate_every, config.max_depth)
-    from derl_bench.meta.optimizer import MetaOptimizer
-
-    settings = config.optimizer
-    optimizer = MetaOptimizer(env_id, settings, config.run_dir, config.seed,
-                              invalid_score=config.invalid_score, device=config.inner.device,
-                              frozen=config.method == "derl-frozen")
-    if settings.sft_examples and cold_start:
-        optimizer.cold_start(settings.sft_examples, settings.sft_steps, seed=config.seed,
-                             corpus=settings.cold_start, cache=settings.cache)
-    return optimizer
+    """The proposer of ``config.method`` (its :attr:`~derl_bench.meta.methods.base.Method.
+    proposer`); it proposes rewards over exactly the primitives ``env_id`` emits.
+    ``cold_start=False`` skips a model's cold-start fine-tuning (a resumed run loads its
+    weights instead)."""
+    return config.search_method.proposer(config, env_id, cold_start)
 
 
 Key = tuple[str, str | None, int | None]
@@ -263,6 +240,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
     # Single-step rewards are keyed by behaviour; a probe episode has one step, so it cannot
     # tell trajectory terms apart (mean and last agree on it): agents keep the canonical hash.
     probe = None if family_spec(env_id).multi_turn else probe_set(env_id)
+    learns = config.search_method.learns
     result = MetaResult()
     first = 0
     resumed: list[Proposal] | None = None
@@ -312,7 +290,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
         kept = [i for i, r in enumerate(records) if r["status"] != Status.FAILED]
         scores = [float(records[i]["score"]) for i in kept]
         stats: dict[str, float] | None = {}
-        if kept and config.method in LEARNING_METHODS:
+        if kept and learns:
             stats = cast(LearningProposer, proposer).observe(
                 [proposals[i] for i in kept], scores,
                 [records[i]["status"] != Status.INVALID for i in kept])
@@ -337,7 +315,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
         write_report(config, result)
 
     # The end: the trained Meta-Optimizer, and the best policy's headline on the eval sets.
-    if config.method in LEARNING_METHODS:
+    if learns:
         cast(LearningProposer, proposer).save(out / "meta-optimizer")
     if evaluate is not None and result.best_checkpoint is not None:
         result.headline = {"best": executor.call(evaluate, result.best_checkpoint,

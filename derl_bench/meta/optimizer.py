@@ -58,7 +58,7 @@ from derl_bench.grpo.update import (
     grpo_update,
     make_optimizer,
 )
-from derl_bench.meta.config import COLD_STARTS, OptimizerConfig
+from derl_bench.meta.optimizer_config import COLD_STARTS, OptimizerConfig
 from derl_bench.meta.search import Proposal
 from derl_bench.policies import (
     SamplingConfig,

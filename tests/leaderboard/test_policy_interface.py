@@ -93,7 +93,7 @@ def test_the_board_keeps_each_interface_apart(board_dir):
     board = boards["alfworld"]
     assert board.interfaces() == [PROMPT_FREE_TEXT, COMPACT_CONSTRAINED]
     [row] = board.rows_of(COMPACT_CONSTRAINED)
-    assert (row.method, row.provenance, row.family) == (
+    assert (row.method, row.provenance, row.group) == (
         "teacher-dagger (seed 0)", "run here", "supervised fine-tuning")
     assert set(row.cells) == {"L0", "L1"}
     assert board.rows[-1] is row  # after every row of the papers' interface

@@ -23,9 +23,11 @@ not compile scores -1):
   size of the noise the proxy's validation carries. The check reports the noise-free score of
   the proposals, which is what the proposer should improve.
 
-Proposers: ``derl`` (the Meta-Optimizer with the outer-loop settings given), ``derl-frozen`` (the
-same cold-started model and sampler with learning rate 0: the control that cannot learn),
-``random`` (random search) and ``revolve`` (island evolution), built by the meta loop's own
+Proposers, the registry's methods that search without warm starts
+(:func:`~derl_bench.experiments.proposer_check.config.check_proposers`): ``derl`` (the
+Meta-Optimizer with the outer-loop settings given), ``derl-frozen`` (the same cold-started model
+and sampler with learning rate 0: the control that cannot learn), ``random`` (random search),
+``revolve`` (island evolution) and any added from outside the package, built by the meta loop's own
 :func:`~derl_bench.meta.loop.make_proposer`. The two Meta-Optimizer proposers are cold-started on
 each corpus asked for (``paper``: the DERL paper's formulas; ``generator``: grammar draws), once
 per corpus (fine-tuning seed 0) and shared by every seed, so a seed sets the proposal sampling,
@@ -47,6 +49,8 @@ from derl_bench.experiments.proposer_check.config import (
     PROPOSERS,
     SMALL,
     CheckConfig,
+    check_proposers,
+    learner,
     proposer_runs,
     small,
 )
@@ -68,5 +72,6 @@ from derl_bench.experiments.proposer_check.rules import (
 from derl_bench.experiments.proposer_check.run import run_check, run_one
 
 __all__ = ["LEARNERS", "OPTIMUM", "PROPOSERS", "RULE_KINDS", "SMALL", "CheckConfig", "Rule",
-           "endpoint", "label", "observed", "parse_rule", "plot", "proposer_runs", "run_check",
-           "run_one", "small", "spearman", "summarize", "summary_markdown"]
+           "check_proposers", "endpoint", "label", "learner", "observed", "parse_rule", "plot",
+           "proposer_runs", "run_check", "run_one", "small", "spearman", "summarize",
+           "summary_markdown"]

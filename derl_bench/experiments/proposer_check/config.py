@@ -6,10 +6,33 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from derl_bench.meta.config import OptimizerConfig
+from derl_bench.meta.methods import methods, registry
 
-PROPOSERS = ("derl", "derl-frozen", "random", "revolve")
-LEARNERS = ("derl", "derl-frozen")
-"""The proposers that are the Meta-Optimizer, cold-started on each corpus of ``cold_starts``."""
+
+def check_proposers() -> tuple[str, ...]:
+    """The methods of the registry (:mod:`derl_bench.meta.methods`) the check runs: those that
+    search for a reward without warm starts (the check trains no policy to start from), the
+    ones whose proposer learns first, each in registry order.
+
+    >>> check_proposers()[:4]
+    ('derl', 'derl-frozen', 'random', 'revolve')
+    """
+    found = [m for m in methods() if m.searches and not m.warm_starts]
+    return tuple(m.name for m in sorted(found, key=lambda m: not m.learns))
+
+
+def learner(name: str) -> bool:
+    """Whether proposer ``name`` learns (the Meta-Optimizer: cold-started on each corpus of
+    ``cold_starts``); ``False`` for a name the registry lacks (an old result's)."""
+    method = registry().get(name)
+    return method is not None and method.learns
+
+
+PROPOSERS = check_proposers()
+"""The check's proposers when this module was imported (:func:`check_proposers` reads the
+registry again)."""
+LEARNERS = tuple(name for name in PROPOSERS if learner(name))
+"""The proposers of :data:`PROPOSERS` that are the Meta-Optimizer."""
 
 
 @dataclass
@@ -20,7 +43,7 @@ class CheckConfig:
     env_id: str = "derl/Arithmetic-v0"
     rules: list[str] = field(default_factory=lambda: [
         "rank:g1 + 0.5 * g2", "pays:answer_closeness", "noisy-rank:g1 + 0.5 * g2"])
-    proposers: list[str] = field(default_factory=lambda: list(PROPOSERS))
+    proposers: list[str] = field(default_factory=lambda: list(check_proposers()))
     cold_starts: list[str] = field(default_factory=lambda: ["paper", "generator"])
     seeds: list[int] = field(default_factory=lambda: list(range(10)))
     generations: int = 20
@@ -46,9 +69,10 @@ class CheckConfig:
     on it (every unit is seeded on its own)."""
 
     def __post_init__(self) -> None:
-        unknown = [p for p in self.proposers if p not in PROPOSERS]
+        known = check_proposers()
+        unknown = [p for p in self.proposers if p not in known]
         if unknown:
-            raise ValueError(f"unknown proposers {unknown}; known: {', '.join(PROPOSERS)}")
+            raise ValueError(f"unknown proposers {unknown}; known: {', '.join(known)}")
         if not self.seeds or self.generations < 1 or self.population < 2:
             raise ValueError("the check needs a seed, a generation and a population >= 2")
         if not 0 <= self.endpoint_from < self.generations:
@@ -73,4 +97,4 @@ def proposer_runs(config: CheckConfig) -> list[tuple[str, str | None]]:
     """Every (proposer, cold start) the check runs; a proposer that is not a learner has no
     cold start."""
     return [(name, cold) for name in config.proposers
-            for cold in (config.cold_starts if name in LEARNERS else [None])]
+            for cold in (config.cold_starts if learner(name) else [None])]

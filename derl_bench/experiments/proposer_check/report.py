@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from derl_bench.experiments.proposer_check.config import LEARNERS, CheckConfig, proposer_runs
+from derl_bench.experiments.proposer_check.config import CheckConfig, learner, proposer_runs
 from derl_bench.experiments.stats import mean_ci, mean_sd, paired_difference
 
 
@@ -126,7 +126,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
                              figsize=(4.2 * columns, 3.2 * len(config["cold_starts"])))
     for (rule, cold), ax in zip(panels, axes.flat, strict=True):
         for name in config["proposers"]:
-            run_cold = cold if name in LEARNERS else None
+            run_cold = cold if learner(name) else None
             mine = [r for r in rows if r["rule"] == rule and r["proposer"] == name
                     and r["cold_start"] == run_cold]
             if not mine:

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from derl_bench.experiments.proposer_check.config import LEARNERS, CheckConfig, proposer_runs
+from derl_bench.experiments.proposer_check.config import CheckConfig, learner, proposer_runs
 from derl_bench.experiments.proposer_check.report import (
     endpoint,
     label,
@@ -41,7 +41,7 @@ def _proposer(config: CheckConfig, name: str, cold_start: str | None, seed: int,
         optimizer=replace(outer, model=str(_cache(config) / "meta-optimizer-init")),
         invalid_score=worst, output_dir=str(workdir), progress=False, executor="local")
     proposer = make_proposer(meta, config.env_id, cold_start=False)
-    if name in LEARNERS and cold_start is not None and outer.sft_steps:
+    if learner(name) and cold_start is not None and outer.sft_steps:
         # One cold start per corpus, shared by every seed (see the package docstring).
         cast(MetaOptimizer, proposer).cold_start(outer.sft_examples, outer.sft_steps, seed=0,
                                                  corpus=cold_start, cache=_cache(config))
@@ -115,8 +115,9 @@ def run_check(config: CheckConfig, log: Any = print) -> dict[str, Any]:
         f"{len(proposer_runs(config))} proposer runs x {len(config.seeds)} seeds, "
         f"{config.generations} generations x {config.population}")
     for corpus in config.cold_starts:  # fine-tune each shared cold start once, up front
-        if any(name in LEARNERS for name in config.proposers):
-            _proposer(config, "derl", corpus, 0, rules[0], out)
+        learners = [name for name in config.proposers if learner(name)]
+        if learners:
+            _proposer(config, learners[0], corpus, 0, rules[0], out)
     units = [(rule, name, cold, seed) for rule in rules for name, cold in proposer_runs(config)
              for seed in config.seeds]
     done: dict[tuple[str, str, str | None, int], list[dict[str, Any]]] = {}

@@ -46,6 +46,8 @@ from derl_bench.experiments.proxy.config import (
     WARM_STARTED,
     BaseModelSpec,
     ProxyConfig,
+    proxy_methods,
+    search_methods,
     small,
 )
 from derl_bench.experiments.proxy.report import EVIDENCE, FIGURES, mean_se, summarize
@@ -53,4 +55,5 @@ from derl_bench.experiments.proxy.run import base_model, copy_records, run_job, 
 
 __all__ = ["ENV_ID", "EVIDENCE", "FIGURES", "HAND_MADE", "LEVELS", "METHODS", "PAPER_BUDGET",
            "SEARCH", "SMALL", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "base_model",
-           "copy_records", "mean_se", "run_job", "run_proxy", "small", "summarize"]
+           "copy_records", "mean_se", "proxy_methods", "run_job", "run_proxy", "search_methods",
+           "small", "summarize"]

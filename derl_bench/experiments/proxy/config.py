@@ -7,16 +7,31 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from derl_bench.experiments.rescore import PICK_RULES
+from derl_bench.meta.methods import methods
 
 HAND_MADE: dict[str, str] = {
     "outcome": "outcome",
     "outcome + format": "outcome + format_boxed",
     "average": "(g1 + g2 + g3 + g4) / 4",
 }
-"""The hand-made baselines and their Meta-Rewards."""
+"""The hand-made baselines and their Meta-Rewards (each run by the ``fixed`` method)."""
 
 
-SEARCH = ("random", "revolve", "derl", "derl-pop", "derl-frozen")
+def search_methods() -> tuple[str, ...]:
+    """The methods of the registry (:mod:`derl_bench.meta.methods`) that search for a reward:
+    those whose proposer does not learn first (the black-box searches), then those whose
+    proposer learns (DERL's), each in registry order.
+
+    >>> search_methods()[:5]
+    ('random', 'revolve', 'derl', 'derl-pop', 'derl-frozen')
+    """
+    found = [m for m in methods() if m.searches]
+    return tuple(m.name for m in sorted(found, key=lambda m: m.learns))
+
+
+SEARCH = search_methods()
+"""The search methods when this module was imported (:func:`search_methods` reads the registry
+again)."""
 
 
 WARM_STARTED: dict[str, str] = {"outcome-pop": "outcome", "random-pop": "random"}
@@ -24,7 +39,15 @@ WARM_STARTED: dict[str, str] = {"outcome-pop": "outcome", "random-pop": "random"
 policy so far), and the method each is a variant of: the fair comparison for ``derl-pop``."""
 
 
-METHODS = (*HAND_MADE, *SEARCH, *WARM_STARTED)
+def proxy_methods() -> tuple[str, ...]:
+    """Every row the benchmark can run, in the order results list them: the hand-made rewards,
+    the search methods (:func:`search_methods`), the warm-started baselines."""
+    return (*HAND_MADE, *search_methods(), *WARM_STARTED)
+
+
+METHODS = proxy_methods()
+"""The benchmark's rows when this module was imported (:func:`proxy_methods` reads the
+registry again)."""
 
 
 PAPER_BUDGET = ("derl", "derl-frozen", "random", "revolve", "average")
@@ -119,9 +142,10 @@ class ProxyConfig:
     ``"best-run"``)."""
 
     def __post_init__(self) -> None:
-        unknown = [m for m in self.methods if m not in METHODS]
+        known = proxy_methods()
+        unknown = [m for m in self.methods if m not in known]
         if unknown:
-            raise ValueError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
+            raise ValueError(f"unknown methods {unknown}; known: {', '.join(known)}")
         if not self.seeds or self.workers < 1:
             raise ValueError("at least one seed and one worker are required")
         if self.pick not in PICK_RULES:
@@ -182,4 +206,4 @@ def slug(method: str) -> str:
 
 __all__ = ["ENV_ID", "HAND_MADE", "LEVELS", "METHODS", "PAPER_BUDGET", "RERUN_FREE", "SEARCH",
            "SMALL", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "base_spec_for", "config_json",
-           "slug", "small"]
+           "proxy_methods", "search_methods", "slug", "small"]

@@ -18,13 +18,13 @@ from derl_bench.experiments.proxy.config import (
     ENV_ID,
     HAND_MADE,
     LEVELS,
-    METHODS,
     RERUN_FREE,
-    SEARCH,
     WARM_STARTED,
     BaseModelSpec,
     ProxyConfig,
     config_json,
+    proxy_methods,
+    search_methods,
     slug,
 )
 from derl_bench.experiments.proxy.report import (
@@ -83,11 +83,13 @@ def _card_recipe(env_id: str) -> dict[str, Any]:
 def meta_config_for(config: ProxyConfig, method: str, seed: int, model: str,
                     out: Path) -> MetaConfig:
     """The reward-discovery recipe of one method and seed (a hand-made reward is ``fixed``)."""
-    from derl_bench.meta.config import LEARNING_METHODS, meta_config_from_dict
+    from derl_bench.meta.config import meta_config_from_dict
+    from derl_bench.meta.methods import fixed, method_named
 
     base = WARM_STARTED.get(method, method)
+    searched = base in search_methods()
     values: dict[str, Any] = dict(
-        name=f"{method}-s{seed}", method=base if base in SEARCH else "fixed",
+        name=f"{method}-s{seed}", method=base if searched else fixed.METHOD.name,
         reward=HAND_MADE.get(base), warm_start=method in WARM_STARTED,
         inner={**config.inner, "model": model},
         outer_steps=config.outer_steps,
@@ -99,7 +101,7 @@ def meta_config_for(config: ProxyConfig, method: str, seed: int, model: str,
         eval_limit=config.eval_limit, output_dir=str(out), progress=False,
         # The benchmark spreads whole runs (method x seed) over its workers; each runs in-process.
         executor="local")
-    if base in LEARNING_METHODS:
+    if searched and method_named(base).learns:
         recipe = dict(config.optimizer_recipe)
         values["inner"] = {**values["inner"], **recipe.pop("inner", {})}
         values.update(recipe)
@@ -287,9 +289,11 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
     earlier = _earlier_run(out, config)
     if earlier is not None:  # methods run before with the same settings stay in the results
         rows += [r for r in earlier["runs"] if r["method"] not in config.methods]
-        config = replace(config, methods=[m for m in METHODS if m in {r["method"] for r in rows}])
+        config = replace(config, methods=[m for m in proxy_methods()
+                                          if m in {r["method"] for r in rows}])
         wall = round(wall + earlier["wall_time_s"], 1)
-    rows.sort(key=lambda r: (METHODS.index(r["method"]), r["seed"]))
+    order = proxy_methods()
+    rows.sort(key=lambda r: (order.index(r["method"]), r["seed"]))
     primitives = list(primitive_set(config.env_id).names)
     table = generation_table(rows, primitives)
     result = {"config": config_json(config), "env_id": config.env_id, "wall_time_s": wall,
