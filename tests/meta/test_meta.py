@@ -298,7 +298,7 @@ def test_a_rerun_never_scores_an_earlier_runs_checkpoint(tmp_path):
 
 
 def test_failed_inner_runs_are_retried_then_excluded_not_scored(tmp_path, monkeypatch):
-    import derl_bench.meta.loop as loop
+    import derl_bench.meta.methods.random as random_method
     import derl_bench.meta.workers as workers
 
     real = workers.train_and_score
@@ -317,7 +317,7 @@ def test_failed_inner_runs_are_retried_then_excluded_not_scored(tmp_path, monkey
         def observe(self, proposals, scores):
             seen.append(list(scores))
 
-    monkeypatch.setattr(loop, "RandomSearch", Recording)
+    monkeypatch.setattr(random_method, "RandomSearch", Recording)
     config = MetaConfig(name="t", method="random", outer_steps=1, population=2, retries=1,
                         validation_episodes=2, inner=ARITH_INNER, output_dir=str(tmp_path),
                         progress=False, executor="local", seed=11, batch_inner="false")
