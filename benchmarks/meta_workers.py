@@ -34,6 +34,7 @@ def measure(steps: int = 30, workers: int = 2) -> dict:
     import ray
 
     from derl_bench.meta import MetaConfig
+    from derl_bench.meta.inner import compile_inner_reward
     from derl_bench.meta.workers import InnerJob, RayExecutor
 
     started_here = not ray.is_initialized()
@@ -48,7 +49,8 @@ def measure(steps: int = 30, workers: int = 2) -> dict:
 
             def generation(tag: str, limit: int, rewards: list[str]) -> float:
                 executor = RayExecutor(workers=limit, retries=0)
-                jobs = [InnerJob(i, expr, f"{tmp}/{tag}/c{i}") for i, expr in enumerate(rewards)]
+                jobs = [InnerJob(i, compile_inner_reward(config, expr), f"{tmp}/{tag}/c{i}")
+                        for i, expr in enumerate(rewards)]
                 began = time.perf_counter()
                 outcomes = list(executor.run(config, jobs))
                 seconds = time.perf_counter() - began

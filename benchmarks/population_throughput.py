@@ -61,10 +61,15 @@ def meta_config(out: Path, model: str, steps: int, validation: int, population: 
 def generation(config: Any, root: str, together: bool) -> dict[str, Any]:
     """Train and score ``config.population`` rewards in this process; seconds and FLOPs."""
     from derl_bench.grpo.trainer import update_settings
-    from derl_bench.meta.inner import InnerSpec, train_and_score, train_and_score_population
+    from derl_bench.meta.inner import (
+        InnerSpec,
+        compile_inner_reward,
+        train_and_score,
+        train_and_score_population,
+    )
 
-    specs = [InnerSpec(REWARDS[i % len(REWARDS)], Path(root) / f"c{i}")
-             for i in range(config.population)]
+    specs = [InnerSpec(compile_inner_reward(config, REWARDS[i % len(REWARDS)]),
+                       Path(root) / f"c{i}") for i in range(config.population)]
     cuda = config.inner.device.startswith("cuda")
     if cuda:
         import torch
@@ -74,7 +79,7 @@ def generation(config: Any, root: str, together: bool) -> dict[str, Any]:
     if together:
         results = train_and_score_population(config, specs)
     else:
-        results = [train_and_score(config, s.expr, s.run_dir, None) for s in specs]
+        results = [train_and_score(config, s.reward, s.run_dir, None) for s in specs]
     seconds = time.perf_counter() - started
     generated = trained = 0.0
     for spec in specs:

@@ -65,18 +65,18 @@ def run_train(args: argparse.Namespace) -> int:
     data file met during the run exits 1."""
     from derl_bench.data.read import DataFileError
     from derl_bench.family import family_spec
-    from derl_bench.grpo.config import TINY_MODEL, load_config
+    from derl_bench.grpo.config import TINY_MODEL, compile_run_reward, load_config
     from derl_bench.grpo.dispatch import check_data, run_training
     from derl_bench.grpo.rundir import clear_run_dir
-    from derl_bench.reward import compile_reward
 
     overrides = list(args.overrides)
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
     config = load_config(require_input("recipe", args.recipe, RECIPE_MAX_BYTES), overrides)
     config.check_machine()
-    # Reject a reward over primitives the env does not emit before any model loads.
-    compile_reward(config.meta_reward, env=config.env_id, semantics=config.reward_semantics)
+    # The run's one compile: a reward over primitives the env does not emit is rejected before
+    # any model loads, and the compiled reward is handed down to the trainer.
+    reward = compile_run_reward(config)
     models = [m for m in [config.model] if m != TINY_MODEL]
     # The folder is held from its check to the run's last write.
     with hold_run(config.run_dir, models, args) as replace:
@@ -91,9 +91,9 @@ def run_train(args: argparse.Namespace) -> int:
                 # agent recipes to it.
                 from derl_bench.integrations.trl import train_trl_agent
 
-                history = train_trl_agent(config, resume=args.resume)
+                history = train_trl_agent(config, resume=args.resume, reward=reward)
             else:
-                history, _model = run_training(config, resume=args.resume)
+                history, _model = run_training(config, resume=args.resume, reward=reward)
         except DataFileError as err:  # met during the run: the message names the file
             print(f"error: {err}", file=sys.stderr)
             return 1

@@ -14,19 +14,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from derl_bench.evaluation.families import adapter_for
 from derl_bench.evaluation.record import build_record, meta_reward_block
 from derl_bench.evaluation.runner import EpisodeResult
 from derl_bench.files import write_json_atomic
 
+if TYPE_CHECKING:
+    from derl_bench.reward import MetaReward
+
 BATCH = 256
 
 
 def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | None = None,
                  method: str = "llm", model_label: str | None = None,
-                 max_new_tokens: int = 64, meta_reward: str | None = None,
+                 max_new_tokens: int = 64, meta_reward: str | MetaReward | None = None,
                  env_kwargs: dict[str, Any] | None = None, temperature: float = 0.0,
                  checkpoint: str | None = None) -> tuple[dict[str, Any], dict[str, float]]:
     """A result record of the policy at ``model`` on ``env_id``'s ``level`` eval set
@@ -89,13 +92,13 @@ RETRAINED_SUFFIX = " (retrained)"
 def headline_evaluator(env_id: str, levels: Sequence[str], *, limit: int | None = None,
                        max_new_tokens: int = 64, model_label: str = "tiny",
                        env_kwargs: dict[str, Any] | None = None,
-                       ) -> Callable[[str, str | None, Path, str], dict[str, Any]]:
+                       ) -> Callable[[str, MetaReward | str | None, Path, str], dict[str, Any]]:
     """The ``evaluate`` callback of :func:`derl_bench.meta.run_meta`: each of ``levels`` (that
     the env has) evaluated with :func:`evaluate_llm`, one record per level under the run's
     ``results/`` folder."""
     available = [lvl for lvl in levels if lvl in adapter_for(env_id).levels()]
 
-    def evaluate(checkpoint: str, meta_reward: str | None, out: Path,
+    def evaluate(checkpoint: str, meta_reward: MetaReward | str | None, out: Path,
                  method: str) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
         report: dict[str, Any] = {}

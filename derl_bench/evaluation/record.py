@@ -32,6 +32,7 @@ from derl_bench.evaluation.schema import (
 from derl_bench.files import write_text_atomic
 
 if TYPE_CHECKING:
+    from derl_bench.reward import MetaReward
     from derl_bench.rollout.commands import CommandEpisode
 
 SEED_RULE = "episode i of the eval set uses seed base + i"
@@ -238,11 +239,18 @@ def mark_run_here(boards: str | Path, files: Sequence[str | Path]) -> Path:
     return target
 
 
-def meta_reward_block(expression: str, env_id: str) -> dict[str, str]:
-    """The ``meta_reward`` block: the compiled expression's canonical form and hash."""
-    from derl_bench.reward import compile_reward
+def meta_reward_block(expression: str | MetaReward, env_id: str) -> dict[str, str]:
+    """The ``meta_reward`` block: the compiled expression's canonical form and hash. A
+    :class:`~derl_bench.reward.MetaReward` compiled over ``env_id``'s primitives (as a run
+    hands it down) is not compiled again; its text is where it was compiled for another env
+    (``g1..g4`` name each family's own primitives)."""
+    from derl_bench.reward import MetaReward, compile_reward
 
-    compiled = compile_reward(expression, env=env_id)
+    if isinstance(expression, MetaReward) and expression.domain == env_id:
+        compiled = expression
+    else:
+        text = expression.expr if isinstance(expression, MetaReward) else expression
+        compiled = compile_reward(text, env=env_id)
     return {"expression": compiled.canonical, "hash": compiled.hash}
 
 

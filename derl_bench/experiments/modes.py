@@ -105,13 +105,17 @@ def trained_modes(config: Any, model: str, rewards: dict[str, str], out: Any,
     from pathlib import Path
 
     from derl_bench.experiments.proxy.run import meta_config_for
-    from derl_bench.meta.inner import InnerSpec, train_and_score_population
+    from derl_bench.meta.inner import (
+        InnerSpec,
+        compile_inner_reward,
+        train_and_score_population,
+    )
     from derl_bench.meta.search import fresh_seeds
 
     (seed,) = fresh_seeds(1, TRAINED_OFFSET)
     folder = Path(out)
     meta = meta_config_for(config, "random", 0, model, folder)
-    runs = [InnerSpec(expr, folder / f"r{i}", None, 0, seed)
+    runs = [InnerSpec(compile_inner_reward(meta, expr), folder / f"r{i}", None, 0, seed)
             for i, expr in enumerate(rewards.values())]
     try:
         results = train_and_score_population(meta, runs)

@@ -4,7 +4,8 @@
 - :mod:`~derl_bench.grpo.loss`: clipped-ratio loss with k3 KL, token-level aggregation, masking;
 - :mod:`~derl_bench.grpo.config`: the run's :class:`TrainConfig` and YAML recipes;
 - :mod:`~derl_bench.grpo.trainer`: the compact trainer (every env);
-- :mod:`~derl_bench.grpo.trl_math`: TRL's ``GRPOTrainer`` for single-step math.
+- :mod:`~derl_bench.grpo.dispatch`: which trainer runs a recipe, the compact one or TRL's
+  (:mod:`derl_bench.integrations.trl`).
 
 The names below are imported from their module on first use, so code that needs only the
 advantage or the loss (the meta loop, SFT, evaluation) does not load the trainer, the envs

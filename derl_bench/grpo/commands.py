@@ -43,6 +43,8 @@ import torch
 
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.update import DivergedError
+from derl_bench.reward import MetaReward
+from derl_bench.reward.semantics import DERL
 
 
 @dataclass
@@ -138,10 +140,12 @@ def make_envs(config: CommandGRPOConfig, split: str, n: int) -> list[Any]:
                         think_action=True)
 
 
-def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str, Any]]:
+def train_commands(config: CommandGRPOConfig, log: Any = None,
+                   reward: MetaReward | None = None) -> list[dict[str, Any]]:
     """Run the inner GRPO run ``config`` describes; write the model, ``metrics.jsonl`` and
     ``result.json`` to ``output_dir``; return the per-step metrics (the last row holds the
-    validation score)."""
+    validation score). ``reward`` is ``config.meta_reward`` compiled where the run started
+    (else it is compiled here)."""
     from derl_bench.policies import load_model_and_tokenizer
     from derl_bench.policies.alfworld_state import CompactState
     from derl_bench.policies.commands import CommandPolicy, chosen_log_probs, command_log_probs
@@ -154,7 +158,12 @@ def train_commands(config: CommandGRPOConfig, log: Any = None) -> list[dict[str,
     torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    reward = compile_reward(config.meta_reward, env=config.env_id)
+    if reward is None:
+        reward = compile_reward(config.meta_reward, env=config.env_id)
+    elif (reward.expr, reward.domain, reward.semantics) != (config.meta_reward, config.env_id,
+                                                            DERL):
+        raise ValueError(f"the Meta-Reward handed to the run, {reward!r}, is not its "
+                         f"config's: {config.meta_reward!r} over {config.env_id!r}")
     model, tokenizer = load_model_and_tokenizer(config.model)
     model.eval()
     policy = CommandPolicy(model, tokenizer)

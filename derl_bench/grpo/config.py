@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from derl_bench.reward.meta_reward import MetaReward, compile_reward
 from derl_bench.reward.semantics import SEMANTICS
 from derl_bench.settings import (
     COUNT,
@@ -345,5 +346,31 @@ def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
     return config_from_dict({**asdict(config), **changes})
 
 
-__all__ = ["TINY_MODEL", "ConfigError", "DuplicateKeyError", "TrainConfig", "config_from_dict",
-           "load_config", "load_yaml", "parse_overrides", "read_recipe", "replace"]
+def compile_run_reward(config: TrainConfig, domain: str | None = None) -> MetaReward:
+    """``config.meta_reward`` compiled under ``config.reward_semantics``, against the
+    primitives ``config.env_id`` declares (or those of ``domain``, a family, for an env that is
+    not a derl id). Where a run starts (the ``train`` command, a meta loop's inner runs) it is
+    compiled once, and the :class:`~derl_bench.reward.MetaReward` is handed down to the
+    trainer."""
+    return compile_reward(config.meta_reward, domain or config.env_id,
+                          semantics=config.reward_semantics)
+
+
+def run_reward(config: TrainConfig, reward: MetaReward | None = None,
+               domain: str | None = None) -> MetaReward:
+    """The Meta-Reward a run of ``config`` trains on: ``reward``, as handed down, checked to be
+    the config's (its text, semantics and primitives: ``config.yaml`` records the text), or
+    the config's compiled here (:func:`compile_run_reward`) when none was handed down."""
+    if reward is None:
+        return compile_run_reward(config, domain)
+    expected = (config.meta_reward, config.reward_semantics, domain or config.env_id)
+    if (reward.expr, reward.semantics, reward.domain) != expected:
+        raise ConfigError(f"the Meta-Reward handed to the run, {reward!r} over "
+                          f"{reward.domain!r}, is not its config's: {config.meta_reward!r} "
+                          f"({config.reward_semantics}) over {expected[2]!r}")
+    return reward
+
+
+__all__ = ["TINY_MODEL", "ConfigError", "DuplicateKeyError", "TrainConfig",
+           "compile_run_reward", "config_from_dict", "load_config", "load_yaml",
+           "parse_overrides", "read_recipe", "replace", "run_reward"]

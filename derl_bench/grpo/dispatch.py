@@ -3,9 +3,9 @@
 Every caller that trains from a :class:`~derl_bench.grpo.config.TrainConfig` — the ``train``
 command, the inner runs of reward discovery — goes through :func:`run_training`, so a recipe's
 ``trainer`` is honoured everywhere or rejected with a clear error, never silently ignored.
-``trainer: trl`` for an agent env is the one such rejection here: TRL's multi-turn trainer runs
-through ``derl_bench.integrations.trl``, which sits above this stage, and only the ``train``
-command hands recipes to it.
+The caller hands down the run's Meta-Reward, compiled once where the run started.
+``trainer: trl`` for an agent env is the one such rejection here: TRL's multi-turn trainer
+(:mod:`derl_bench.integrations.trl.agent`) is handed recipes by the ``train`` command only.
 
 Every run first compares the data its env reads with the data catalogue's checksums
 (:func:`check_data`): a file changed since its download is refused, named, before training.
@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from derl_bench.family import resolve
 from derl_bench.grpo.config import TrainConfig
+from derl_bench.reward import MetaReward
+
+TRL_TRAINER = "derl_bench.integrations.trl.math:train_trl"
+"""TRL's single-step trainer, ``trainer: trl``. It sits in a later stage
+(:mod:`derl_bench.integrations.trl`, beside TRL's agent trainer), so it is named by its dotted
+path, the way a card names its hooks, and imported when a recipe asks for it."""
 
 
 def check_data(config: TrainConfig) -> None:
@@ -29,25 +36,25 @@ def check_data(config: TrainConfig) -> None:
     check_against_catalogue(data_files(config.env_id, **kwargs), root=kwargs.get("data_root"))
 
 
-def run_training(config: TrainConfig, resume: bool = False,
+def run_training(config: TrainConfig, resume: bool = False, reward: MetaReward | None = None,
                  ) -> tuple[list[dict[str, float]], Path]:
     """Train as ``config`` says; returns the per-step metrics and the trained model's path.
 
-    The path is the checkpoint this very run wrote after its last step (never an older one
-    left in the run directory). Data that differs from the catalogue is refused first
-    (:func:`check_data`).
+    ``reward`` is the run's Meta-Reward, compiled where the run started
+    (:func:`~derl_bench.grpo.config.compile_run_reward`); without it the trainer compiles
+    ``config.meta_reward``. The path is the checkpoint this very run wrote after its last step
+    (never an older one left in the run directory). Data that differs from the catalogue is
+    refused first (:func:`check_data`).
     """
     check_data(config)
     if config.trainer == "trl":
-        from derl_bench.grpo.trl_math import train_trl
-
-        history = train_trl(config, resume=resume)
+        history = resolve(TRL_TRAINER)(config, resume=resume, reward=reward)
         return history, config.run_dir / "final-model"
     from derl_bench.grpo.checkpoint import checkpoints_dir
     from derl_bench.grpo.trainer import initial_model_path, train
     from derl_bench.policies.loading import is_adapter_dir
 
-    history = train(config, resume=resume)
+    history = train(config, resume=resume, reward=reward)
     if config.steps == 0:
         return history, Path(initial_model_path(config))
     path = checkpoints_dir(config.run_dir) / f"step-{config.steps}"

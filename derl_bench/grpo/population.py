@@ -78,6 +78,7 @@ from derl_bench.policies.backends import TransformersBackend
 from derl_bench.policies.fast import prefixed_hidden
 from derl_bench.policies.population import Population, StackedWeights, population_hidden
 from derl_bench.policies.threads import configure_threads
+from derl_bench.reward import MetaReward
 from derl_bench.rollout import TrainBatch, collate, grade_single_step, single_step_prompts
 
 MEMBER_FIELDS = frozenset({"meta_reward", "name", "output_dir", "seed", "data_offset",
@@ -391,15 +392,22 @@ def _start_models(configs: Sequence[TrainConfig]) -> str:
     return path
 
 
-def train_population(configs: Sequence[TrainConfig]) -> PopulationRun:
+def train_population(configs: Sequence[TrainConfig],
+                     meta_rewards: Sequence[MetaReward] | None = None) -> PopulationRun:
     """Train every run of ``configs`` (one start model, one recipe, their own rewards, seeds
-    and run directories) as one population; see the module docstring."""
+    and run directories) as one population; see the module docstring. ``meta_rewards`` are
+    the runs' Meta-Rewards compiled where they started (else each config's is compiled
+    here)."""
     _check(configs)
     first = configs[0]
     first.check_machine()
     spec = family_spec(first.env_id)
     members = len(configs)
-    scores = [meta_reward_fn(c) for c in configs]  # a bad expression fails before any write
+    if meta_rewards is not None and len(meta_rewards) != members:
+        raise ValueError(f"{members} runs but {len(meta_rewards)} Meta-Rewards")
+    # A bad expression fails before any write.
+    scores = [meta_reward_fn(c, reward=None if meta_rewards is None else meta_rewards[i])
+              for i, c in enumerate(configs)]
     for config in configs:
         record_config(config, resume=False)
     start_path = _start_models(configs)

@@ -38,7 +38,7 @@ from derl_bench.grpo.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from derl_bench.grpo.config import TINY_MODEL, ConfigError, TrainConfig
+from derl_bench.grpo.config import TINY_MODEL, ConfigError, TrainConfig, run_reward
 from derl_bench.grpo.rundir import start_run_id
 from derl_bench.grpo.runlog import RunLogger
 from derl_bench.grpo.update import (
@@ -59,6 +59,7 @@ from derl_bench.policies import (
 from derl_bench.policies.decoder import FrozenBase, is_peft_model
 from derl_bench.policies.lora import LoraSpec, adapter_spec, apply_lora
 from derl_bench.policies.threads import configure_threads
+from derl_bench.reward import MetaReward
 from derl_bench.rollout import Episode, collate, rollout_multi_turn, rollout_single_step
 
 RewardFn = Callable[[Sequence[Episode]], np.ndarray]
@@ -159,17 +160,12 @@ def prepare_lora(model: Any, config: TrainConfig, base_path: str) -> Any:
     return model
 
 
-def meta_reward_fn(config: TrainConfig, domain: str | None = None) -> RewardFn:
-    """Score episodes with the run's Meta-Reward over their per-step primitives."""
-    from derl_bench.reward import compile_reward
-
-    if domain is None:
-        # A derl env id compiles against the primitives that env declares.
-        reward = compile_reward(config.meta_reward, env=config.env_id,
-                                semantics=config.reward_semantics)
-    else:
-        reward = compile_reward(config.meta_reward, domain=domain,
-                                semantics=config.reward_semantics)
+def meta_reward_fn(config: TrainConfig, domain: str | None = None,
+                   reward: MetaReward | None = None) -> RewardFn:
+    """Score episodes with the run's Meta-Reward (``reward`` as handed down, else
+    ``config``'s compiled here; see :func:`~derl_bench.grpo.config.run_reward`) over their
+    per-step primitives."""
+    reward = run_reward(config, reward, domain)
 
     def score(episodes: Sequence[Episode]) -> np.ndarray:
         return np.asarray(reward.episodic_from_steps([e.primitive_steps for e in episodes]),
@@ -272,19 +268,23 @@ def device_memory(device: str) -> dict[str, float]:
 
 def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | None = None,
           reward_fn: RewardFn | None = None, family: str | FamilySpec | None = None,
-          ) -> list[dict[str, float]]:
+          reward: MetaReward | None = None) -> list[dict[str, float]]:
     """Run GRPO as ``config`` says; returns the logged metrics of every step of the run.
 
-    ``env_factory`` and ``reward_fn`` replace the env built from ``config.env_id`` and the
-    compiled Meta-Reward (a multi-turn ``env_factory``'s envs must end their episodes
-    themselves, e.g. inside a ``TimeLimit``); ``family`` (``"math"``, ``"alfworld"``,
-    ``"scienceworld"``) picks the prompt and rollout for an env that is not a derl id.
+    ``reward`` is the run's Meta-Reward compiled where the run started
+    (:func:`~derl_bench.grpo.config.compile_run_reward`); without it ``config.meta_reward`` is
+    compiled here. ``env_factory`` and ``reward_fn`` replace the env built from
+    ``config.env_id`` and the compiled Meta-Reward (a multi-turn ``env_factory``'s envs must
+    end their episodes themselves, e.g. inside a ``TimeLimit``); ``family`` (``"math"``,
+    ``"alfworld"``, ``"scienceworld"``) picks the prompt and rollout for an env that is not a
+    derl id.
     """
     run_dir = config.run_dir
     spec = family_spec(family or config.env_id)
     config.check_machine()
     # A bad expression fails before any write.
-    score = reward_fn or meta_reward_fn(config, None if env_factory is None else spec.domain)
+    score = reward_fn or meta_reward_fn(config, None if env_factory is None else spec.domain,
+                                        reward)
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
         raise ResumeError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")

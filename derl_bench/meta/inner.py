@@ -30,6 +30,7 @@ from derl_bench.grpo.trainer import make_env, success_rate
 from derl_bench.meta.config import MetaConfig
 from derl_bench.policies import LLMPolicy, SamplingConfig
 from derl_bench.policies.backends import TransformersBackend
+from derl_bench.reward import MetaReward, compile_reward
 from derl_bench.rollout import (
     Episode,
     grade_single_step,
@@ -69,6 +70,13 @@ def inner_config(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | 
     if seed is not None:
         changes["seed"] = seed
     return replace(meta.inner, **changes)
+
+
+def compile_inner_reward(meta: MetaConfig, expr: str) -> MetaReward:
+    """``expr`` compiled for the inner runs of ``meta``: over the primitives its inner env
+    emits, under the inner recipe's ``reward_semantics``. The loop compiles each candidate
+    once, here, and hands the :class:`~derl_bench.reward.MetaReward` to its inner run."""
+    return compile_reward(expr, meta.inner.env_id, semantics=meta.inner.reward_semantics)
 
 
 def validation_split(meta: MetaConfig) -> str:
@@ -187,19 +195,21 @@ def _validation_env(meta: MetaConfig, config: TrainConfig) -> gym.Env:
     return env
 
 
-def train_and_score(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | None,
-                    data_offset: int = 0, seed: int | None = None) -> InnerResult:
-    """Train on ``expr`` in a fresh ``run_dir`` and score the policy this run trained.
+def train_and_score(meta: MetaConfig, reward: MetaReward, run_dir: Path,
+                    start_model: str | None, data_offset: int = 0, seed: int | None = None,
+                    ) -> InnerResult:
+    """Train on ``reward`` (compiled by :func:`compile_inner_reward`) in a fresh ``run_dir``
+    and score the policy this run trained.
 
     Anything an earlier run left in ``run_dir`` is removed first, so a stale checkpoint can
     never be scored in place of this run's.
     """
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    config = inner_config(meta, expr, run_dir, start_model, data_offset, seed)
+    config = inner_config(meta, reward.expr, run_dir, start_model, data_offset, seed)
     if meta.inner_commands is not None:
-        return _train_and_score_commands(meta, config)
-    history, checkpoint = run_training(config)
+        return _train_and_score_commands(meta, config, reward)
+    history, checkpoint = run_training(config, reward=reward)
     score, metrics = validation_score(checkpoint, meta, config)
     last_reward = float(history[-1]["reward/mean"]) if history else float("nan")
     return InnerResult(score, last_reward, checkpoint, metrics)
@@ -217,10 +227,11 @@ def command_config(meta: MetaConfig, config: TrainConfig) -> CommandGRPOConfig:
         **(meta.inner_commands or {}))
 
 
-def _train_and_score_commands(meta: MetaConfig, config: TrainConfig) -> InnerResult:
+def _train_and_score_commands(meta: MetaConfig, config: TrainConfig,
+                              reward: MetaReward) -> InnerResult:
     # The command policy draws its training games by seed from the games its base was not
     # taught on, so a warm start's data offset has nothing to continue: each run draws anew.
-    history = train_commands(command_config(meta, config))
+    history = train_commands(command_config(meta, config), reward=reward)
     steps = [row for row in history if row["step"] != "validation"]
     last_reward = float(steps[-1]["reward/mean"]) if steps else float("nan")
     return InnerResult(float(history[-1]["score"]), last_reward,
@@ -231,7 +242,7 @@ def _train_and_score_commands(meta: MetaConfig, config: TrainConfig) -> InnerRes
 class InnerSpec:
     """One inner run of a batch: what :func:`train_and_score` takes."""
 
-    expr: str
+    reward: MetaReward
     run_dir: Path
     start_model: str | None = None
     data_offset: int = 0
@@ -274,9 +285,9 @@ def train_and_score_population(meta: MetaConfig, runs: Sequence[InnerSpec],
     for spec in runs:
         if spec.run_dir.exists():
             shutil.rmtree(spec.run_dir)
-    configs = [inner_config(meta, s.expr, s.run_dir, s.start_model, s.data_offset, s.seed)
-               for s in runs]
-    run = train_population(configs)
+    configs = [inner_config(meta, s.reward.expr, s.run_dir, s.start_model, s.data_offset,
+                            s.seed) for s in runs]
+    run = train_population(configs, [s.reward for s in runs])
     figures = population_validation(run, meta, configs[0])
     return [InnerResult(score, float(history[-1]["reward/mean"]) if history else float("nan"),
                         checkpoint, metrics)

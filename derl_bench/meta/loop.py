@@ -55,14 +55,14 @@ from derl_bench.family import family_spec
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.trainer import make_env
 from derl_bench.meta.config import MetaConfig
-from derl_bench.meta.inner import check_validation_split, inner_config
+from derl_bench.meta.inner import check_validation_split, compile_inner_reward, inner_config
 from derl_bench.meta.persist import LOG_FILE, append_record, read_log, save_state, start_run
 from derl_bench.meta.probe import ProbeSet, behaviour_key, probe_set
 from derl_bench.meta.report import GenerationProgress, write_report, write_summary
 from derl_bench.meta.search import LearningProposer, Proposal, Proposer, slot_seed
 from derl_bench.meta.types import MetaResult, Status
 from derl_bench.meta.workers import Executor, InnerJob, JobOutcome, executor_for
-from derl_bench.reward import MetaRewardError, compile_reward
+from derl_bench.reward import MetaReward, MetaRewardError
 
 
 def make_proposer(config: MetaConfig, env_id: str, cold_start: bool = True) -> Proposer:
@@ -80,9 +80,10 @@ there is no probe set), the start model and the inner seed where the proposer na
 
 def _candidate(config: MetaConfig, generation: int, index: int, proposal: Proposal,
                start_model: str | None, probe: ProbeSet | None,
-               ) -> tuple[dict[str, Any], Key | None]:
-    """The candidate's record so far, and the key of the inner run it needs (``None`` for a
-    reward that trains nothing: invalid, or constant on the probe set)."""
+               ) -> tuple[dict[str, Any], Key | None, MetaReward | None]:
+    """The candidate's record so far, the key of the inner run it needs (``None`` for a
+    reward that trains nothing: invalid, or constant on the probe set) and its compiled reward,
+    which that inner run is handed (``None`` for an invalid one)."""
     # A proposer that names a seed (``fixed``) wants that seed's run, repeats or not: the seed
     # is part of the key. A slot's seed is not: a repeated reward keeps its first run.
     keyed_seed = proposal.extra.get("inner_seed")
@@ -96,17 +97,16 @@ def _candidate(config: MetaConfig, generation: int, index: int, proposal: Propos
     if proposal.extra.get("complete") is False:
         return {**record, "valid": False, "status": Status.INVALID,
                 "error": proposal.extra.get("error", "unfinished expression"),
-                "score": config.invalid_score}, None
+                "score": config.invalid_score}, None, None
     try:
-        reward = compile_reward(proposal.expr, domain=config.inner.env_id,
-                                semantics=config.inner.reward_semantics)
+        reward = compile_inner_reward(config, proposal.expr)
     except MetaRewardError as err:
         return {**record, "valid": False, "status": Status.INVALID, "error": str(err),
-                "score": config.invalid_score}, None
+                "score": config.invalid_score}, None, None
     record.update(valid=True, canonical=reward.canonical, hash=reward.hash,
                   structure=reward.structure.kind, primitives=list(reward.primitives))
     if probe is None:
-        return record, (reward.hash, start_model, keyed_seed)
+        return record, (reward.hash, start_model, keyed_seed), reward
     behaviour = behaviour_key(reward, probe, config.inner.scale_by_std)
     if behaviour is None and config.constant_rewards == "train":
         # Every constant reward gives zero advantage everywhere: they all train alike.
@@ -114,9 +114,9 @@ def _candidate(config: MetaConfig, generation: int, index: int, proposal: Propos
     if behaviour is None:
         # Every advantage of every group would be zero: training on it changes nothing.
         return {**record, "status": Status.CONSTANT, "score": config.invalid_score,
-                "error": "constant on the probe set: trains nothing"}, None
+                "error": "constant on the probe set: trains nothing"}, None, reward
     record["behaviour"] = behaviour
-    return record, (behaviour, start_model, keyed_seed)
+    return record, (behaviour, start_model, keyed_seed), reward
 
 
 def _finish(record: dict[str, Any], outcome: JobOutcome) -> dict[str, Any]:
@@ -181,8 +181,8 @@ class _Candidates:
         for index, proposal in enumerate(proposals):
             if index in records:
                 continue
-            record, key = _candidate(self.config, generation, index, proposal, start_model,
-                                     self.probe)
+            record, key, reward = _candidate(self.config, generation, index, proposal,
+                                             start_model, self.probe)
             if key is None:
                 finished(index, record)
             elif key in self.seen:
@@ -194,7 +194,8 @@ class _Candidates:
                 prepared[index] = record
                 runs_for[key] = index
                 run_dir = self.config.run_dir / "inner" / f"g{generation:03d}-c{index:02d}"
-                jobs.append(InnerJob(index, proposal.expr, str(run_dir), start_model,
+                assert reward is not None  # a keyed candidate compiled
+                jobs.append(InnerJob(index, reward, str(run_dir), start_model,
                                      data_offset, record["inner_seed"]))
         on_start = progress.start if progress is not None else None
         for outcome in self.executor.run(self.config, jobs, on_start):
@@ -215,9 +216,10 @@ def _advantage_stats(scores: list[float]) -> dict[str, Any]:
             "zero_advantage": bool(np.all(adv == 0))}
 
 
-Evaluator = Callable[[str, "str | None", Path, str], dict[str, Any]]
+Evaluator = Callable[[str, "MetaReward | None", Path, str], dict[str, Any]]
 """``evaluate(checkpoint, meta_reward, out_dir, method) -> {level: {"mean", "se", "n", ...}}``:
-scores a final policy on the eval sets and writes its records under ``out_dir``. The
+scores a final policy on the eval sets and writes its records under ``out_dir``
+(``meta_reward``, the compiled reward it was trained with, names it in the records). The
 evaluation stage provides one (:func:`derl_bench.evaluation.batched.headline_evaluator`)."""
 
 
@@ -318,13 +320,15 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
     if learns:
         cast(LearningProposer, proposer).save(out / "meta-optimizer")
     if evaluate is not None and result.best_checkpoint is not None:
-        result.headline = {"best": executor.call(evaluate, result.best_checkpoint,
-                                                 result.best_expr, out / "results",
-                                                 config.method)}
-        if config.warm_starts and result.best_expr is not None:
+        # The best reward, compiled once for its records and its retrained run.
+        best = None if result.best_expr is None else compile_inner_reward(config,
+                                                                          result.best_expr)
+        result.headline = {"best": executor.call(evaluate, result.best_checkpoint, best,
+                                                 out / "results", config.method)}
+        if config.warm_starts and best is not None:
             # A warm-started policy owes its score partly to its ancestors: the best reward
             # is also trained from the base model alone.
-            job = InnerJob(0, result.best_expr, str(out / "retrained-best"))
+            job = InnerJob(0, best, str(out / "retrained-best"))
             outcome = next(iter(executor.run(config, [job])))
             if outcome.result is None:
                 result.headline["retrained_from_base"] = {"error": outcome.errors[-1]}
@@ -332,7 +336,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
                 retrained = outcome.result
                 result.headline["retrained_from_base"] = {
                     "validation": retrained.score,
-                    **executor.call(evaluate, str(retrained.checkpoint), result.best_expr,
+                    **executor.call(evaluate, str(retrained.checkpoint), best,
                                     out / "results" / "retrained-from-base",
                                     f"{config.method} (retrained)"),
                 }

@@ -46,6 +46,7 @@ from derl_bench.meta.inner import (
     train_and_score,
     train_and_score_population,
 )
+from derl_bench.reward import MetaReward
 
 EXECUTORS = ("auto", "ray", "local")
 
@@ -56,15 +57,24 @@ class ExecutorError(RuntimeError):
 
 @dataclass(frozen=True)
 class InnerJob:
-    """One inner run: train ``expr`` into ``run_dir`` (from ``start_model`` when given) and
-    score the policy on the validation set."""
+    """One inner run: train ``reward`` into ``run_dir`` (from ``start_model`` when given) and
+    score the policy on the validation set.
+
+    ``reward`` is compiled once, by the loop; it crosses to a Ray worker pickled (a
+    :class:`~derl_bench.reward.MetaReward` is plain data: its text, parsed tree, primitives
+    and structure), so the worker trains on that very object and compiles nothing."""
 
     index: int
-    expr: str
+    reward: MetaReward
     run_dir: str
     start_model: str | None = None
     data_offset: int = 0
     seed: int | None = None
+
+    @property
+    def expr(self) -> str:
+        """The reward's text, as the records and logs name it."""
+        return self.reward.expr
 
 
 @dataclass
@@ -105,7 +115,8 @@ def run_job(config: MetaConfig, job: InnerJob) -> tuple[InnerResult, str]:
     an operator can find the process of a running inner run."""
     run = Path(job.run_dir)
     _mark_worker(run)
-    result = train_and_score(config, job.expr, run, job.start_model, job.data_offset, job.seed)
+    result = train_and_score(config, job.reward, run, job.start_model, job.data_offset,
+                             job.seed)
     return result, _worker_name()
 
 
@@ -151,7 +162,7 @@ def run_batch(config: MetaConfig, jobs: Sequence[InnerJob]) -> tuple[list[InnerR
     for job in jobs:
         _mark_worker(Path(job.run_dir))
     results = train_and_score_population(config, [
-        InnerSpec(job.expr, Path(job.run_dir), job.start_model, job.data_offset, job.seed)
+        InnerSpec(job.reward, Path(job.run_dir), job.start_model, job.data_offset, job.seed)
         for job in jobs])
     return results, _worker_name()
 

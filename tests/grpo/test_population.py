@@ -31,6 +31,7 @@ from derl_bench.meta.workers import ExecutorError, InnerJob, inner_groups
 from derl_bench.policies import SamplingConfig, TransformersBackend
 from derl_bench.policies.fast import FastSampler
 from derl_bench.policies.population import Population
+from derl_bench.reward import compile_reward
 from tests.numerics import assert_close_reordered
 from tests.policies.test_fast_path import _model  # the tiny model, scaled to write varied tokens
 
@@ -263,7 +264,8 @@ def test_gradients_are_clipped_per_member():
 
 
 def _inner_jobs(tmp_path: Path, n: int) -> list[InnerJob]:
-    return [InnerJob(i, expr, str(tmp_path / f"c{i}")) for i, expr in enumerate(REWARDS[:n])]
+    return [InnerJob(i, compile_reward(expr, env=ENV), str(tmp_path / f"c{i}"))
+            for i, expr in enumerate(REWARDS[:n])]
 
 
 def test_which_recipes_train_as_populations(tmp_path):

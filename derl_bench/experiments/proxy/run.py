@@ -154,10 +154,15 @@ def score_rewards(config: ProxyConfig, model: str, exprs: list[str], seed: int,
                   out: Path) -> list[float]:
     """Train one inner run per reward of ``exprs`` with inner seed ``seed`` (together, as one
     population) and return each policy's validation score; the runs' folders are removed."""
-    from derl_bench.meta.inner import InnerSpec, train_and_score_population
+    from derl_bench.meta.inner import (
+        InnerSpec,
+        compile_inner_reward,
+        train_and_score_population,
+    )
 
     meta = meta_config_for(config, "random", seed, model, out)
-    runs = [InnerSpec(expr, out / f"r{i:03d}", None, 0, seed) for i, expr in enumerate(exprs)]
+    runs = [InnerSpec(compile_inner_reward(meta, expr), out / f"r{i:03d}", None, 0, seed)
+            for i, expr in enumerate(exprs)]
     try:
         return [r.score for r in train_and_score_population(meta, runs)]
     finally:
@@ -212,12 +217,17 @@ def retrain_picked(config: ProxyConfig, model: str, expr: str, seed: int, out: P
     the base on ``config.retrain_seeds`` fresh seeds (one population), each policy scored on
     validation and evaluated greedily on every level; the mean over the re-trains per level."""
     from derl_bench.evaluation.batched import evaluate_llm
-    from derl_bench.meta.inner import InnerSpec, train_and_score_population
+    from derl_bench.meta.inner import (
+        InnerSpec,
+        compile_inner_reward,
+        train_and_score_population,
+    )
     from derl_bench.meta.search import fresh_seeds
 
     seeds = fresh_seeds(config.retrain_seeds, RETRAIN_OFFSET + 100 * seed)
     meta = meta_config_for(config, "random", seed, model, out)
-    runs = [InnerSpec(expr, out / f"r{i}", None, 0, s) for i, s in enumerate(seeds)]
+    reward = compile_inner_reward(meta, expr)  # once, for every re-train
+    runs = [InnerSpec(reward, out / f"r{i}", None, 0, s) for i, s in enumerate(seeds)]
     try:
         results = train_and_score_population(meta, runs)
         levels: dict[str, list[float]] = {level: [] for level in LEVELS}

@@ -34,9 +34,10 @@ from typing import Any
 
 from derl_bench.family import family_spec
 from derl_bench.grpo.checkpoint import ResumeError
-from derl_bench.grpo.config import ConfigError, TrainConfig
+from derl_bench.grpo.config import ConfigError, TrainConfig, run_reward
 from derl_bench.grpo.trainer import initial_model_path, record_config, step_seeds
-from derl_bench.grpo.trl_math import finish_trl_run, trl_args, trl_peft_config
+from derl_bench.integrations.trl.math import finish_trl_run, trl_args, trl_peft_config
+from derl_bench.reward import MetaReward
 
 OBSERVATION_TOKENS = 256
 """Completion budget per turn for the tool's answer: TRL counts tool results against
@@ -117,13 +118,12 @@ def environment_factory(config: TrainConfig) -> Callable[[], AgentToolEnv]:
                              config.max_episode_steps)
 
 
-def meta_reward_funcs(config: TrainConfig) -> list[Callable[..., list[float]]]:
-    """Reward functions for TRL: the compiled Meta-Reward over each episode's recorded
-    primitives, and the success rate (logged with weight 0)."""
-    from derl_bench.reward import compile_reward
-
-    reward = compile_reward(config.meta_reward, env=config.env_id,
-                            semantics=config.reward_semantics)
+def meta_reward_funcs(config: TrainConfig, reward: MetaReward | None = None,
+                      ) -> list[Callable[..., list[float]]]:
+    """Reward functions for TRL: the compiled Meta-Reward (``reward`` as handed down, else
+    ``config``'s compiled here) over each episode's recorded primitives, and the success rate
+    (logged with weight 0)."""
+    reward = run_reward(config, reward)
     success_name = family_spec(config.env_id).success_primitive
 
     def meta_reward(environments: Sequence[AgentToolEnv], **_: Any) -> list[float]:
@@ -248,7 +248,7 @@ def agent_trainer(config: TrainConfig,
     weights (Meta-Reward, then the zero-weight success rate)."""
     if not family_spec(config.env_id).multi_turn:
         raise ConfigError(f"{config.env_id!r} is not an agent env; "
-                          "derl_bench.grpo.trl_math trains math with TRL")
+                          "derl_bench.integrations.trl.math trains math with TRL")
     if config.env_actors:
         raise ConfigError("env_actors: TRL steps its envs itself; use trainer: compact for Ray")
     from transformers import AutoTokenizer
@@ -264,16 +264,18 @@ def agent_trainer(config: TrainConfig,
                        peft_config=trl_peft_config(config))
 
 
-def train_trl_agent(config: TrainConfig, resume: bool = False) -> list[dict[str, float]]:
-    """Run agent GRPO with TRL's multi-turn trainer; returns the per-step metrics."""
+def train_trl_agent(config: TrainConfig, resume: bool = False,
+                    reward: MetaReward | None = None) -> list[dict[str, float]]:
+    """Run agent GRPO with TRL's multi-turn trainer; returns the per-step metrics. ``reward``
+    is the run's Meta-Reward compiled where the run started (else it is compiled here)."""
     from transformers.trainer_utils import get_last_checkpoint
 
     trl_dir = config.run_dir / "trl"
     last = get_last_checkpoint(str(trl_dir)) if trl_dir.is_dir() else None
     if resume and last is None:
         raise ResumeError(f"--resume: no checkpoint under {trl_dir}")
-    # Compile the Meta-Reward (and reject a bad one) before the run directory is written.
-    reward_funcs = meta_reward_funcs(config)
+    # The Meta-Reward is compiled (and a bad one rejected) before the run directory is written.
+    reward_funcs = meta_reward_funcs(config, reward)
     record_config(config, resume)
     trainer = agent_trainer(config, reward_funcs)
     trainer.train(resume_from_checkpoint=last if resume else None)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.family import family_spec
-from derl_bench.grpo.config import ConfigError, TrainConfig
+from derl_bench.grpo.config import ConfigError, TrainConfig, run_reward
 from derl_bench.grpo.runlog import METRICS_FILE, plot_curve
 from derl_bench.grpo.trainer import (
     ResumeError,
@@ -32,6 +32,7 @@ from derl_bench.grpo.trainer import (
 )
 from derl_bench.policies import MathPrompt, load_model_and_tokenizer
 from derl_bench.policies.lora import LoraSpec
+from derl_bench.reward import MetaReward
 
 TRL_METRICS = {
     "reward": "reward/mean",
@@ -48,12 +49,10 @@ TRL_METRICS = {
 """TRL's log keys -> the compact trainer's metric names."""
 
 
-def _replay_reward(config: TrainConfig) -> tuple[Any, Any]:
-    """Reward functions for TRL: the Meta-Reward, and the success rate (logged, weight 0)."""
-    from derl_bench.reward import compile_reward
-
-    reward = compile_reward(config.meta_reward, env=config.env_id,
-                            semantics=config.reward_semantics)
+def _replay_reward(config: TrainConfig, reward: MetaReward | None = None) -> tuple[Any, Any]:
+    """Reward functions for TRL: the Meta-Reward (``reward`` as handed down, else
+    ``config``'s compiled here), and the success rate (logged, weight 0)."""
+    reward = run_reward(config, reward)
     env = make_env(config)
 
     def primitives(completions: Sequence[Any], reset_seed: Sequence[int]) -> list[dict]:
@@ -138,8 +137,11 @@ def trl_peft_config(config: TrainConfig) -> Any:
     return LoraSpec.from_dict(config.lora).peft_config() if config.lora is not None else None
 
 
-def train_trl(config: TrainConfig, resume: bool = False) -> list[dict[str, float]]:
-    """Run single-step math GRPO with TRL; returns the per-step metrics (compact-trainer names)."""
+def train_trl(config: TrainConfig, resume: bool = False, reward: MetaReward | None = None,
+              ) -> list[dict[str, float]]:
+    """Run single-step math GRPO with TRL; returns the per-step metrics (compact-trainer names).
+    ``reward`` is the run's Meta-Reward compiled where the run started (else it is compiled
+    here)."""
     if family_spec(config.env_id).multi_turn:
         raise ConfigError(f"train_trl handles single-step math envs, not {config.env_id!r}; "
                           "agents train with TRL through derl_bench.integrations.trl")
@@ -151,7 +153,7 @@ def train_trl(config: TrainConfig, resume: bool = False) -> list[dict[str, float
     last = get_last_checkpoint(str(trl_dir)) if trl_dir.is_dir() else None
     if resume and last is None:
         raise ResumeError(f"--resume: no checkpoint under {trl_dir}")
-    meta_reward, success = _replay_reward(config)
+    meta_reward, success = _replay_reward(config, reward)
     record_config(config, resume)
     start_path = initial_model_path(config)
     _, tokenizer = load_model_and_tokenizer(start_path)
@@ -177,3 +179,6 @@ def finish_trl_run(trainer: Any, config: TrainConfig) -> list[dict[str, float]]:
     (config.run_dir / METRICS_FILE).write_text("".join(json.dumps(r) + "\n" for r in history))
     plot_curve(history, config.run_dir / "learning_curve.png", title=config.run_dir.name)
     return history
+
+
+__all__ = ["TRL_METRICS", "finish_trl_run", "train_trl", "trl_args", "trl_peft_config"]

@@ -1,0 +1,53 @@
+"""A run compiles its Meta-Reward once, where it starts, and hands the compiled reward down to
+the trainer (compact or TRL): a spy on :class:`~derl_bench.reward.MetaReward` counts compiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from derl_bench.cli import main
+from derl_bench.grpo.config import ConfigError, TrainConfig, compile_run_reward, run_reward
+from derl_bench.reward import MetaReward, compile_reward
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = "derl/Arithmetic-v0"
+TINY = ["model=tiny", "steps=1", "group_size=2", "prompts_per_step=1", "max_new_tokens=8",
+        "tensorboard=false", "progress=false", f"env_id={ENV}",
+        "meta_reward=outcome - 0.01 * response_length"]
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of every Meta-Reward compiled while the test runs."""
+    seen: list[str] = []
+    init = MetaReward.__init__
+
+    def counted(self: MetaReward, expr: str, *args: object, **kwargs: object) -> None:
+        seen.append(expr)
+        init(self, expr, *args, **kwargs)
+
+    monkeypatch.setattr(MetaReward, "__init__", counted)
+    return seen
+
+
+@pytest.mark.parametrize("trainer", ["compact", "trl"])
+def test_the_train_command_compiles_the_reward_once(tmp_path, compiles, trainer):
+    if trainer == "trl":
+        pytest.importorskip("trl")
+    run = tmp_path / trainer
+    assert main(["train", str(REPO / "baselines" / "gsm8k-outcome.yaml"), "--output", str(run),
+                 *TINY, f"trainer={trainer}"]) == 0
+    assert compiles == ["outcome - 0.01 * response_length"]
+
+
+def test_a_handed_down_reward_must_be_the_runs():
+    config = TrainConfig(env_id=ENV, meta_reward="outcome")
+    reward = compile_run_reward(config)
+    assert run_reward(config, reward) is reward
+    for other in (compile_reward("format_boxed", env=ENV),
+                  compile_reward("outcome", env=ENV, semantics="derl-official"),
+                  compile_reward("outcome", env="derl/GSM8K-v0")):
+        with pytest.raises(ConfigError, match="not its config's"):
+            run_reward(config, other)
