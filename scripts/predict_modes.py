@@ -12,8 +12,9 @@ It prints a markdown table: per mode (``careful`` is the right answer), the mean
 primitive and of each hand-made reward, the planted reward and its parts (the card's
 ``planted_parts``) on the first ``--problems`` validation problems, each demonstration drawn
 by :func:`derl_bench.envs.digits.demonstration` at the card's wrap-right rate; then the share
-of ``--draws`` grammar draws (``random_expression``, the ``random`` method's sampler) that
-contain each of the card's primitives the hand-made rewards do not use, and pairs of them.
+of ``--draws`` grammar draws (``random_expression`` at depth 3, the ``random`` method's
+sampler) that contain each of the card's primitives the hand-made rewards do not use, and
+pairs of them.
 """
 
 from __future__ import annotations
@@ -79,10 +80,10 @@ def draw_shares(env_id: str, draws: int, seed: int = 0) -> str:
     rng = random.Random(seed)
     counts: Counter[frozenset[str]] = Counter()
     for _ in range(draws):
-        text = random_expression(rng, env_id)
+        text = random_expression(rng, env_id, max_depth=3)  # the random method's depth
         found = set(re.findall(r"[a-z_][a-z0-9_]*", text))
         counts[frozenset(n for n in names if n in found)] += 1
-    lines = [f"{draws} draws of `random_expression` on {env_id}'s primitives:", "",
+    lines = [f"{draws} draws of `random_expression` (depth 3) on {env_id}'s primitives:", "",
              "| contains | share of draws |", "|---|---|"]
     for k in (1, 2):
         for combo in itertools.combinations(names, k):
