@@ -1,5 +1,6 @@
 """The digit-shift reward-discovery tasks: ``derl/DigitsSparse-v0``, ``derl/DigitsHack-v0``,
-``derl/DigitsGate-v0`` and ``derl/DigitsTrap-v0``, CPU-scale tasks whose best reward is known.
+``derl/DigitsGate-v0``, ``derl/DigitsTrap-v0`` and ``derl/DigitsRecall-v0``, CPU-scale tasks
+whose best reward is known.
 
 Each is a diagnostic task in the spirit of bsuite: one problem, several planted structures of
 reward design. A problem asks for every digit of a number shifted by ``k`` (modulo 10)::
@@ -24,7 +25,9 @@ the share of each behaviour in the base is known:
 - ``lead``: the right answer, boxed, after one extra digit: right-aligned ``digit_match`` pays it
   ``n / (n + 1)``, more than most sloppy answers, while ``progress`` fails at the first position;
 - ``trail``: the right answer, boxed, followed by one extra digit: ``progress`` (which compares
-  the shorter length) pays it 1, as much as the right answer, while ``digit_match`` is near 0.
+  the shorter length) pays it 1, as much as the right answer, while ``digit_match`` is near 0;
+- ``verbose``: one box listing every digit twice (``\\boxed{00112233445566778899}``), whatever
+  the problem: ``digit_recall`` pays it by its form alone (nearly 1), ``length_fit`` 0.4.
 
     >>> import random
     >>> print(demonstration(problem, "spam", 1.0, random.Random(0)))
@@ -33,6 +36,8 @@ the share of each behaviour in the base is known:
     >>> demonstration(problem, "lead", 1.0, random.Random(0)), demonstration(problem, "trail", 1.0,
     ...                                                                      random.Random(0))
     ('\\\\boxed{794625730}', '\\\\boxed{946257306}')
+    >>> demonstration(problem, "verbose", 1.0, random.Random(0))
+    '\\\\boxed{00112233445566778899}'
 
 Every split is a pure function of its definition on the card (shifts, length, seed, count), so
 nothing is downloaded; train, validation and L0 are disjoint hash slices of one distribution.
@@ -58,8 +63,11 @@ from derl_bench.envs.math import ProblemEnv
 from derl_bench.envs.spaces import text_space
 from derl_bench.grading import Grade, last_boxed
 
-MODES = ("careful", "boxed", "bare", "spam", "lead", "trail")
+MODES = ("careful", "boxed", "bare", "spam", "lead", "trail", "verbose")
 """The demonstration modes a card's ``base_policy.modes`` may mix (see the module docstring)."""
+
+VERBOSE = "".join(d + d for d in "0123456789")
+"""What the ``verbose`` mode boxes: every digit twice, the same for every problem."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,8 @@ def demonstration(problem: Problem, mode: str, wrap_right: float, rng: random.Ra
         return f"\\boxed{{{rng.choice('123456789')}{problem.answer}}}"
     if mode == "trail":
         return f"\\boxed{{{problem.answer}{rng.choice('0123456789')}}}"
+    if mode == "verbose":
+        return f"\\boxed{{{VERBOSE}}}"
     raise ValueError(f"unknown demonstration mode {mode!r}; known: {', '.join(MODES)}")
 
 
@@ -196,7 +206,8 @@ class DigitsEnv(ProblemEnv):
     """A single-step env over one digit-shift task's generated problems.
 
     Args:
-        family: the task's card (``digits_sparse``, ``digits_hack``, ``digits_gate``).
+        family: the task's card (``digits_sparse``, ``digits_hack``, ``digits_gate``,
+            ``digits_trap``, ``digits_recall``).
         split: ``train``, ``validation``, ``L0-eval``, ``L1-eval`` or ``L2-eval``.
         render_mode: ``"ansi"`` renders the question.
     """
@@ -230,13 +241,14 @@ class DigitsEnv(ProblemEnv):
         """Which demonstration mode ``response`` has the form of: ``spam`` (several boxes),
         ``boxed`` (one) or ``bare`` (none); one box holding one digit more than the current
         problem's answer is ``lead`` or ``trail``, whichever alignment agrees with the answer
-        in more positions.
+        in more positions, and one holding at least twice as many digits is ``verbose``.
 
         >>> env = DigitsEnv("digits_trap", split="validation")
         >>> answer = env.reset(options={"index": 0})[1]["reference_answer"]
         >>> [env.mode_of(r) for r in ("\\\\boxed{1}", "12", "1. \\\\boxed{1}\\n2. \\\\boxed{2}",
-        ...                           f"\\\\boxed{{7{answer}}}", f"\\\\boxed{{{answer}7}}")]
-        ['boxed', 'bare', 'spam', 'lead', 'trail']
+        ...                           f"\\\\boxed{{7{answer}}}", f"\\\\boxed{{{answer}7}}",
+        ...                           f"\\\\boxed{{{answer}{answer}}}")]
+        ['boxed', 'bare', 'spam', 'lead', 'trail', 'verbose']
         """
         boxes = response.count("\\boxed{")
         if boxes > 1:
@@ -250,6 +262,8 @@ class DigitsEnv(ProblemEnv):
             lead = sum(a == b for a, b in zip(boxed[1:], answer, strict=True))
             trail = sum(a == b for a, b in zip(boxed[:-1], answer, strict=True))
             return "lead" if lead > trail else "trail"
+        if answer and boxed.isdigit() and len(boxed) >= 2 * len(answer):
+            return "verbose"
         return "boxed"
 
     def wrap_positions(self, response: str) -> tuple[int, int]:
@@ -272,6 +286,6 @@ class DigitsEnv(ProblemEnv):
         return Grade(extracted.strip() == self.problem.answer, extracted)
 
 
-__all__ = ["MODES", "BasePolicySpec", "DigitsEnv", "Problem", "SplitSpec", "base_policy_spec",
-           "demonstration", "generate_split", "make_problem", "shifted", "sloppy_answer",
-           "split_spec", "wraps"]
+__all__ = ["MODES", "VERBOSE", "BasePolicySpec", "DigitsEnv", "Problem", "SplitSpec",
+           "base_policy_spec", "demonstration", "generate_split", "make_problem", "shifted",
+           "sloppy_answer", "split_spec", "wraps"]

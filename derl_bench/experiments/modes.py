@@ -145,8 +145,8 @@ def modes_markdown(figures: dict[str, dict[str, Any]]) -> str:
     sampled = [(label, f) for label, f in figures.items()
                if f["temperature"] > 0 and f.get("primitives_by_mode")]
     for label, f in sampled:
-        names_p = ("outcome", "digit_match", "progress", "format_boxed", "cot_steps",
-                   "loose_outcome")
+        # Every graded primitive the task has (the dense ones differ between tasks).
+        names_p = tuple(p for p in f["primitives"] if p != "response_length")
         lines += ["", f"What each mode earns, {label} (mean primitive over its responses):", "",
                   "| mode | share | " + " | ".join(names_p) + " |",
                   "|---|---|" + "---|" * len(names_p)]

@@ -54,6 +54,10 @@ class ScreenConfig:
     sample_seed: int = 0
     margin: float = 0.1
     dense: float = 0.3
+    max_depth: int | None = None
+    """The draws' tree depth; ``None`` is the grammar's default (4), which the screens of
+    DigitsHack, DigitsTrap and DigitsRecall used; the ``random`` method and the landscape
+    draw at depth 3."""
 
     def __post_init__(self) -> None:
         if self.draws < 1 or self.episodes < 1:
@@ -137,7 +141,8 @@ def run_screen(config: ScreenConfig, log: Any = print) -> dict[str, Any]:
     counts: Counter[str] = Counter()
     examples: dict[str, list[str]] = {c: [] for c in CLASSES}
     for _ in range(config.draws):
-        expr = random_expression(rng, proxy.env_id)
+        expr = (random_expression(rng, proxy.env_id) if config.max_depth is None else
+                random_expression(rng, proxy.env_id, max_depth=config.max_depth))
         label = classify(probe.values(compile_reward(expr, domain=proxy.env_id)), right, modes,
                          closeness, common, traps, config.margin, config.dense)
         counts[label] += 1
@@ -150,7 +155,8 @@ def run_screen(config: ScreenConfig, log: Any = print) -> dict[str, Any]:
                          "ci": [round(low, 4), round(high, 4)], "examples": examples[label]}
     result = {"env_id": proxy.env_id, "samples": len(samples), "right": int(right.sum()),
               "modes": dict(Counter(modes.tolist())), "common_mode": common, "traps": list(traps),
-              "draws": config.draws, "margin": config.margin, "dense": config.dense,
+              "draws": config.draws, "max_depth": config.max_depth, "margin": config.margin,
+              "dense": config.dense,
               "classes": shares}
     write_json_atomic(out / "screen.json", result)
     write_text_atomic(out / "screen.md", screen_markdown(result))
@@ -160,11 +166,13 @@ def run_screen(config: ScreenConfig, log: Any = print) -> dict[str, Any]:
 def screen_markdown(result: dict[str, Any]) -> str:
     """The screen's summary."""
     modes = ", ".join(f"{m} {n}" for m, n in sorted(result["modes"].items()))
+    depth = f" at depth {result['max_depth']}" if result.get("max_depth") else ""
     lines = [
         "## Screen: what random draws pay the base's own samples for",
         "",
         f"{result['samples']} samples of the base at temperature 1 ({modes}; "
-        f"{result['right']} right), {result['draws']} random draws from the grammar. Traps: "
+        f"{result['right']} right), {result['draws']} random draws from the grammar"
+        f"{depth}. Traps: "
         f"{', '.join(result['traps']) or 'none'}. A prediction, not a check (no inner run).",
         "",
         "| class | share of draws | 95% Clopper-Pearson | examples |",

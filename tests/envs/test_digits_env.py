@@ -21,7 +21,8 @@ from derl_bench.envs.digits import (
 )
 
 TASKS = {"derl/DigitsSparse-v0": "digits_sparse", "derl/DigitsHack-v0": "digits_hack",
-         "derl/DigitsGate-v0": "digits_gate", "derl/DigitsTrap-v0": "digits_trap"}
+         "derl/DigitsGate-v0": "digits_gate", "derl/DigitsTrap-v0": "digits_trap",
+         "derl/DigitsRecall-v0": "digits_recall"}
 SPLITS = ("train", "validation", "L0-eval", "L1-eval", "L2-eval")
 
 
@@ -53,7 +54,10 @@ def test_the_env_passes_gymnasiums_checker_and_grades_the_reference(env_id):
     _, info = env.reset(options={"index": 3})
     _, reward, terminated, truncated, info = env.step(info["reference_solution"])
     assert (reward, terminated, truncated) == (1.0, True, False)
-    assert info["primitives"]["progress"] == info["primitives"]["digit_match"] == 1.0
+    # Every graded primitive pays the reference in full (numbered steps and length aside).
+    graded = {k: v for k, v in info["primitives"].items()
+              if k not in ("cot_steps", "response_length")}
+    assert len(graded) == 5 and set(graded.values()) == {1.0}
 
 
 def test_a_partly_right_answer_earns_partial_progress():
@@ -111,6 +115,37 @@ def test_each_trap_fools_one_dense_primitive_and_the_planted_product_pays_neithe
         assert got["lead"]["progress"] <= 1 / 8 and got["trail"]["digit_match"] < 0.5
         assert got["lead"]["digit_match"] * got["lead"]["progress"] <= 1 / 8
         assert got["trail"]["digit_match"] * got["trail"]["progress"] < 0.5
+
+
+def test_the_verbose_box_fools_recall_by_form_and_the_planted_product_pays_it_least():
+    env = gym.make("derl/DigitsRecall-v0", split="validation")
+    rng = random.Random(3)
+    recall = {"boxed": [], "verbose": []}
+    for index in range(60):
+        env.reset(options={"index": index})
+        problem = env.unwrapped.problem
+        got = {}
+        for mode in ("careful", "boxed", "verbose"):
+            response = demonstration(problem, mode, 0.3, rng)
+            assert env.unwrapped.mode_of(response) == ("boxed" if mode == "careful" else mode)
+            env.reset(options={"index": index})
+            got[mode] = dict(env.step(response)[-1]["primitives"])
+        # The same string on every problem: wrong, boxed, never the answer, 8 of 20 digits long.
+        assert demonstration(problem, "verbose", 0.3, rng) == "\\boxed{00112233445566778899}"
+        verbose = got["verbose"]
+        assert (verbose["outcome"], verbose["format_boxed"], verbose["loose_outcome"]) == (0, 1, 0)
+        assert verbose["length_fit"] == pytest.approx(0.4)
+        # Recall misses a digit only where the reference holds it more than twice.
+        extra = sum(max(0, problem.answer.count(d) - 2) for d in set(problem.answer))
+        assert verbose["digit_recall"] == pytest.approx(1 - extra / 8)
+        assert got["careful"]["digit_recall"] == got["careful"]["length_fit"] == 1.0
+        assert got["boxed"]["length_fit"] == 1.0  # flat on honest answers, right or wrong
+        for mode in recall:
+            recall[mode].append(got[mode]["digit_recall"])
+    sloppy, verbose_recall = (sum(v) / len(v) for v in recall.values())
+    # digit_recall pays the verbose box more than a sloppy answer; the product pays it less.
+    assert verbose_recall > sloppy + 0.1
+    assert verbose_recall * 0.4 < sloppy - 0.2
 
 
 def test_the_sloppy_modes_are_right_exactly_where_nothing_wraps():

@@ -151,3 +151,25 @@ def test_the_committed_tasks_figures_are_recomputed_and_what_is_missing_is_said(
         if m := re.match(r"  (\S+): mechanism, .*?: (\d+\.\d ± \d+\.\d)", x):
             assert re.search(rf"\| {m.group(1)} \| {re.escape(m.group(2))} \|", summary), x
     assert summary_renders(hack) is None
+
+
+def test_a_planted_part_need_only_be_beaten_as_the_check_asks():
+    from derl_bench.experiments.recompute import planted_figures
+
+    seeds = list(range(8))
+    planted = [0.90, 0.92, 0.95, 0.91, 0.93, 0.94, 0.90, 0.92]
+    # The part trails the planted reward by 1-3 points on every seed: beaten, but by far less
+    # than 3 x the MDE its noisy pilot would plan; a hand-made reward 20 points behind.
+    part = [p - 0.01 - 0.01 * (i % 3) for i, p in enumerate(planted)]
+    outcome = [p - 0.2 + 0.01 * (i % 2) for i, p in enumerate(planted)]
+    result = {"planted": "a * b", "margin": 3.0, "parts": {"a": "a"},
+              "rewards": {"planted": "a * b", "outcome": "outcome", "a": "a"},
+              "pilot": {"seeds": seeds[:4], "scores": {"a * b": [0.9, 0.5, 0.9, 0.5],
+                                                        "outcome": [0.7, 0.3, 0.7, 0.3],
+                                                        "a": [0.5, 0.9, 0.5, 0.9]}},
+              "confirm": {"seeds": seeds, "scores": {"a * b": planted, "outcome": outcome,
+                                                      "a": part}}}
+    lines = planted_figures(result)
+    assert any(x.startswith("  planted − a (part):") and x.endswith("passes") for x in lines)
+    assert any(x.startswith("  planted − outcome:") and x.endswith("passes") for x in lines)
+    assert lines[-1] == "  verdict: passes"
