@@ -11,10 +11,10 @@ is what ``derl-bench proxy --modes`` measures. Usage::
 It prints a markdown table: per mode (``careful`` is the right answer), the mean of every
 primitive and of each hand-made reward, the planted reward and its parts (the card's
 ``planted_parts``) on the first ``--problems`` validation problems, each demonstration drawn
-by :func:`derl_bench.envs.digits.demonstration` at the card's wrap-right rate; then the share
-of ``--draws`` grammar draws (``random_expression`` at depth 3, the ``random`` method's
-sampler) that contain each of the card's primitives the hand-made rewards do not use, and
-pairs of them.
+by :func:`derl_bench.envs.digits.demonstration` at the card's wrap-right rate and verbose
+copies; then the share of ``--draws`` grammar draws (``random_expression`` at depth 3, the
+``random`` method's sampler) that contain each of the card's primitives the hand-made rewards
+do not use, and pairs of them.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def mode_table(env_id: str, problems: int, seed: int = 0) -> str:
         for index in range(problems):
             env.reset(options={"index": index})
             response = demonstration(env.unwrapped.problem, mode, spec.wrap_right,  # type: ignore[attr-defined]
-                                     rng)
+                                     rng, spec.verbose_copies)
             env.reset(options={"index": index})
             for name, value in env.step(response)[-1]["primitives"].items():
                 columns.setdefault(name, []).append(float(value))

@@ -1,6 +1,6 @@
 """The digit-shift reward-discovery tasks: ``derl/DigitsSparse-v0``, ``derl/DigitsHack-v0``,
-``derl/DigitsGate-v0``, ``derl/DigitsTrap-v0`` and ``derl/DigitsRecall-v0``, CPU-scale tasks
-whose best reward is known.
+``derl/DigitsGate-v0``, ``derl/DigitsTrap-v0``, ``derl/DigitsRecall-v0`` and
+``derl/DigitsRecallSparse-v0``, CPU-scale tasks whose best reward is known.
 
 Each is a diagnostic task in the spirit of bsuite: one problem, several planted structures of
 reward design. A problem asks for every digit of a number shifted by ``k`` (modulo 10)::
@@ -27,7 +27,9 @@ the share of each behaviour in the base is known:
 - ``trail``: the right answer, boxed, followed by one extra digit: ``progress`` (which compares
   the shorter length) pays it 1, as much as the right answer, while ``digit_match`` is near 0;
 - ``verbose``: one box listing every digit twice (``\\boxed{00112233445566778899}``), whatever
-  the problem: ``digit_recall`` pays it by its form alone (nearly 1), ``length_fit`` 0.4.
+  the problem: ``digit_recall`` pays it by its form alone (nearly 1), ``length_fit`` 0.4 on an
+  8-digit answer. A card's ``base_policy.verbose_copies`` sets how many times (default 2): on
+  16-digit answers, three copies (30 digits) keep ``length_fit`` at 16/30.
 
     >>> import random
     >>> print(demonstration(problem, "spam", 1.0, random.Random(0)))
@@ -66,8 +68,19 @@ from derl_bench.grading import Grade, last_boxed
 MODES = ("careful", "boxed", "bare", "spam", "lead", "trail", "verbose")
 """The demonstration modes a card's ``base_policy.modes`` may mix (see the module docstring)."""
 
-VERBOSE = "".join(d + d for d in "0123456789")
-"""What the ``verbose`` mode boxes: every digit twice, the same for every problem."""
+def verbose_box(copies: int = 2) -> str:
+    """What the ``verbose`` mode boxes: every digit ``copies`` times, the same for every problem.
+
+    >>> verbose_box(3)
+    '000111222333444555666777888999'
+    """
+    if copies < 1:
+        raise ValueError(f"the verbose box needs at least one copy of each digit, got {copies}")
+    return "".join(d * copies for d in "0123456789")
+
+
+VERBOSE = verbose_box(2)
+"""What the ``verbose`` mode boxes by default: every digit twice."""
 
 
 @dataclass(frozen=True)
@@ -121,8 +134,10 @@ def sloppy_answer(problem: Problem, wrap_right: float, rng: random.Random) -> st
     return "".join(out)
 
 
-def demonstration(problem: Problem, mode: str, wrap_right: float, rng: random.Random) -> str:
-    """A demonstration of ``mode`` for ``problem`` (see the module docstring)."""
+def demonstration(problem: Problem, mode: str, wrap_right: float, rng: random.Random,
+                  verbose_copies: int = 2) -> str:
+    """A demonstration of ``mode`` for ``problem`` (see the module docstring); the ``verbose``
+    box lists every digit ``verbose_copies`` times."""
     if mode == "careful":
         return problem.solution
     if mode == "boxed":
@@ -138,7 +153,7 @@ def demonstration(problem: Problem, mode: str, wrap_right: float, rng: random.Ra
     if mode == "trail":
         return f"\\boxed{{{problem.answer}{rng.choice('0123456789')}}}"
     if mode == "verbose":
-        return f"\\boxed{{{VERBOSE}}}"
+        return f"\\boxed{{{verbose_box(verbose_copies)}}}"
     raise ValueError(f"unknown demonstration mode {mode!r}; known: {', '.join(MODES)}")
 
 
@@ -187,6 +202,8 @@ class BasePolicySpec:
 
     modes: dict[str, float]
     wrap_right: float
+    verbose_copies: int = 2
+    """How many times the ``verbose`` box lists each digit (the card's ``verbose_copies``)."""
 
     def __post_init__(self) -> None:
         unknown = set(self.modes) - set(MODES)
@@ -199,7 +216,8 @@ def base_policy_spec(family: str) -> BasePolicySpec:
     """The card's ``base_policy`` block."""
     spec = dict(load_card(family)["base_policy"])
     return BasePolicySpec(modes={str(k): float(v) for k, v in spec["modes"].items()},
-                          wrap_right=float(spec["wrap_right"]))
+                          wrap_right=float(spec["wrap_right"]),
+                          verbose_copies=int(spec.get("verbose_copies", 2)))
 
 
 class DigitsEnv(ProblemEnv):
@@ -207,7 +225,7 @@ class DigitsEnv(ProblemEnv):
 
     Args:
         family: the task's card (``digits_sparse``, ``digits_hack``, ``digits_gate``,
-            ``digits_trap``, ``digits_recall``).
+            ``digits_trap``, ``digits_recall``, ``digits_recall_sparse``).
         split: ``train``, ``validation``, ``L0-eval``, ``L1-eval`` or ``L2-eval``.
         render_mode: ``"ansi"`` renders the question.
     """
@@ -235,13 +253,14 @@ class DigitsEnv(ProblemEnv):
         spec = base_policy_spec(self.family)
         modes = list(spec.modes)
         mode = rng.choices(modes, weights=[spec.modes[m] for m in modes])[0]
-        return demonstration(self.problem, mode, spec.wrap_right, rng)
+        return demonstration(self.problem, mode, spec.wrap_right, rng, spec.verbose_copies)
 
     def mode_of(self, response: str) -> str:
         """Which demonstration mode ``response`` has the form of: ``spam`` (several boxes),
         ``boxed`` (one) or ``bare`` (none); one box holding one digit more than the current
         problem's answer is ``lead`` or ``trail``, whichever alignment agrees with the answer
-        in more positions, and one holding at least twice as many digits is ``verbose``.
+        in more positions, and one holding at least twice as many digits, or at least nine
+        tenths of the card's verbose box (``verbose_copies`` x 9 digits), is ``verbose``.
 
         >>> env = DigitsEnv("digits_trap", split="validation")
         >>> answer = env.reset(options={"index": 0})[1]["reference_answer"]
@@ -262,7 +281,8 @@ class DigitsEnv(ProblemEnv):
             lead = sum(a == b for a, b in zip(boxed[1:], answer, strict=True))
             trail = sum(a == b for a, b in zip(boxed[:-1], answer, strict=True))
             return "lead" if lead > trail else "trail"
-        if answer and boxed.isdigit() and len(boxed) >= 2 * len(answer):
+        copies = base_policy_spec(self.family).verbose_copies
+        if answer and boxed.isdigit() and len(boxed) >= min(2 * len(answer), 9 * copies):
             return "verbose"
         return "boxed"
 
@@ -288,4 +308,4 @@ class DigitsEnv(ProblemEnv):
 
 __all__ = ["MODES", "VERBOSE", "BasePolicySpec", "DigitsEnv", "Problem", "SplitSpec",
            "base_policy_spec", "demonstration", "generate_split", "make_problem", "shifted",
-           "sloppy_answer", "split_spec", "wraps"]
+           "sloppy_answer", "split_spec", "verbose_box", "wraps"]

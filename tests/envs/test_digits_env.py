@@ -22,7 +22,8 @@ from derl_bench.envs.digits import (
 
 TASKS = {"derl/DigitsSparse-v0": "digits_sparse", "derl/DigitsHack-v0": "digits_hack",
          "derl/DigitsGate-v0": "digits_gate", "derl/DigitsTrap-v0": "digits_trap",
-         "derl/DigitsRecall-v0": "digits_recall"}
+         "derl/DigitsRecall-v0": "digits_recall",
+         "derl/DigitsRecallSparse-v0": "digits_recall_sparse"}
 SPLITS = ("train", "validation", "L0-eval", "L1-eval", "L2-eval")
 
 
@@ -117,8 +118,13 @@ def test_each_trap_fools_one_dense_primitive_and_the_planted_product_pays_neithe
         assert got["trail"]["digit_match"] * got["trail"]["progress"] < 0.5
 
 
-def test_the_verbose_box_fools_recall_by_form_and_the_planted_product_pays_it_least():
-    env = gym.make("derl/DigitsRecall-v0", split="validation")
+@pytest.mark.parametrize(("env_id", "copies", "length", "box"), [
+    ("derl/DigitsRecall-v0", 2, 8, "00112233445566778899"),
+    ("derl/DigitsRecallSparse-v0", 3, 16, "000111222333444555666777888999")])
+def test_the_verbose_box_fools_recall_by_form_and_the_planted_product_pays_it_least(
+        env_id, copies, length, box):
+    env = gym.make(env_id, split="validation")
+    assert base_policy_spec(env.unwrapped.family).verbose_copies == copies
     rng = random.Random(3)
     recall = {"boxed": [], "verbose": []}
     for index in range(60):
@@ -126,18 +132,18 @@ def test_the_verbose_box_fools_recall_by_form_and_the_planted_product_pays_it_le
         problem = env.unwrapped.problem
         got = {}
         for mode in ("careful", "boxed", "verbose"):
-            response = demonstration(problem, mode, 0.3, rng)
+            response = demonstration(problem, mode, 0.3, rng, copies)
             assert env.unwrapped.mode_of(response) == ("boxed" if mode == "careful" else mode)
             env.reset(options={"index": index})
             got[mode] = dict(env.step(response)[-1]["primitives"])
-        # The same string on every problem: wrong, boxed, never the answer, 8 of 20 digits long.
-        assert demonstration(problem, "verbose", 0.3, rng) == "\\boxed{00112233445566778899}"
+        # The same string on every problem: wrong, boxed, never the answer, the card's copies.
+        assert demonstration(problem, "verbose", 0.3, rng, copies) == f"\\boxed{{{box}}}"
         verbose = got["verbose"]
         assert (verbose["outcome"], verbose["format_boxed"], verbose["loose_outcome"]) == (0, 1, 0)
-        assert verbose["length_fit"] == pytest.approx(0.4)
-        # Recall misses a digit only where the reference holds it more than twice.
-        extra = sum(max(0, problem.answer.count(d) - 2) for d in set(problem.answer))
-        assert verbose["digit_recall"] == pytest.approx(1 - extra / 8)
+        assert verbose["length_fit"] == pytest.approx(length / (10 * copies))
+        # Recall misses a digit only where the reference holds it more than `copies` times.
+        extra = sum(max(0, problem.answer.count(d) - copies) for d in set(problem.answer))
+        assert verbose["digit_recall"] == pytest.approx(1 - extra / length)
         assert got["careful"]["digit_recall"] == got["careful"]["length_fit"] == 1.0
         assert got["boxed"]["length_fit"] == 1.0  # flat on honest answers, right or wrong
         for mode in recall:
@@ -145,7 +151,19 @@ def test_the_verbose_box_fools_recall_by_form_and_the_planted_product_pays_it_le
     sloppy, verbose_recall = (sum(v) / len(v) for v in recall.values())
     # digit_recall pays the verbose box more than a sloppy answer; the product pays it less.
     assert verbose_recall > sloppy + 0.1
-    assert verbose_recall * 0.4 < sloppy - 0.2
+    assert verbose_recall * length / (10 * copies) < sloppy - 0.2
+    # The env's own demonstrations draw the card's box at the card's share.
+    rng = random.Random(0)
+    draws = [env.unwrapped.demonstration(rng) for _ in range(2000)]
+    share = base_policy_spec(env.unwrapped.family).modes["verbose"]
+    assert abs(draws.count(f"\\boxed{{{box}}}") / len(draws) - share) < 0.04
+
+
+def test_a_verbose_box_a_digit_short_is_still_verbose():
+    env = gym.make("derl/DigitsRecallSparse-v0", split="validation")
+    env.reset(options={"index": 0})
+    assert env.unwrapped.mode_of("\\boxed{00011122233344455566677788899}") == "verbose"
+    assert env.unwrapped.mode_of("\\boxed{" + "1" * 20 + "}") == "boxed"
 
 
 def test_the_sloppy_modes_are_right_exactly_where_nothing_wraps():
