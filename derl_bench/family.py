@@ -26,6 +26,9 @@ resolves on first use, like ``entry_point`` and ``observers``:
     ``levels:`` (:class:`~derl_bench.evaluation.families.LevelsAdapter`);
 ``rlvmr_prompt``
     RLVMR's prompt of a multi-turn family, for the ``rlvmr`` protocol;
+``data``
+    the family's datasets, a sequence of :class:`~derl_bench.data.sources.Dataset` that
+    ``derl-bench data`` downloads and verifies (:func:`~derl_bench.data.sources.datasets`);
 ``board``
     plain data, ``{title, success_rule}`` of the family's leaderboard; an id's own ``board:``
     entry overrides it for that id's board.
@@ -51,7 +54,7 @@ DOMAINS = ("math", "agent")
 
 Interval = tuple[float, float]
 
-HOOKS = ("prompt", "action_parser", "evaluation", "rlvmr_prompt")
+HOOKS = ("prompt", "action_parser", "evaluation", "rlvmr_prompt", "data")
 """The dotted-path hooks a card may name (``board`` is plain data)."""
 _DEFAULT_HOOKS = {
     "single-step": {"action_parser": "derl_bench.observers.think_action:whole_response",

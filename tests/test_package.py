@@ -20,7 +20,7 @@ PACKAGE = REPO / "derl_bench"
 # Data flows one way; a module may import only from its own stage or earlier ones.
 STAGES = ["_version", "files", "settings", "progress", "cards", "family", "data", "grading", "envs",
           "observers", "reward", "policies", "rollout", "grpo", "sft", "meta", "evaluation",
-          "leaderboard", "experiments", "integrations"]
+          "families", "leaderboard", "experiments", "integrations"]
 ON_TOP = {"registration", "cli", "__init__", "__main__"}
 
 

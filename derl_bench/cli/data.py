@@ -9,7 +9,7 @@ from pathlib import Path
 
 from derl_bench.cli._errors import CommandError
 from derl_bench.data.root import COMPLETE_MARKER, data_root, is_complete
-from derl_bench.data.sources import DATASETS, dataset
+from derl_bench.data.sources import dataset, datasets
 
 MIRROR_SCHEMES = ("http", "https", "ftp", "file")
 """What urllib fetches; a mirror given as anything else must be a local folder."""
@@ -17,7 +17,7 @@ MIRROR_SCHEMES = ("http", "https", "ftp", "file")
 
 def _names(requested: list[str]) -> list[str]:
     if not requested or requested == ["all"]:
-        return sorted(DATASETS)
+        return sorted(datasets())
     for name in requested:
         dataset(name)  # raises with the known names
     return requested
@@ -92,7 +92,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    for name, spec in sorted(DATASETS.items()):
+    for name, spec in sorted(datasets().items()):
         print(f"{name:<13} {spec.description} [{spec.licence}]")
         for source in spec.sources:
             print(f"  {source.path:<34} {source.url}")
@@ -105,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description="Download and verify benchmark datasets in the data root "
                             "($DERL_BENCH_DATA, else ~/.cache/derl-bench/data).")
     data_sub = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
-    names_help = f"datasets ({', '.join(sorted(DATASETS))}, or all; default all)"
+    names_help = f"datasets ({', '.join(sorted(datasets()))}, or all; default all)"
 
     dl = data_sub.add_parser("download", help="fetch datasets from upstream or a mirror",
                              description="Fetch datasets (atomic, sha256-checked, resumable).")

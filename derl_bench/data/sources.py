@@ -12,8 +12,11 @@ for every file, in sorted path order (see :func:`derl_bench.data.download.tree_s
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from derl_bench.family import family_specs, on_reload
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ _RLVMR_RAW = (
     "agent_system/environments/env_package/sciworld/variations_idx"
 )
 
-DATASETS: dict[str, Dataset] = {
+BUILTIN: dict[str, Dataset] = {
     "gsm8k": Dataset(
         name="gsm8k",
         description="GSM8K grade-school math word problems (openai/grade-school-math)",
@@ -206,12 +209,33 @@ DATASETS: dict[str, Dataset] = {
 }
 
 
+@functools.cache
+def datasets() -> dict[str, Dataset]:
+    """Every dataset by name: the ones no family owns (:data:`BUILTIN`, the DERL paper's
+    cold-start formulas) and each family's, which its card names under ``hooks: data:`` (a
+    dotted path to a sequence of :class:`Dataset`, kept in the family's package)."""
+    found = dict(BUILTIN)
+    for spec in family_specs().values():
+        if not spec.has_part("data"):
+            continue
+        for entry in spec.part("data"):
+            if entry.name in found:
+                raise ValueError(f"card {spec.name!r} declares dataset {entry.name!r}, "
+                                 "which another card or the built-in list declares already")
+            found[entry.name] = entry
+    return found
+
+
+on_reload(datasets.cache_clear)
+
+
 def dataset(name: str) -> Dataset:
     """Look a dataset up by name, with the known names in the error."""
+    known = datasets()
     try:
-        return DATASETS[name]
+        return known[name]
     except KeyError:
-        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}") from None
+        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(sorted(known))}") from None
 
 
 def tree_files(source: Source) -> list[str]:
@@ -219,7 +243,8 @@ def tree_files(source: Source) -> list[str]:
 
     The list file holds one line per folder, ``<folder>: <n> <n> ...``, naming ``<n>.json``.
     """
-    text = (Path(__file__).with_name(source.file_list)).read_text(encoding="utf-8")
+    # relative to this module, or absolute (a family package names its own list file)
+    text = (Path(__file__).parent / source.file_list).read_text(encoding="utf-8")
     paths: list[str] = []
     for line in text.splitlines():
         if not line or line.startswith("#"):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from derl_bench.data.read import DataFileError, dataset_of, repair_hint
 from derl_bench.data.root import data_root
-from derl_bench.data.sources import DATASETS, Check, Dataset
+from derl_bench.data.sources import Check, Dataset, datasets
 
 _CHUNK = 1 << 20
 
@@ -148,11 +148,11 @@ class Expected:
 
 def catalogue() -> dict[str, Expected]:
     """Path in the data root -> its accepted checksums, for every path the catalogue
-    (:data:`~derl_bench.data.sources.DATASETS`) gives a checksum: files and archives (sha256
+    (:func:`~derl_bench.data.sources.datasets`) gives a checksum: files and archives (sha256
     of the bytes) and folders (tree checksum). Data checks and the leaderboard's validator
     both read it."""
     known: dict[str, Expected] = {}
-    for spec in DATASETS.values():
+    for spec in datasets().values():
         for source in spec.sources:
             # An archive is removed once extracted, so only a record names it; a tree source's
             # checksum is its check's.

@@ -13,7 +13,7 @@ from conftest import MirrorHandler, serve_directory
 from derl_bench.cli import main
 from derl_bench.data import download as dl
 from derl_bench.data.root import DataNotFoundError, data_root, dataset_dir
-from derl_bench.data.sources import DATASETS, Check, Dataset, Source, tree_files
+from derl_bench.data.sources import Check, Dataset, Source, datasets, tree_files
 from derl_bench.data.verify import verify_dataset
 
 
@@ -42,13 +42,13 @@ def test_session_data_root_verifies(data_root, capsys):
 
 
 def test_every_dataset_is_complete_with_a_marker(data_root):
-    for name in DATASETS:
+    for name in datasets():
         assert (data_root / name / ".complete").is_file(), name
-        assert all(r.ok for r in verify_dataset(DATASETS[name], data_root)), name
+        assert all(r.ok for r in verify_dataset(datasets()[name], data_root)), name
 
 
 def test_math_file_list_matches_release_counts():
-    files = tree_files(DATASETS["math"].sources[0])
+    files = tree_files(datasets()["math"].sources[0])
     assert len(files) == 12500 and len(set(files)) == 12500
     assert sum(f.startswith("train/") for f in files) == 7500
 
@@ -112,7 +112,7 @@ def test_zip_with_unsafe_paths_is_refused(tmp_path, monkeypatch):
     evil = Dataset("evil", "a zip that escapes its folder", "none",
                    (Source("evil/games.zip", "unused", kind="zip", extract_to="evil"),),
                    (Check("all", "glob", "evil/games", 1, pattern="*"),))
-    monkeypatch.setitem(DATASETS, "evil", evil)
+    monkeypatch.setitem(datasets(), "evil", evil)
     with serve_directory(mirror) as url, pytest.raises(dl.DownloadError, match="unsafe path"):
         dl.download("evil", tmp_path / "root", mirror=url, show_progress=False)
     assert not (tmp_path / "root" / "escaped.txt").exists()
@@ -163,7 +163,7 @@ def _installed_gsm8k(data_root: Path, root: Path) -> dict[str, bytes]:
 def test_a_mirror_serving_wrong_content_leaves_good_data_intact(data_root, tmp_path, capsys):
     # A captive portal answers every path with the same HTML page.
     portal = tmp_path / "portal"
-    for source in DATASETS["gsm8k"].sources:
+    for source in datasets()["gsm8k"].sources:
         (portal / source.path).parent.mkdir(parents=True, exist_ok=True)
         (portal / source.path).write_text("<html><body>Please log in</body></html>\n")
     root = tmp_path / "root"
