@@ -384,23 +384,23 @@ def test_fixed_reward_baseline_trains_one_reward_with_fresh_seeds(tmp_path):
 
 
 def test_proxy_benchmark_small_runs_every_method(tmp_path):
-    from derl_bench.experiments.proxy import METHODS, ProxyConfig, run_proxy, small
+    from derl_bench.experiments.proxy import ProxyConfig, proxy_methods, run_proxy, small
 
     config = small(ProxyConfig(output=str(tmp_path / "proxy"), workers=1,
-                               methods=list(METHODS)))
+                               methods=list(proxy_methods())))
     result = run_proxy(config, records=tmp_path / "board", log=lambda *_: None)
-    assert set(result["summary"]) == set(METHODS)
+    assert set(result["summary"]) == set(proxy_methods())
     for method, figures in result["summary"].items():
         assert {"L0", "L1", "L2"} <= set(figures), method
     for figure in ("curves.png", "composition.png", "optimizer.png"):
         assert (tmp_path / "board" / "evidence" / figure).stat().st_size > 0
-    assert {c["minus"] for c in result["comparisons"]} == set(METHODS) - {"derl"}
+    assert {c["minus"] for c in result["comparisons"]} == set(proxy_methods()) - {"derl"}
     records = sorted(p.name for p in (tmp_path / "board").glob("*.json"))
-    assert len(records) == 3 * len(METHODS) and "derl-pop-s0-L2.json" in records
+    assert len(records) == 3 * len(proxy_methods()) and "derl-pop-s0-L2.json" in records
     generations = json.loads((tmp_path / "board" / "evidence" / "generations.json").read_text())
-    assert set(generations["table"]) == set(METHODS)
+    assert set(generations["table"]) == set(proxy_methods())
     lines = (tmp_path / "board" / "evidence" / "candidates.jsonl").read_text().splitlines()
-    assert len(lines) == config.budget * len(METHODS)
+    assert len(lines) == config.budget * len(proxy_methods())
     # The pick is the best re-scored of the top rewards, and the mechanism's methods count
     # their proposals at the re-scored values; runs.json keeps it all and renders summary.md.
     from derl_bench.experiments.recompute import summary_renders

@@ -45,8 +45,6 @@ generations ``endpoint_from`` to the end, DERL minus each other proposer, paired
 """
 
 from derl_bench.experiments.proposer_check.config import (
-    LEARNERS,
-    PROPOSERS,
     SMALL,
     CheckConfig,
     check_proposers,
@@ -71,7 +69,7 @@ from derl_bench.experiments.proposer_check.rules import (
 )
 from derl_bench.experiments.proposer_check.run import run_check, run_one
 
-__all__ = ["LEARNERS", "OPTIMUM", "PROPOSERS", "RULE_KINDS", "SMALL", "CheckConfig", "Rule",
+__all__ = ["OPTIMUM", "RULE_KINDS", "SMALL", "CheckConfig", "Rule",
            "check_proposers", "endpoint", "label", "learner", "observed", "parse_rule", "plot",
            "proposer_runs", "run_check", "run_one", "small", "spearman", "summarize",
            "summary_markdown"]

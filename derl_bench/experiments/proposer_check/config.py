@@ -28,11 +28,6 @@ def learner(name: str) -> bool:
     return method is not None and method.learns
 
 
-PROPOSERS = check_proposers()
-"""The check's proposers when this module was imported (:func:`check_proposers` reads the
-registry again)."""
-LEARNERS = tuple(name for name in PROPOSERS if learner(name))
-"""The proposers of :data:`PROPOSERS` that are the Meta-Optimizer."""
 
 
 @dataclass

@@ -39,9 +39,7 @@ from derl_bench.experiments.proxy.config import (
     ENV_ID,
     HAND_MADE,
     LEVELS,
-    METHODS,
     PAPER_BUDGET,
-    SEARCH,
     SMALL,
     WARM_STARTED,
     BaseModelSpec,
@@ -53,7 +51,7 @@ from derl_bench.experiments.proxy.config import (
 from derl_bench.experiments.proxy.report import EVIDENCE, FIGURES, mean_se, summarize
 from derl_bench.experiments.proxy.run import base_model, copy_records, run_job, run_proxy
 
-__all__ = ["ENV_ID", "EVIDENCE", "FIGURES", "HAND_MADE", "LEVELS", "METHODS", "PAPER_BUDGET",
-           "SEARCH", "SMALL", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "base_model",
+__all__ = ["ENV_ID", "EVIDENCE", "FIGURES", "HAND_MADE", "LEVELS", "PAPER_BUDGET",
+           "SMALL", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "base_model",
            "copy_records", "mean_se", "proxy_methods", "run_job", "run_proxy", "search_methods",
            "small", "summarize"]

@@ -29,11 +29,6 @@ def search_methods() -> tuple[str, ...]:
     return tuple(m.name for m in sorted(found, key=lambda m: m.learns))
 
 
-SEARCH = search_methods()
-"""The search methods when this module was imported (:func:`search_methods` reads the registry
-again)."""
-
-
 WARM_STARTED: dict[str, str] = {"outcome-pop": "outcome", "random-pop": "random"}
 """Baselines given DERL-pop's population warm start (every generation continues from the best
 policy so far), and the method each is a variant of: the fair comparison for ``derl-pop``."""
@@ -45,9 +40,6 @@ def proxy_methods() -> tuple[str, ...]:
     return (*HAND_MADE, *search_methods(), *WARM_STARTED)
 
 
-METHODS = proxy_methods()
-"""The benchmark's rows when this module was imported (:func:`proxy_methods` reads the
-registry again)."""
 
 
 PAPER_BUDGET = ("derl", "derl-frozen", "random", "revolve", "average")
@@ -204,6 +196,6 @@ def slug(method: str) -> str:
     return method.replace(" + ", "-").replace(" ", "-")
 
 
-__all__ = ["ENV_ID", "HAND_MADE", "LEVELS", "METHODS", "PAPER_BUDGET", "RERUN_FREE", "SEARCH",
+__all__ = ["ENV_ID", "HAND_MADE", "LEVELS", "PAPER_BUDGET", "RERUN_FREE",
            "SMALL", "WARM_STARTED", "BaseModelSpec", "ProxyConfig", "base_spec_for", "config_json",
            "proxy_methods", "search_methods", "slug", "small"]
