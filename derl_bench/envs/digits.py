@@ -61,7 +61,7 @@ from typing import Any
 
 from derl_bench.cards import CardError, load_card
 from derl_bench.envs.arithmetic import draw_split
-from derl_bench.envs.math import ProblemEnv
+from derl_bench.envs.problem import ProblemEnv
 from derl_bench.envs.spaces import text_space
 from derl_bench.grading import Grade, last_boxed
 
