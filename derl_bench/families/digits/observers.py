@@ -47,7 +47,7 @@ from collections.abc import Mapping
 
 import gymnasium as gym
 
-from derl_bench.observers.arithmetic import DigitMatch, final_answer
+from derl_bench.families.arithmetic.observers import DigitMatch, final_answer
 from derl_bench.observers.base import Observer, Transition
 from derl_bench.observers.math import CotSteps, FormatBoxed, LooseOutcome, Outcome, ResponseLength
 
