@@ -251,51 +251,6 @@ class MathAdapter(LevelsAdapter):
         return {f"{self.dataset}/{split['data']}": digest}
 
 
-class ReasoningGymAdapter(LevelsAdapter):
-    """``derl/ReasoningGym-v0``: one step; L0/L1/L2 are the eval slices of the card's
-    ``benchmark_task``, checksummed on the card."""
-
-    def __init__(self, env_id: str) -> None:
-        super().__init__(env_id)
-        self.task = str(load_card(self.spec.name)["benchmark_task"])
-
-    def levels(self) -> dict[str, LevelSpec]:
-        from derl_bench.envs.reasoning_gym import LEVELS, manifest_key
-
-        card = load_card(self.spec.name)
-        out = {}
-        for level in LEVELS:
-            digest = card["data_checksums"][manifest_key(self.task, level)]
-            manifest = ManifestRef(f"{level}-eval", str(digest), int(card["sizes"]["eval"]),
-                                   functools.partial(_reasoning_gym_ids, self.task, level))
-            out[level] = LevelSpec(manifest, {"task": self.task, "level": level,
-                                              "split": "eval"})
-        return out
-
-    def task_types(self, level: str) -> frozenset[str]:
-        # An id names its generator (chain_sum:<digest>): the level's generators, read from
-        # the card rather than generating its problems.
-        from derl_bench.envs.reasoning_gym import generators
-
-        self.level(level)
-        return frozenset(name for name, _ in generators(self.task, level))
-
-    def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
-        # Generated, not read: the data is the level's eval manifest, checked on generation.
-        from derl_bench.cards import sha256_lines
-        from derl_bench.envs.reasoning_gym import manifest_key
-
-        kwargs = eval_set.spec.env_kwargs
-        return {manifest_key(kwargs["task"], kwargs["level"]):
-                sha256_lines(_reasoning_gym_ids(kwargs["task"], kwargs["level"]))}
-
-
-def _reasoning_gym_ids(task: str, level: str) -> list[str]:
-    from derl_bench.envs.reasoning_gym import generate
-
-    return [p.problem_id for p in generate(task, level, "eval")]
-
-
 def _problem_index(env: Any, problem_id: str) -> int:
     index = getattr(env, "_eval_problem_index", None)
     if index is None:
