@@ -11,10 +11,10 @@ is what ``derl-bench proxy --modes`` measures. Usage::
 It prints a markdown table: per mode (``careful`` is the right answer), the mean of every
 primitive and of each hand-made reward, the planted reward and its parts (the card's
 ``planted_parts``) on the first ``--problems`` validation problems, each demonstration drawn
-by :func:`derl_bench.envs.digits.demonstration` at the card's wrap-right rate and verbose
-copies; then the share of ``--draws`` grammar draws (``random_expression`` at depth 3, the
-``random`` method's sampler) that contain each of the card's primitives the hand-made rewards
-do not use, and pairs of them.
+by :func:`derl_bench.families.digits.env.demonstration` at the card's wrap-right rate and
+verbose copies; then the share of ``--draws`` grammar draws (``random_expression`` at depth 3,
+the ``random`` method's sampler) that contain each of the card's primitives the hand-made
+rewards do not use, and pairs of them.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import gymnasium as gym
 import numpy as np
 
 import derl_bench  # noqa: F401  (registers the card ids)
-from derl_bench.envs.digits import base_policy_spec, demonstration
 from derl_bench.experiments.planted import planted_parts, planted_reward
 from derl_bench.experiments.proxy import HAND_MADE
+from derl_bench.families.digits.env import base_policy_spec, demonstration
 from derl_bench.family import card_for
 from derl_bench.meta.probe import ProbeSet
 from derl_bench.reward import compile_reward, random_expression

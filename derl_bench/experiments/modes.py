@@ -33,8 +33,8 @@ def sample_responses(model: str, env_id: str, episodes: int = 500, temperature: 
                      seed: int = 0, max_new_tokens: int = 40) -> list[dict[str, Any]]:
     """``model``'s response to each of the first ``episodes`` validation problems of ``env_id``
     (an env with ``mode_of`` and ``wrap_positions``, such as
-    :class:`~derl_bench.envs.digits.DigitsEnv`): its primitives, its mode, and how many of the
-    problem's wrapping positions it got right (``wraps_right`` of ``wraps``)."""
+    :class:`~derl_bench.families.digits.env.DigitsEnv`): its primitives, its mode, and how many
+    of the problem's wrapping positions it got right (``wraps_right`` of ``wraps``)."""
     import gymnasium as gym
 
     from derl_bench.policies import LLMPolicy, SamplingConfig, load_model_and_tokenizer

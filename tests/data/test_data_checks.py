@@ -15,7 +15,7 @@ from derl_bench.cli import main
 from derl_bench.data import verify
 from derl_bench.data.read import DataFileError, read_json, read_jsonl
 from derl_bench.data.verify import DataChecksumError, check_data
-from derl_bench.envs.math import load_problems
+from derl_bench.families.math.env import load_problems
 
 REPO = Path(__file__).resolve().parents[2]
 GSM8K_RECIPE = str(REPO / "baselines" / "gsm8k-outcome.yaml")

@@ -8,8 +8,8 @@ from gymnasium.utils.env_checker import check_env
 
 import derl_bench  # noqa: F401
 from derl_bench.cards import CardError, load_card, sha256_lines
-from derl_bench.envs.arithmetic import PROBLEM_TYPES, bucket, generate_split, make_problem
-from derl_bench.observers.arithmetic import closeness, digit_agreement, final_answer
+from derl_bench.families.arithmetic.env import PROBLEM_TYPES, bucket, generate_split, make_problem
+from derl_bench.families.arithmetic.observers import closeness, digit_agreement, final_answer
 
 SPLITS = ("train", "validation", "L0-eval", "L1-eval", "L2-eval")
 
@@ -27,7 +27,7 @@ def test_a_changed_card_is_refused(monkeypatch):
     card = load_card("arithmetic")
     tampered = {**card, "splits": {**card["splits"], "validation": {
         **card["splits"]["validation"], "manifest_sha256": "0" * 64}}}
-    monkeypatch.setattr("derl_bench.envs.arithmetic.load_card", lambda family: tampered)
+    monkeypatch.setattr("derl_bench.families.arithmetic.env.load_card", lambda family: tampered)
     generate_split.cache_clear()
     try:
         with pytest.raises(CardError, match="manifest sha256"):

@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 import derl_bench  # noqa: F401
 from derl_bench.cards import load_card, sha256_lines
-from derl_bench.envs.digits import (
+from derl_bench.families.digits.env import (
     base_policy_spec,
     demonstration,
     generate_split,

@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 
 import derl_bench  # noqa: F401  (registers the envs)
 from derl_bench.cards import load_card, sha256_lines
-from derl_bench.envs.math import load_problems
+from derl_bench.families.math.env import load_problems
 from derl_bench.observers import Observer
 
 MATH_PRIMITIVES = {"outcome", "format_boxed", "cot_steps", "loose_outcome", "response_length",

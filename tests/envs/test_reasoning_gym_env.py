@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 import derl_bench  # noqa: F401
 from derl_bench.cards import CardError, load_card, sha256_lines
 from derl_bench.cli import main
-from derl_bench.envs.reasoning_gym import (
+from derl_bench.families.reasoning_gym.env import (
     LEVELS,
     _generate,
     extract_answer,
@@ -68,7 +68,7 @@ def test_a_changed_checksum_is_refused(monkeypatch):
     card = load_card("reasoning_gym")
     key = manifest_key("chain_sum", "L1")
     tampered = {**card, "data_checksums": {**card["data_checksums"], key: "0" * 64}}
-    monkeypatch.setattr("derl_bench.envs.reasoning_gym.load_card", lambda family: tampered)
+    monkeypatch.setattr("derl_bench.families.reasoning_gym.env.load_card", lambda family: tampered)
     _generate.cache_clear()
     try:
         with pytest.raises(CardError, match="manifest sha256"):

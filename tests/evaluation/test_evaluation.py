@@ -241,7 +241,7 @@ def test_records_of_envs_without_a_published_metric_have_none(data_root):
 def test_majority_policy_answers_the_train_splits_most_common_answer(data_root):
     from collections import Counter
 
-    from derl_bench.envs.math import load_problems
+    from derl_bench.families.math.env import load_problems
 
     policy = load_policy("majority", "derl/GSM8K-v0")
     counts = Counter(p.answer for p in load_problems("gsm8k", "train"))

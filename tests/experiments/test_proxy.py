@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from derl_bench.envs.arithmetic import generate_split
 from derl_bench.experiments.evidence import comparisons, endpoint, generation_table
 from derl_bench.experiments.landscape import draw_rewards
 from derl_bench.experiments.proxy import HAND_MADE, ProxyConfig, run_proxy, small
+from derl_bench.families.arithmetic.env import generate_split
 from derl_bench.meta.probe import behaviour_key, probe_set
 from derl_bench.reward import compile_reward
 

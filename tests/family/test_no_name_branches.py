@@ -56,7 +56,7 @@ def test_the_scan_finds_a_comparison_with_a_family_name():
 def test_no_module_outside_a_familys_own_compares_a_family_name():
     names, own = family_names(), own_modules()
     assert {"alfworld", "gsm8k", "reasoninggym"} <= names
-    assert "derl_bench.envs.math" in own
+    assert "derl_bench.families.math.env" in own
     offenders = {
         module_name(path): hits for path in sorted(PACKAGE.rglob("*.py"))
         if module_name(path) not in own

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from derl_bench.envs.digits import VERBOSE, make_problem, sloppy_answer
-from derl_bench.observers.digits import digit_recall, length_fit
+from derl_bench.families.digits.env import VERBOSE, make_problem, sloppy_answer
+from derl_bench.families.digits.observers import digit_recall, length_fit
 
 
 def test_recall_counts_each_digit_as_often_as_both_hold_it_in_any_order():

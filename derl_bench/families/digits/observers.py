@@ -47,9 +47,15 @@ from collections.abc import Mapping
 
 import gymnasium as gym
 
-from derl_bench.observers.arithmetic import DigitMatch, final_answer
+from derl_bench.families.arithmetic.observers import DigitMatch, final_answer
+from derl_bench.families.math.observers import (
+    CotSteps,
+    FormatBoxed,
+    LooseOutcome,
+    Outcome,
+    ResponseLength,
+)
 from derl_bench.observers.base import Observer, Transition
-from derl_bench.observers.math import CotSteps, FormatBoxed, LooseOutcome, Outcome, ResponseLength
 
 
 def progress(answer: str | None, reference: str) -> float:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from derl_bench.cards import CardError, load_card, sha256_lines
-from derl_bench.envs.math import ProblemEnv
+from derl_bench.envs.problem import ProblemEnv
 from derl_bench.envs.spaces import text_space
 from derl_bench.grading import Grade, last_boxed
 

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 
 import gymnasium as gym
 
+from derl_bench.families.math.observers import AnswerParsed, FormatBoxed, Outcome, ResponseLength
 from derl_bench.observers.base import Observer, Transition
 from derl_bench.observers.common import EnvReward
-from derl_bench.observers.math import AnswerParsed, FormatBoxed, Outcome, ResponseLength
 
 
 class Score(Observer):

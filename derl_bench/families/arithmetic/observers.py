@@ -25,9 +25,9 @@ from collections.abc import Mapping
 
 import gymnasium as gym
 
+from derl_bench.families.math.observers import default_observers as math_observers
 from derl_bench.grading import last_boxed
 from derl_bench.observers.base import Observer, Transition
-from derl_bench.observers.math import default_observers as math_observers
 
 _NUMBER = re.compile(r"-?\d+")
 

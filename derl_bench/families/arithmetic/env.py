@@ -12,7 +12,8 @@ reference solution reduces it left to right, one operation per sentence, and box
 Every problem of a split is a pure function of the split's definition on the card (problem
 types, operand range, generator seed, count), so nothing is downloaded. Grading is the MATH
 grader's (the last ``\\boxed{}`` must equal the answer), and the observers are the math family's
-plus two that grade *how close* a wrong answer is (:mod:`derl_bench.observers.arithmetic`).
+plus two that grade *how close* a wrong answer is
+(:mod:`derl_bench.families.arithmetic.observers`).
 
 Problem types (the operand count and the operations, left to right):
 
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from derl_bench.cards import CardError, load_card, sha256_lines
-from derl_bench.envs.math import ProblemEnv
+from derl_bench.envs.problem import ProblemEnv
 from derl_bench.envs.spaces import text_space
 from derl_bench.grading import Grade, grade_math, last_boxed
 

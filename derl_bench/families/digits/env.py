@@ -60,9 +60,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from derl_bench.cards import CardError, load_card
-from derl_bench.envs.arithmetic import draw_split
-from derl_bench.envs.math import ProblemEnv
+from derl_bench.envs.problem import ProblemEnv
 from derl_bench.envs.spaces import text_space
+from derl_bench.families.arithmetic.env import draw_split
 from derl_bench.grading import Grade, last_boxed
 
 MODES = ("careful", "boxed", "bare", "spam", "lead", "trail", "verbose")
