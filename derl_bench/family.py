@@ -17,7 +17,10 @@ stage its card names under ``hooks:``, as dotted ``module:attr`` paths that :met
 resolves on first use, like ``entry_point`` and ``observers``:
 
 ``prompt``
-    the prompt text of a multi-turn family (:class:`~derl_bench.policies.prompts.AgentPrompt`);
+    the prompt of a family: for a multi-turn family the text of its agent prompt
+    (:class:`~derl_bench.policies.prompts.AgentPromptText`), for a single-step one an object
+    whose ``messages(problem)`` gives a problem's chat messages, default the math prompt
+    (:data:`~derl_bench.policies.prompts.MATH_PROMPT`: reason step by step, box the answer);
 ``action_parser``
     ``text -> (command, format_valid)``, default: the ``<think>/<action>`` parser of a multi-turn
     family, the whole response of a single-step one;
@@ -58,6 +61,7 @@ HOOKS = ("prompt", "action_parser", "evaluation", "rlvmr_prompt", "data")
 """The dotted-path hooks a card may name (``board`` is plain data)."""
 _DEFAULT_HOOKS = {
     "single-step": {"action_parser": "derl_bench.observers.think_action:whole_response",
+                    "prompt": "derl_bench.policies.prompts:MATH_PROMPT",
                     "evaluation": "derl_bench.evaluation.families:LevelsAdapter"},
     "multi-turn": {"action_parser": "derl_bench.observers.think_action:parse_think_action",
                    "evaluation": "derl_bench.evaluation.families:LevelsAdapter"},

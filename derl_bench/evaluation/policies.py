@@ -202,7 +202,8 @@ class LLMEvalPolicy(Policy):
 
     ``protocol="rlvmr"`` (agent envs) switches to RLVMR's validation settings: its prompts
     (:class:`~derl_bench.policies.rlvmr_prompts.RLVMRPrompt`), temperature 0.4 and
-    verl-agent's action projection (:func:`~derl_bench.observers.think_action.parse_verl_agent`).
+    verl-agent's action projection (the card's ``verl_agent_projection``,
+    :func:`~derl_bench.observers.think_action.verl_agent_parser`).
     """
 
     # The default prompt is built from the env's own info, exactly as training rollouts build
@@ -229,9 +230,13 @@ class LLMEvalPolicy(Policy):
         self._temperature: float | None = None
         if protocol == "rlvmr" and self._llm.spec.multi_turn:
             from derl_bench.evaluation.rlvmr import TEMPERATURE
+            from derl_bench.family import card_for
+            from derl_bench.observers.think_action import verl_agent_parser
             from derl_bench.policies.rlvmr_prompts import RLVMRPrompt
 
             self._rlvmr = RLVMRPrompt(self._family)
+            self._parse_action = verl_agent_parser(
+                card_for(env_id).get("verl_agent_projection"))
             self._temperature = TEMPERATURE
             self.needs = frozenset({AVAILABLE_ACTIONS if self._rlvmr.lists_actions
                                     else VALID_ACTIONS})
@@ -263,12 +268,7 @@ class LLMEvalPolicy(Policy):
             sampling = self._sampling_cls(max_new_tokens=self._max_new_tokens, seed=seed,
                                           temperature=self._temperature)
         texts = [g.text for g in self._llm.generate(prompts, sampling)]
-        if self._rlvmr is not None:
-            from derl_bench.observers.think_action import parse_verl_agent
-
-            actions = [parse_verl_agent(t, self._family)[0] for t in texts]
-        else:
-            actions = [self._parse_action(t)[0] for t in texts]
+        actions = [self._parse_action(t)[0] for t in texts]
         for session, action in zip(sessions, actions, strict=True):
             session.act(action)
         return actions

@@ -181,10 +181,11 @@ def make_env(config: TrainConfig) -> Any:
     from derl_bench.observers.think_action import ThinkActionWrapper
 
     kwargs = config.env_make_kwargs()
-    if family_spec(config.env_id).multi_turn:
+    spec = family_spec(config.env_id)
+    if spec.multi_turn:
         # an explicit cap among the env's kwargs wins over the config's
         kwargs.setdefault("max_episode_steps", config.max_episode_steps)
-        return ThinkActionWrapper(gym.make(config.env_id, **kwargs))
+        return ThinkActionWrapper(gym.make(config.env_id, **kwargs), spec.part("action_parser"))
     return gym.make(config.env_id, **kwargs)
 
 

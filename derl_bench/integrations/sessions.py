@@ -218,7 +218,7 @@ class Task:
             return env
         if (self.action_format or ACTION_FORMATS[0]) == "command":
             return CommandWrapper(env)
-        return ThinkActionWrapper(env)
+        return ThinkActionWrapper(env, self.spec.part("action_parser"))
 
     def items(self) -> list[str]:
         """The item ids of the task's split, in the order ``reset(index=i)`` plays them."""

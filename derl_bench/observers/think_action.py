@@ -13,8 +13,9 @@ command exactly as verl-agent's ALFWorld projection does, so scores are comparab
 
 One deliberate difference: a ``</action>`` that comes *before* the first ``<action>`` counts as
 missing tags (upstream would extract an empty action and call the format valid).
-:func:`parse_verl_agent` is the projection exactly as verl-agent writes it, per family, for
-the ``rlvmr`` protocol (ScienceWorld keeps case and falls back to the last 20 characters).
+:func:`parse_verl_agent` is the projection exactly as verl-agent writes it, per family (each
+card's ``verl_agent_projection``: ScienceWorld keeps case and falls back to the last 20
+characters), for the ``rlvmr`` protocol.
 
     >>> parse_think_action("<think>the mug is in the sink</think>"
     ...                    "<action>Go to Sinkbasin 1</action>")
@@ -31,13 +32,14 @@ the plain command, ``info["primitives"]["format_valid"]`` says whether the forma
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable, Mapping
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
 from derl_bench.envs.spaces import as_text
-from derl_bench.family import card_for
 from derl_bench.observers.base import PrimitiveError
 
 ACTION_OPEN, ACTION_CLOSE = "<action>", "</action>"
@@ -46,6 +48,9 @@ FALLBACK_CHARS = 30
 """Without action tags, verl-agent keeps this many trailing characters as the action."""
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+
+Parser = Callable[[str], tuple[str, bool]]
+"""An action parser: one response -> ``(command, format_valid)``."""
 
 
 def parse_think_action(text: str) -> tuple[str, bool]:
@@ -69,30 +74,42 @@ def whole_response(text: str) -> tuple[str, bool]:
     return text, True
 
 
-def parse_verl_agent(text: str, family: str = "alfworld") -> tuple[str, bool]:
+def parse_verl_agent(text: str, keep_case: bool = False,
+                     fallback_chars: int = FALLBACK_CHARS) -> tuple[str, bool]:
     """``(action, format_valid)`` exactly as verl-agent's projections compute them.
 
-    The family's card says which: its ``verl_agent_projection`` (``keep_case``,
-    ``fallback_chars``). Transcribed from
+    A family's card says which projection is its own (``verl_agent_projection``: ``keep_case``,
+    ``fallback_chars``; :func:`verl_agent_parser` binds it). Transcribed from
     RLVMR/code/agent_system/environments/env_package/alfworld/projection.py
     (``alfworld_projection``: lower-cased, 30-character fallback) and
     .../sciworld/projection.py (``sciworld_projection``: case kept, 20-character fallback),
     zzjweb/digitalhuman. Both slice between the first ``<action>`` and the first
     ``</action>`` wherever they are, so a closing tag before the opening one gives ``''``:
 
-        >>> parse_verl_agent("</action><think>x</think><action>look</action>", "scienceworld")
+        >>> parse_verl_agent("</action><think>x</think><action>look</action>", True, 20)
         ('', True)
-        >>> parse_verl_agent("<think>t</think><action>Focus on Door</action>", "scienceworld")
+        >>> parse_verl_agent("<think>t</think><action>Focus on Door</action>", True, 20)
         ('Focus on Door', True)
     """
-    projection = card_for(family).get("verl_agent_projection") or {}
-    work = text if projection.get("keep_case", False) else text.lower()
+    work = text if keep_case else text.lower()
     start, end = work.find(ACTION_OPEN), work.find(ACTION_CLOSE)
     if start == -1 or end == -1:
-        return work[-int(projection.get("fallback_chars", FALLBACK_CHARS)):], False
+        return work[-int(fallback_chars):], False
     action = work[start + len(ACTION_OPEN) : end].strip()
     valid = text.find(THINK_OPEN) != -1 and text.find(THINK_CLOSE) != -1
     return action, valid and not _CJK.search(text)
+
+
+def verl_agent_parser(projection: Mapping[str, Any] | None) -> Parser:
+    """verl-agent's projection as a card states it (its ``verl_agent_projection``), as a parser.
+
+    >>> verl_agent_parser({"keep_case": True, "fallback_chars": 20})("Go <action>Look</action>")
+    ('Look', False)
+    """
+    projection = projection or {}
+    return functools.partial(parse_verl_agent,
+                             keep_case=bool(projection.get("keep_case", False)),
+                             fallback_chars=int(projection.get("fallback_chars", FALLBACK_CHARS)))
 
 
 class ThinkActionWrapper(gym.Wrapper):
@@ -120,13 +137,14 @@ class ThinkActionWrapper(gym.Wrapper):
 
     primitive_names: tuple[str, ...] = ("format_valid",)
 
-    def __init__(self, env: gym.Env, parser: str = "default", family: str = "alfworld") -> None:
-        """``parser="verl-agent"`` uses :func:`parse_verl_agent` for ``family`` (the rlvmr
-        protocol); the default is :func:`parse_think_action`."""
+    def __init__(self, env: gym.Env, parser: Parser = parse_think_action) -> None:
+        """``parser`` is the family's action parser, as its card names it (``action_parser``;
+        :func:`verl_agent_parser` for the rlvmr protocol)."""
         super().__init__(env)
-        if parser not in ("default", "verl-agent"):
-            raise ValueError(f"parser must be 'default' or 'verl-agent', got {parser!r}")
-        self.parser, self.family = parser, family
+        if not callable(parser):
+            raise ValueError(f"parser must be a function text -> (command, format_valid), "
+                             f"got {parser!r}")
+        self.parser = parser
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -136,8 +154,7 @@ class ThinkActionWrapper(gym.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         response = as_text(action)
-        command, valid = (parse_verl_agent(response, self.family) if self.parser == "verl-agent"
-                          else parse_think_action(response))
+        command, valid = self.parser(response)
         obs, reward, terminated, truncated, info = self.env.step(command)
         info = _with_primitive(info, float(valid))
         info["raw_response"] = response

@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.family import FamilySpec, family_spec
-from derl_bench.observers.think_action import parse_think_action
 from derl_bench.policies.backends import GenerationBackend, SamplingConfig, make_backend
 from derl_bench.policies.loading import load_model_and_tokenizer
-from derl_bench.policies.prompts import AgentPrompt, AgentTurn, MathPrompt, Messages, render
+from derl_bench.policies.prompts import MATH_PROMPT, AgentPrompt, AgentTurn, Messages, render
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,9 @@ class LLMPolicy:
         self.family = self.spec.name
         self.sampling = sampling or SamplingConfig()
         self.backend = backend or make_backend("transformers", model, tokenizer)
-        self.math = MathPrompt()
+        # the card's prompt and parser, as evaluation uses them
+        self.math = self.spec.part("prompt") if not self.spec.multi_turn else MATH_PROMPT
+        self._parse = self.spec.part("action_parser")
         self.agent = AgentPrompt(self.family, history_window) if self.spec.multi_turn else None
 
     @classmethod
@@ -69,7 +70,7 @@ class LLMPolicy:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def math_prompt(self, problem: str) -> list[int]:
-        """Prompt ids for a math problem."""
+        """Prompt ids for a single-step problem (the card's ``prompt`` hook)."""
         return self.encode(self.math.messages(problem))
 
     def agent_prompt(self, turn: AgentTurn) -> list[int]:
@@ -92,10 +93,9 @@ class LLMPolicy:
         ]
 
     def parse_action(self, text: str) -> str:
-        """The command a response stands for (math: the whole response)."""
-        if not self.spec.multi_turn:
-            return text
-        return parse_think_action(text)[0]
+        """The command a response stands for, by the card's ``action_parser`` (a single-step
+        family's default: the whole response)."""
+        return self._parse(text)[0]
 
     def sync(self) -> None:
         """Push the model's current weights to the generation backend."""

@@ -102,6 +102,11 @@ class MathPrompt:
         return [{"role": "user", "content": f"{problem.strip()}\n{self.instruction}"}]
 
 
+MATH_PROMPT = MathPrompt()
+"""A single-step family's default ``prompt`` hook: an object whose ``messages(problem)`` gives
+the chat messages of one problem."""
+
+
 @dataclass(frozen=True)
 class AgentTurn:
     """Everything the agent prompt shows at one step of an episode.

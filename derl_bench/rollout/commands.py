@@ -35,6 +35,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from derl_bench.family import family_spec
 from derl_bench.policies.commands import (
     CommandPolicy,
     StateIds,
@@ -106,7 +107,8 @@ def command_envs(env_id: str, level: str, split: str, n: int, *,
                  teacher: bool = False, think_action: bool = False) -> list[gym.Env]:
     """``n`` envs of ``level``'s ``split`` for :func:`play`: ``teacher`` puts the teacher's
     command in ``info``; ``think_action`` sends each command through the think/action parser
-    (its ``format_valid``), as an LLM's response would reach the env."""
+    (the card's ``action_parser``: its ``format_valid``), as an LLM's response would reach the
+    env."""
     from derl_bench.observers.think_action import ThinkActionWrapper
 
     kwargs: dict[str, Any] = {"level": level, "split": split}
@@ -117,7 +119,10 @@ def command_envs(env_id: str, level: str, split: str, n: int, *,
     if teacher:
         kwargs["teacher"] = True
     envs = [gym.make(env_id, **kwargs) for _ in range(n)]
-    return [ThinkActionWrapper(env) for env in envs] if think_action else envs
+    if not think_action:
+        return envs
+    parser = family_spec(env_id).part("action_parser")
+    return [ThinkActionWrapper(env, parser) for env in envs]
 
 
 def game_count(env: gym.Env) -> int:

@@ -18,8 +18,9 @@ from derl_bench.evaluation.rlvmr import (
     scienceworld_entries,
     scienceworld_task_names,
 )
+from derl_bench.family import card_for
 from derl_bench.leaderboard import problems_in_text
-from derl_bench.observers.think_action import parse_think_action, parse_verl_agent
+from derl_bench.observers.think_action import parse_think_action, verl_agent_parser
 from derl_bench.policies.prompts import AgentTurn
 from derl_bench.policies.rlvmr_prompts import (
     ALFWORLD_TEMPLATE_NO_HIS,
@@ -153,6 +154,10 @@ def test_task_names_are_the_simulators_sorted_list():
 
 # -- action projection ----------------------------------------------------------------------------
 
+def parse_verl_agent(text: str, family: str) -> tuple[str, bool]:
+    return verl_agent_parser(card_for(family).get("verl_agent_projection"))(text)
+
+
 def test_verl_agent_projection_matches_both_transcriptions():
     sw_actions, sw_valid = sciworld_projection(list(RESPONSES))
     alf_actions, alf_valid = alfworld_projection(list(RESPONSES))
@@ -173,8 +178,8 @@ def test_think_action_wrapper_with_the_verl_agent_parser():
     import derl_bench  # noqa: F401
     from derl_bench.observers.think_action import ThinkActionWrapper
 
-    env = ThinkActionWrapper(gym.make("derl/ScienceWorld-v0"), parser="verl-agent",
-                             family="scienceworld")
+    env = ThinkActionWrapper(gym.make("derl/ScienceWorld-v0"),
+                             parser=verl_agent_parser({"keep_case": True, "fallback_chars": 20}))
     try:
         env.reset(options={"task": "melt", "variation": 0})
         *_, info = env.step("<think>x</think><action>Look Around</action>")

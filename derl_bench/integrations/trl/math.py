@@ -30,7 +30,7 @@ from derl_bench.grpo.trainer import (
     record_config,
     step_seeds,
 )
-from derl_bench.policies import MathPrompt, load_model_and_tokenizer
+from derl_bench.policies import load_model_and_tokenizer
 from derl_bench.policies.lora import LoraSpec
 from derl_bench.reward import MetaReward
 
@@ -79,7 +79,7 @@ def _dataset(config: TrainConfig) -> Any:
     from datasets import Dataset
 
     env = make_env(config)
-    prompt = MathPrompt()
+    prompt = family_spec(config.env_id).part("prompt")  # the card's, as LLMPolicy uses it
     rows = []
     for step in range(config.steps):
         for seed in step_seeds(config, step):
