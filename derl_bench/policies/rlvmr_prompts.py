@@ -182,8 +182,8 @@ class RLVMRPrompt:
 
     def messages(self, turn: AgentTurn, available_actions: str = "") -> Messages:
         """Chat messages for one step. ``available_actions`` is ScienceWorld's action text
-        (:func:`derl_bench.evaluation.rlvmr.scienceworld_available_actions`); ALFWorld lists
-        ``turn.admissible``."""
+        (:func:`derl_bench.families.scienceworld.rlvmr.scienceworld_available_actions`);
+        ALFWorld lists ``turn.admissible``."""
         text = self.rules.text(turn, available_actions, self.observations_shown)
         return [{"role": "user", "content": text}]
 

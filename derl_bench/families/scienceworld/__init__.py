@@ -1,12 +1,12 @@
 """ScienceWorld's science tasks behind the Gymnasium API, one module per job:
 
-- :mod:`~derl_bench.envs.scienceworld.env`: the Gymnasium env, ``ScienceWorldEnv``;
-- :mod:`~derl_bench.envs.scienceworld.splits`: levels, splits and their manifests;
-- :mod:`~derl_bench.envs.scienceworld.simulator`: the simulator's JVM and its gateway;
-- :mod:`~derl_bench.envs.scienceworld.text`: what the simulator's text means.
+- :mod:`~derl_bench.families.scienceworld.env`: the Gymnasium env, ``ScienceWorldEnv``;
+- :mod:`~derl_bench.families.scienceworld.splits`: levels, splits and their manifests;
+- :mod:`~derl_bench.families.scienceworld.simulator`: the simulator's JVM and its gateway;
+- :mod:`~derl_bench.families.scienceworld.text`: what the simulator's text means.
 """
 
-from derl_bench.envs.scienceworld.env import (
+from derl_bench.families.scienceworld.env import (
     FIRST_ACTION,
     MAX_OBSERVATION_CHARS,
     OBJECT_ORDERS,
@@ -15,7 +15,7 @@ from derl_bench.envs.scienceworld.env import (
     RLVMR_TICK_LIMIT,
     ScienceWorldEnv,
 )
-from derl_bench.envs.scienceworld.simulator import (
+from derl_bench.families.scienceworld.simulator import (
     DEFAULT_JVM_MEMORY,
     UNKNOWN_ACTION,
     SimulatorCrashedError,
@@ -23,7 +23,7 @@ from derl_bench.envs.scienceworld.simulator import (
     SimulatorProcess,
     SimulatorStartError,
 )
-from derl_bench.envs.scienceworld.text import (
+from derl_bench.families.scienceworld.text import (
     NO_MATCH,
     clean_action,
     location_in,
