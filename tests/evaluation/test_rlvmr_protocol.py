@@ -12,6 +12,7 @@ import pytest
 from derl_bench.evaluation import evaluate, load_policy
 from derl_bench.evaluation.policies import AVAILABLE_ACTIONS
 from derl_bench.evaluation.rlvmr import TEMPERATURE
+from derl_bench.families.scienceworld.prompts import SCIWORLD_TEMPLATE_NO_HIS
 from derl_bench.families.scienceworld.rlvmr import (
     scienceworld_draws,
     scienceworld_entries,
@@ -21,11 +22,7 @@ from derl_bench.families.scienceworld.splits import format_pairs, split_pairs
 from derl_bench.leaderboard import problems_in_text
 from derl_bench.observers.think_action import parse_think_action, parse_verl_agent
 from derl_bench.policies.prompts import AgentTurn
-from derl_bench.policies.rlvmr_prompts import (
-    ALFWORLD_TEMPLATE_NO_HIS,
-    SCIWORLD_TEMPLATE_NO_HIS,
-    RLVMRPrompt,
-)
+from derl_bench.policies.rlvmr_prompts import ALFWORLD_TEMPLATE_NO_HIS, RLVMRPrompt
 
 # -- transcriptions of RLVMR's code ---------------------------------------------------------------
 
