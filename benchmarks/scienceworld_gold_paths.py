@@ -15,8 +15,8 @@ import json
 import sys
 import time
 
-from derl_bench.envs.scienceworld import ScienceWorldEnv
-from derl_bench.envs.scienceworld.splits import simulator_variations
+from derl_bench.families.scienceworld import ScienceWorldEnv
+from derl_bench.families.scienceworld.splits import simulator_variations
 
 
 def replay(env: ScienceWorldEnv, task: str, variation: int) -> dict[str, object]:

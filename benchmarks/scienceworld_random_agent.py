@@ -18,7 +18,7 @@ import time
 import numpy as np
 from gymnasium.wrappers import TimeLimit
 
-from derl_bench.envs.scienceworld import ScienceWorldEnv
+from derl_bench.families.scienceworld import ScienceWorldEnv
 
 
 def run_episode(env: TimeLimit, options: dict, rng: np.random.Generator) -> dict:

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from derl_bench.evaluation.families import (
-    SCIENCEWORLD_SAMPLE,
     FamilyAdapter,
     adapter_for,
     evaluated_env_ids,
@@ -119,7 +118,6 @@ __all__ = [
     "REPORTED_NOTE",
     "RESULT_SCHEMA",
     "SCHEMA_VERSION",
-    "SCIENCEWORLD_SAMPLE",
     "CallablePolicy",
     "EpisodeResult",
     "EvalSet",

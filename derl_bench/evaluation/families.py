@@ -13,14 +13,14 @@ ScienceWorld  L0-L2  ``L<n>-eval``, a fixed sample of 100 pairs  score 100 withi
 
 The math envs have one level, their test set (``eval_split`` on the card). ScienceWorld's eval
 sets hold 1661, 1684 and 549 (task, variation) pairs; the protocol runs a fixed-seed sample of
-:data:`SCIENCEWORLD_SAMPLE` of each (see :func:`~derl_bench.evaluation.protocol.sample_entries`).
+each (:mod:`derl_bench.families.scienceworld.adapter`).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import gymnasium as gym
 
@@ -41,12 +41,6 @@ from derl_bench.family import (
     family_specs,
     on_reload,
 )
-
-if TYPE_CHECKING:
-    from derl_bench.envs.scienceworld import ScienceWorldEnv
-
-SCIENCEWORLD_SAMPLE = 100
-SAMPLE_SEED = 0
 
 
 def success_of(info: Mapping[str, Any], spec: FamilySpec) -> bool:
@@ -242,59 +236,6 @@ class ALFWorldAdapter(FamilyAdapter):
         root = games_root()
         files = [game_path(entry) for entry in eval_set.entries]
         return {f"alfworld/json_2.1.1:{eval_set.spec.manifest.name}": tree_sha256(root, files)}
-
-
-class ScienceWorldAdapter(FamilyAdapter):
-    """ScienceWorld: the RLVMR/DERL levels, a fixed sample of each eval set."""
-
-    has_score = True
-    has_published = True
-
-    def levels(self) -> dict[str, LevelSpec]:
-        return {level: LevelSpec(card_manifest("scienceworld", f"{level}-{kwargs['split']}"),
-                                 kwargs, sample_size=SCIENCEWORLD_SAMPLE, sample_seed=SAMPLE_SEED)
-                for level, kwargs in eval_splits(self.env_id).items()}
-
-    def rlvmr_eval_set(self, level: str, seed: int) -> EvalSet:
-        from derl_bench.evaluation.rlvmr import scienceworld_entries
-
-        spec = self.level(level)
-        drawn = LevelSpec(spec.manifest, {**spec.env_kwargs, "protocol": "rlvmr"},
-                          draws_seed=seed)
-        return EvalSet(self.env_id, level, drawn, tuple(scienceworld_entries(level, seed)))
-
-    def available_actions(self, env: gym.Env) -> str:
-        from derl_bench.evaluation.rlvmr import scienceworld_available_actions
-
-        sw = cast("ScienceWorldEnv", env)
-        return scienceworld_available_actions(sw.possible_actions(), sw.possible_objects())
-
-    def reset_options(self, env: gym.Env, entry: str) -> dict[str, Any]:
-        task, _, variation = entry.partition("\t")
-        return {"task": task, "variation": int(variation)}
-
-    def task_type(self, entry: str, info: Mapping[str, Any]) -> str:
-        return entry.partition("\t")[0]
-
-    def outcome(self, env: gym.Env, reward: float, terminated: bool,
-                info: Mapping[str, Any]) -> tuple[bool, float | None]:
-        return success_of(info, self.spec), float(info.get("score", 0.0))
-
-    def published(self, info: Mapping[str, Any]) -> bool | None:
-        return bool(info.get("published_success", False))
-
-    def valid_actions(self, env: gym.Env, info: Mapping[str, Any]) -> list[str] | None:
-        return list(cast("ScienceWorldEnv", env).valid_actions())
-
-    def oracle_plan(self, env: gym.Env, info: Mapping[str, Any]) -> list[str]:
-        return list(cast("ScienceWorldEnv", env).gold_path())
-
-    def data_checksums(self, eval_set: EvalSet) -> dict[str, str]:
-        from derl_bench.data.download import sha256_file
-        from derl_bench.data.root import dataset_dir
-
-        name = f"{eval_set.level}_idx.json"
-        return {f"scienceworld/{name}": sha256_file(dataset_dir("scienceworld") / name)}
 
 
 @functools.cache

@@ -39,46 +39,9 @@ class AgentPromptText:
     intro: str
     action_templates: tuple[str, ...] = ()
 
-SCIENCEWORLD_ACTION_TABLE: tuple[tuple[str, str], ...] = (
-    ("open OBJ", "open a container"),
-    ("close OBJ", "close a container"),
-    ("activate OBJ", "activate a device"),
-    ("deactivate OBJ", "deactivate a device"),
-    ("connect OBJ to OBJ", "connect electrical components"),
-    ("disconnect OBJ", "disconnect electrical components"),
-    ("use OBJ [on OBJ]", "use a device/item"),
-    ("look around", "describe the current room"),
-    ("look at OBJ", "describe an object in detail"),
-    ("look in OBJ", "describe a container's contents"),
-    ("read OBJ", "read a note or book"),
-    ("move OBJ to OBJ", "move an object to a container"),
-    ("pick up OBJ", "move an object to the inventory"),
-    ("put down OBJ", "drop an inventory item"),
-    ("pour OBJ into OBJ", "pour a liquid into a container"),
-    ("dunk OBJ into OBJ", "dunk a container into a liquid"),
-    ("mix OBJ", "chemically mix a container"),
-    ("go to LOC", "move to a new location"),
-    ("teleport to LOC", "teleport to a specific room"),
-    ("eat OBJ", "eat a food"),
-    ("flush OBJ", "flush a toilet"),
-    ("focus on OBJ", "signal intent on a task object"),
-    ("wait", "take no action for 10 iterations"),
-    ("wait1", "take no action for 1 iteration"),
-    ("task", "describe current task"),
-    ("inventory", "list your inventory"),
-)
-"""ScienceWorld's action templates and what each does (the descriptions are RLVMR's; see
-:mod:`derl_bench.policies.rlvmr_prompts`). Its valid object combinations run into the
-thousands per state, so a prompt lists the templates instead (OBJ/LOC come from the
-observation)."""
-SCIENCEWORLD_ACTIONS = tuple(template for template, _ in SCIENCEWORLD_ACTION_TABLE)
-"""ScienceWorld's action templates, as the agent prompt lists them."""
 
 ALFWORLD = AgentPromptText(
     "You are an expert agent operating in the ALFRED Embodied Environment.")
-SCIENCEWORLD = AgentPromptText(
-    "You are an expert agent playing ScienceWorld, a text-based science simulation.",
-    SCIENCEWORLD_ACTIONS)
 
 ANSWER_FORMAT = (
     "Now it's your turn to take an action.\n"

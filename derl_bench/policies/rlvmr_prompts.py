@@ -1,6 +1,9 @@
 """RLVMR's agent prompts, verbatim, for the ``rlvmr`` evaluation protocol.
 
-Transcribed from RLVMR/code/agent_system/environments/prompts/{sciworld,alfworld}.py and the
+A family's card names its RLVMR prompt, an :class:`RLVMRRules`, as its ``rlvmr_prompt`` hook;
+:class:`RLVMRPrompt` builds a step's messages with it. ALFWorld's is here, ScienceWorld's in
+:mod:`derl_bench.families.scienceworld.prompts`. Both are transcribed from
+RLVMR/code/agent_system/environments/prompts/{sciworld,alfworld}.py and the
 ``build_text_obs`` methods of RLVMR/code/agent_system/environments/env_manager.py
 (zzjweb/digitalhuman, built on verl-agent), the non-meta-thinking variants that its GRPO and
 GiGPO baselines use. The differences from :class:`~derl_bench.policies.prompts.AgentPrompt`:
@@ -23,57 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from derl_bench.family import family_spec
-from derl_bench.policies.prompts import SCIENCEWORLD_ACTION_TABLE, AgentTurn, Messages
-
-RLVMR_OMITS = ("teleport to LOC",)
-"""ScienceWorld action templates that RLVMR's list leaves out."""
-_ACTIONS = [f'{{{{"action": "{template}", "description": "{description}"}}}}'
-            for template, description in SCIENCEWORLD_ACTION_TABLE if template not in RLVMR_OMITS]
-_ACTION_LINES = ["[", *(f"{line}," for line in _ACTIONS[:-1]), _ACTIONS[-1], "]"]
-"""RLVMR's action list, one JSON object a line, braces doubled for ``str.format``."""
-
-_SCIWORLD_OPENING = [
-    '',
-    ('You are an expert agent operating in the ScienceWorld environment, which is a text-based '
-     'virtual environment centered around accomplishing tasks from the elementary science '
-     'curriculum.'),
-    'Your current task is: {task_description}',
-    '',
-]
-_SCIWORLD_ACTIONS = [
-    'Here are the actions you may take:',
-    *_ACTION_LINES,
-    '',
-    'Current available actions:',
-    '{available_actions}',
-    '',
-]
-"""The parts both ScienceWorld prompts share: the opening, and the actions."""
-
-SCIWORLD_TEMPLATE_NO_HIS = "\n".join([
-    *_SCIWORLD_OPENING,
-    'Your current observation is: {current_observation}',
-    *_SCIWORLD_ACTIONS,
-    "Now it's your turn to take an action.",
-    ('You should first reason step-by-step about the current situation. This reasoning process '
-     'MUST be enclosed within <think> </think> tags. '),
-    ("Once you've finished your reasoning, you should choose an appropriate action for the "
-     "current step and present it within <action> </action> tags."),
-    '',
-])
-
-SCIWORLD_TEMPLATE = "\n".join([
-    *_SCIWORLD_OPENING,
-    ('Prior to this step, you have already taken {step_count} step(s). Below are the most recent '
-     '{history_length} observations and the corresponding actions you took: {action_history}'),
-    'You are now at step {current_step} and your current observation is: {current_observation}',
-    *_SCIWORLD_ACTIONS,
-    ("Now it's your turn to take an action. You should first reason step-by-step about the "
-     "current situation. This reasoning process MUST be enclosed within <think> </think> tags."),
-    ("Once you've finished your reasoning, you should choose an appropriate action for the "
-     "current step and present it within <action> </action> tags."),
-    '',
-])
+from derl_bench.policies.prompts import AgentTurn, Messages
 
 _ALFWORLD_ACTIONS_AND_ANSWER = [
     'Your admissible actions of the current situation are: [{admissible_actions}].',
@@ -104,27 +57,6 @@ ALFWORLD_TEMPLATE = "\n".join([
     *_ALFWORLD_ACTIONS_AND_ANSWER,
 ])
 
-def scienceworld_text(turn: AgentTurn, available: str, observations_shown: int) -> str:
-    """RLVMR's ScienceWorld prompt for one step: every earlier action, the last
-    ``observations_shown`` observations, and ``available`` (the action text)."""
-    history = list(turn.history)
-    if not history:
-        return SCIWORLD_TEMPLATE_NO_HIS.format(
-            task_description=turn.task, current_observation=turn.observation,
-            available_actions=available)
-    recent = history[-observations_shown:]
-    # negative for a short history, as in RLVMR, which then numbers entries from 0
-    recent_start = len(history) - observations_shown
-    lines = [f"\n[Step {j + 1}, Action {j + 1}: '{history[j][1]}']"
-             for j in range(recent_start)]
-    lines += [f"\n[Step {recent_start + j + 1}, Observation {recent_start + j + 1}: "
-              f"'{obs}', Action {recent_start + j + 1}: '{action}']"
-              for j, (obs, action) in enumerate(recent)]
-    return SCIWORLD_TEMPLATE.format(
-        task_description=turn.task, step_count=len(history), history_length=len(recent),
-        action_history="".join(lines).strip(), current_step=len(history) + 1,
-        current_observation=turn.observation, available_actions=available)
-
 
 def alfworld_text(turn: AgentTurn, available: str, observations_shown: int) -> str:
     """RLVMR's ALFWorld prompt for one step: the whole history and ``turn.admissible``."""
@@ -151,7 +83,6 @@ class RLVMRRules:
     lists_actions: bool
 
 
-SCIENCEWORLD = RLVMRRules(scienceworld_text, lists_actions=True)
 ALFWORLD = RLVMRRules(alfworld_text, lists_actions=False)
 
 
@@ -182,11 +113,11 @@ class RLVMRPrompt:
 
     def messages(self, turn: AgentTurn, available_actions: str = "") -> Messages:
         """Chat messages for one step. ``available_actions`` is ScienceWorld's action text
-        (:func:`derl_bench.evaluation.rlvmr.scienceworld_available_actions`); ALFWorld lists
-        ``turn.admissible``."""
+        (:func:`derl_bench.families.scienceworld.rlvmr.scienceworld_available_actions`);
+        ALFWorld lists ``turn.admissible``."""
         text = self.rules.text(turn, available_actions, self.observations_shown)
         return [{"role": "user", "content": text}]
 
 
-__all__ = ["ALFWORLD", "ALFWORLD_TEMPLATE", "ALFWORLD_TEMPLATE_NO_HIS", "SCIENCEWORLD",
-           "SCIWORLD_TEMPLATE", "SCIWORLD_TEMPLATE_NO_HIS", "RLVMRPrompt", "RLVMRRules"]
+__all__ = ["ALFWORLD", "ALFWORLD_TEMPLATE", "ALFWORLD_TEMPLATE_NO_HIS", "RLVMRPrompt",
+           "RLVMRRules"]

@@ -10,20 +10,20 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import derl_bench  # noqa: F401 - registers the env ids
-from derl_bench.envs.scienceworld import (
+from derl_bench.families.scienceworld import (
     NO_MATCH,
     clean_action,
     location_in,
     parse_goal_progress,
 )
-from derl_bench.envs.scienceworld.splits import (
+from derl_bench.families.scienceworld.observers import ActionValid, default_observers
+from derl_bench.families.scienceworld.splits import (
     L2_HELD_OUT_TASKS,
     compute_splits,
     split_pairs,
     to_index_pairs,
 )
 from derl_bench.observers.base import ObserveWrapper
-from derl_bench.observers.scienceworld import ActionValid, default_observers
 from derl_bench.observers.think_action import ThinkActionWrapper
 
 PRIMITIVES = {

@@ -13,8 +13,8 @@ import gymnasium as gym
 import pytest
 
 import derl_bench  # noqa: F401 - registers the env ids
-from derl_bench.envs.scienceworld import ScienceWorldEnv
-from derl_bench.envs.scienceworld.simulator import (
+from derl_bench.families.scienceworld import ScienceWorldEnv
+from derl_bench.families.scienceworld.simulator import (
     SimulatorCrashedError,
     SimulatorProcess,
     SimulatorStartError,
@@ -93,7 +93,7 @@ def test_close_and_interpreter_exit_leave_no_jvm():
     assert _java_children(os.getpid()) == before
 
     script = (
-        "import derl_bench.envs.scienceworld as s\n"
+        "import derl_bench.families.scienceworld as s\n"
         "env = s.ScienceWorldEnv()\n"
         "env.reset(seed=1)\n"
         "print(env.simulator.pid, flush=True)\n"
@@ -130,7 +130,7 @@ def test_port_in_use_is_reported():
 def test_port_taken_after_the_check_reports_the_whole_trace(monkeypatch):
     """When the port is taken between the probe and the JVM's bind, the JVM's own failure is
     reported, from its complete stack trace (its first line alone names no cause)."""
-    import derl_bench.envs.scienceworld.simulator as server
+    import derl_bench.families.scienceworld.simulator as server
 
     monkeypatch.setattr(server, "_check_port_free", lambda port: None)
     before = _java_children(os.getpid())

@@ -6,8 +6,8 @@ import gymnasium as gym
 import pytest
 
 import derl_bench  # noqa: F401 - registers the env ids
-from derl_bench.envs.scienceworld import RLVMR_TICK_LIMIT
-from derl_bench.envs.scienceworld.simulator import DETERMINISTIC_JVM_OPTIONS, SimulatorProcess
+from derl_bench.families.scienceworld import RLVMR_TICK_LIMIT
+from derl_bench.families.scienceworld.simulator import DETERMINISTIC_JVM_OPTIONS, SimulatorProcess
 
 # A task whose gold path scores within its first actions (focus on the substance).
 TASK = {"task": "melt", "variation": 0}

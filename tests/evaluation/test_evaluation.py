@@ -11,7 +11,6 @@ import pytest
 from derl_bench.cards import read_manifest, sha256_lines
 from derl_bench.cli import main
 from derl_bench.evaluation import (
-    SCIENCEWORLD_SAMPLE,
     Policy,
     PolicyError,
     adapter_for,
@@ -19,6 +18,7 @@ from derl_bench.evaluation import (
     load_policy,
     sample_entries,
 )
+from derl_bench.families.scienceworld.adapter import SCIENCEWORLD_SAMPLE
 from derl_bench.leaderboard import problems_in_text
 
 REPO = Path(__file__).resolve().parents[2]

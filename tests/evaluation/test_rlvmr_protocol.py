@@ -9,24 +9,21 @@ import re
 
 import pytest
 
-from derl_bench.envs.scienceworld.splits import format_pairs, split_pairs
 from derl_bench.evaluation import evaluate, load_policy
 from derl_bench.evaluation.policies import AVAILABLE_ACTIONS
-from derl_bench.evaluation.rlvmr import (
-    TEMPERATURE,
+from derl_bench.evaluation.rlvmr import TEMPERATURE
+from derl_bench.families.scienceworld.prompts import SCIWORLD_TEMPLATE_NO_HIS
+from derl_bench.families.scienceworld.rlvmr import (
     scienceworld_draws,
     scienceworld_entries,
     scienceworld_task_names,
 )
+from derl_bench.families.scienceworld.splits import format_pairs, split_pairs
 from derl_bench.family import card_for
 from derl_bench.leaderboard import problems_in_text
 from derl_bench.observers.think_action import parse_think_action, verl_agent_parser
 from derl_bench.policies.prompts import AgentTurn
-from derl_bench.policies.rlvmr_prompts import (
-    ALFWORLD_TEMPLATE_NO_HIS,
-    SCIWORLD_TEMPLATE_NO_HIS,
-    RLVMRPrompt,
-)
+from derl_bench.policies.rlvmr_prompts import ALFWORLD_TEMPLATE_NO_HIS, RLVMRPrompt
 
 # -- transcriptions of RLVMR's code ---------------------------------------------------------------
 
@@ -143,7 +140,7 @@ def test_draws_are_task_variation_entries_of_the_level(data_root):
 
 
 def test_task_names_are_the_simulators_sorted_list():
-    from derl_bench.envs.scienceworld.simulator import SimulatorProcess
+    from derl_bench.families.scienceworld.simulator import SimulatorProcess
 
     sim = SimulatorProcess()
     try:

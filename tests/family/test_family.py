@@ -82,7 +82,7 @@ def test_registered_variants_resolve_to_their_family():
                                   "max_episode_steps": 5,
                                   "additional_wrappers": card.additional_wrappers},
         "derl/ScienceWorldBare-v0": {
-            "entry_point": "derl_bench.envs.scienceworld:ScienceWorldEnv"},
+            "entry_point": "derl_bench.families.scienceworld:ScienceWorldEnv"},
     }
     try:
         for env_id, registration in variants.items():

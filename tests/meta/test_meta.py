@@ -270,7 +270,7 @@ def test_agents_validate_on_held_out_games_each_once_in_manifest_order(data_root
 
 def test_scienceworld_validates_on_its_held_out_slice_of_training_variations(data_root,
                                                                              tmp_path):
-    from derl_bench.envs.scienceworld.splits import split_pairs
+    from derl_bench.families.scienceworld.splits import split_pairs
     from derl_bench.meta.inner import validation_envs
 
     config = MetaConfig(method="random", validation_episodes=2, output_dir=str(tmp_path),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from derl_bench.families.scienceworld.prompts import SCIENCEWORLD_ACTIONS
 from derl_bench.policies import AgentPrompt, AgentTurn, MathPrompt, render
-from derl_bench.policies.prompts import SCIENCEWORLD_ACTIONS
 
 
 def turn(step=3, history=None):

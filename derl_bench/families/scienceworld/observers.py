@@ -1,6 +1,6 @@
 """Primitive observers of ``derl/ScienceWorld-v0``.
 
-They read the bare :class:`~derl_bench.envs.scienceworld.ScienceWorldEnv`: its step info and
+They read the bare :class:`~derl_bench.families.scienceworld.ScienceWorldEnv`: its step info and
 attributes cost nothing; goal progress and valid actions cost one simulator call each and are
 fetched only by the observers that need them (and cached by the env for the rest of the step).
 
@@ -21,7 +21,7 @@ from derl_bench.observers.base import Observer, Transition
 from derl_bench.observers.common import EnvReward, NewLocation, RepeatedAction, StepFraction
 
 if TYPE_CHECKING:
-    from derl_bench.envs.scienceworld import ScienceWorldEnv
+    from derl_bench.families.scienceworld import ScienceWorldEnv
 
 
 class Success(Observer["ScienceWorldEnv"]):
@@ -36,7 +36,7 @@ class Success(Observer["ScienceWorldEnv"]):
 class PublishedSuccess(Observer["ScienceWorldEnv"]):
     """``published_success``: 1.0 when RLVMR's rule counts the episode as won (it ended,
     including by the 100-tick limit, with a score above 0; see
-    :attr:`~derl_bench.envs.scienceworld.ScienceWorldEnv.published_success`). A reward built on
+    :attr:`~derl_bench.families.scienceworld.ScienceWorldEnv.published_success`). A reward built on
     it can be gamed by scoring a few points and waiting; ``success`` cannot."""
 
     names = ("published_success",)

@@ -138,7 +138,7 @@ def write_manifests(out_dir: str) -> dict[str, dict[str, object]]:
     from pathlib import Path
 
     from derl_bench.cards import sha256_lines
-    from derl_bench.envs.scienceworld.simulator import SimulatorProcess
+    from derl_bench.families.scienceworld.simulator import SimulatorProcess
 
     sim = SimulatorProcess()
     try:
@@ -159,7 +159,7 @@ def write_manifests(out_dir: str) -> dict[str, dict[str, object]]:
     return entries
 
 
-if __name__ == "__main__":  # regenerate: python -m derl_bench.envs.scienceworld.splits <dir>
+if __name__ == "__main__":  # regenerate: python -m derl_bench.families.scienceworld.splits <dir>
     import sys
 
     import yaml

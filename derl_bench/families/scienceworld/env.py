@@ -22,7 +22,7 @@ by upstream's 100-tick limit, with a score above 0; gameable by scoring a little
     ['close door to foundry', 'close door to greenhouse']
     >>> env.close()
 
-Levels and splits follow the RLVMR/DERL protocol (:mod:`derl_bench.envs.scienceworld.splits`).
+Levels and splits follow the RLVMR/DERL protocol (:mod:`derl_bench.families.scienceworld.splits`).
 A step asks the simulator only for the observation, score and completion; valid actions, goal
 progress and the gold path are fetched when something asks for them
 (:meth:`ScienceWorldEnv.valid_actions`, :meth:`ScienceWorldEnv.goal_progress`,
@@ -36,20 +36,20 @@ from typing import Any
 
 import gymnasium as gym
 
-from derl_bench.envs.scienceworld.simulator import (
+from derl_bench.envs.spaces import text_space
+from derl_bench.families.scienceworld.simulator import (
     DEFAULT_JVM_MEMORY,
     UNKNOWN_ACTION,
     SimulatorCrashedError,
     SimulatorProcess,
 )
-from derl_bench.envs.scienceworld.splits import Pair, manifest_name, split_pairs
-from derl_bench.envs.scienceworld.text import (
+from derl_bench.families.scienceworld.splits import Pair, manifest_name, split_pairs
+from derl_bench.families.scienceworld.text import (
     NO_MATCH,
     clean_action,
     location_in,
     parse_goal_progress,
 )
-from derl_bench.envs.spaces import text_space
 
 FIRST_ACTION = "look around"
 PROTOCOLS = ("strict", "rlvmr")
@@ -65,7 +65,7 @@ class ScienceWorldEnv(gym.Env[str, str]):
     """ScienceWorld, one (task, variation) per episode, drawn from a level's split.
 
     Args:
-        level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`~derl_bench.envs.scienceworld.splits`).
+        level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`~derl_bench.families.scienceworld.splits`).
         split: ``"train"`` or ``"eval"``.
         simplifications: the simulator's simplification string (``"easy"`` = all of them).
         success_score: the score (0..100) a completed episode needs to count as a success.
