@@ -74,8 +74,6 @@ observation)."""
 SCIENCEWORLD_ACTIONS = tuple(template for template, _ in SCIENCEWORLD_ACTION_TABLE)
 """ScienceWorld's action templates, as the agent prompt lists them."""
 
-ALFWORLD = AgentPromptText(
-    "You are an expert agent operating in the ALFRED Embodied Environment.")
 SCIENCEWORLD = AgentPromptText(
     "You are an expert agent playing ScienceWorld, a text-based science simulation.",
     SCIENCEWORLD_ACTIONS)

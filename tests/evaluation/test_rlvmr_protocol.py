@@ -18,11 +18,11 @@ from derl_bench.evaluation.rlvmr import (
     scienceworld_entries,
     scienceworld_task_names,
 )
+from derl_bench.families.alfworld.prompts import ALFWORLD_TEMPLATE_NO_HIS
 from derl_bench.leaderboard import problems_in_text
 from derl_bench.observers.think_action import parse_think_action, parse_verl_agent
 from derl_bench.policies.prompts import AgentTurn
 from derl_bench.policies.rlvmr_prompts import (
-    ALFWORLD_TEMPLATE_NO_HIS,
     SCIWORLD_TEMPLATE_NO_HIS,
     RLVMRPrompt,
 )

@@ -12,6 +12,7 @@
 - :mod:`~derl_bench.families.alfworld.upstream`: the lazily imported upstream libraries;
 - :mod:`~derl_bench.families.alfworld.teacher`: the searching teacher;
 - :mod:`~derl_bench.families.alfworld.observers`: the primitives;
+- :mod:`~derl_bench.families.alfworld.prompts`: the agent prompt's text and RLVMR's prompt;
 - :mod:`~derl_bench.families.alfworld.adapter`: the evaluation rules.
 
 The names below are imported from their module on first use, so resolving one of the card's
