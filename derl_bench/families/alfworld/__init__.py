@@ -13,7 +13,8 @@
 - :mod:`~derl_bench.families.alfworld.teacher`: the searching teacher;
 - :mod:`~derl_bench.families.alfworld.observers`: the primitives;
 - :mod:`~derl_bench.families.alfworld.prompts`: the agent prompt's text and RLVMR's prompt;
-- :mod:`~derl_bench.families.alfworld.adapter`: the evaluation rules.
+- :mod:`~derl_bench.families.alfworld.adapter`: the evaluation rules;
+- :mod:`~derl_bench.families.alfworld.data`: the dataset ``derl-bench data`` downloads.
 
 The names below are imported from their module on first use, so resolving one of the card's
 hooks does not load the engine with it.
