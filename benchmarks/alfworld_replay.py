@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gymnasium.wrappers import TimeLimit
 
-from derl_bench.envs.alfworld import ALFWorldEnv, games
+from derl_bench.families.alfworld import ALFWorldEnv, games
 
 
 @dataclass

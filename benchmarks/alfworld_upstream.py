@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from derl_bench.envs.alfworld.upstream import ensure_alfworld_data
+from derl_bench.families.alfworld.upstream import ensure_alfworld_data
 
 
 def make_alfred_tw_env(

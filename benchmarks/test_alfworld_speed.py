@@ -34,8 +34,8 @@ import pytest
 from alfworld_upstream import make_alfred_tw_env
 
 import derl_bench  # noqa: F401  (registers the envs)
-from derl_bench.envs.alfworld import games
-from derl_bench.envs.alfworld.game import load_game
+from derl_bench.families.alfworld import games
+from derl_bench.families.alfworld.game import load_game
 
 pytestmark = pytest.mark.benchmark_suite
 

@@ -1,4 +1,4 @@
-"""Recompute ``derl_bench/envs/alfworld/receptacle_prior.json``, the search teacher's prior.
+"""Recompute ``derl_bench/families/alfworld/receptacle_prior.json``, the search teacher's prior.
 
 For every game of ALFWorld's ``train`` split (the PDDL initial state of its ``game.tw-pddl``)
 it counts how often an object of each type starts in a receptacle of each type, how many
@@ -19,8 +19,8 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from derl_bench.envs.alfworld import games as games_mod
-from derl_bench.envs.alfworld.teacher import PRIOR_PATH
+from derl_bench.families.alfworld import games as games_mod
+from derl_bench.families.alfworld.teacher import PRIOR_PATH
 
 _ATOM = re.compile(
     r"\((inReceptacle|objectType|receptacleType|openable)\s+([^\s()]+)(?:\s+([^\s()]+))?\)")

@@ -1,4 +1,4 @@
-"""How well the searching teacher (``derl_bench/envs/alfworld/teacher.py``) plays ALFWorld.
+"""How well the searching teacher (``derl_bench/families/alfworld/teacher.py``) plays ALFWorld.
 
 Plays every game of the L0 and L1 eval splits (valid_seen, valid_unseen) through
 ``gymnasium.make("derl/ALFWorld-v0", ..., teacher=True)`` under the card's 30-step cap, once

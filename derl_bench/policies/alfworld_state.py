@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NOTHING_HAPPENS = "Nothing happens."
-"""The game's answer to a command that does nothing (also ``derl_bench.envs.alfworld``'s; kept
+"""The game's answer to a command that does nothing (also ``derl_bench.families.alfworld``'s; kept
 here so the state depends on the text only)."""
 
 STATE_WORDS = (

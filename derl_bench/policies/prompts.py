@@ -40,8 +40,6 @@ class AgentPromptText:
     action_templates: tuple[str, ...] = ()
 
 
-ALFWORLD = AgentPromptText(
-    "You are an expert agent operating in the ALFRED Embodied Environment.")
 
 ANSWER_FORMAT = (
     "Now it's your turn to take an action.\n"

@@ -13,6 +13,9 @@ GiGPO baselines use. The differences from :class:`~derl_bench.policies.prompts.A
   numbers the first history entry of step 2 as step 0 (as RLVMR's code does);
 - ALFWorld shows the whole episode's history, and no task line on the first step.
 
+ScienceWorld's rules are here; a family's card names its own :class:`RLVMRRules` as its
+``rlvmr_prompt`` hook (ALFWorld's are in :mod:`derl_bench.families.alfworld.prompts`).
+
     >>> turn = AgentTurn(task="boil water", observation="This room is called the kitchen.",
     ...                  admissible=(), history=(), step=0)
     >>> text = RLVMRPrompt("scienceworld").messages(turn, "Valid_actions: ['wait']")[0]["content"]
@@ -28,50 +31,6 @@ from dataclasses import dataclass
 from derl_bench.family import family_spec
 from derl_bench.policies.prompts import AgentTurn, Messages
 
-_ALFWORLD_ACTIONS_AND_ANSWER = [
-    'Your admissible actions of the current situation are: [{admissible_actions}].',
-    '',
-    "Now it's your turn to take an action.",
-    ('You should first reason step-by-step about the current situation. This reasoning process '
-     'MUST be enclosed within <think> </think> tags. '),
-    ("Once you've finished your reasoning, you should choose an admissible action for current "
-     "step and present it within <action> </action> tags."),
-    '',
-]
-"""The end of both ALFWorld prompts: the admissible actions and how to answer."""
-
-ALFWORLD_TEMPLATE_NO_HIS = "\n".join([
-    '',
-    'You are an expert agent operating in the ALFRED Embodied Environment.',
-    'Your current observation is: {current_observation}',
-    *_ALFWORLD_ACTIONS_AND_ANSWER,
-])
-
-ALFWORLD_TEMPLATE = "\n".join([
-    '',
-    ('You are an expert agent operating in the ALFRED Embodied Environment. Your task is to: '
-     '{task_description}'),
-    ('Prior to this step, you have already taken {step_count} step(s). Below are the most recent '
-     '{history_length} observaitons and the corresponding actions you took: {action_history}'),
-    'You are now at step {current_step} and your current observation is: {current_observation}',
-    *_ALFWORLD_ACTIONS_AND_ANSWER,
-])
-
-
-def alfworld_text(turn: AgentTurn, available: str, observations_shown: int) -> str:
-    """RLVMR's ALFWorld prompt for one step: the whole history and ``turn.admissible``."""
-    admissible = "\n ".join(f"'{s}'" for s in turn.admissible if s != "help")
-    history = list(turn.history)
-    if not history:
-        return ALFWORLD_TEMPLATE_NO_HIS.format(current_observation=turn.observation,
-                                               admissible_actions=admissible)
-    lines = [f"\n[Observation {j + 1}: '{obs}', Action {j + 1}: '{action}']"
-             for j, (obs, action) in enumerate(history)]
-    return ALFWORLD_TEMPLATE.format(
-        task_description=turn.task, step_count=len(history), history_length=len(history),
-        action_history="".join(lines).strip(), current_step=len(history) + 1,
-        current_observation=turn.observation, admissible_actions=admissible)
-
 
 @dataclass(frozen=True)
 class RLVMRRules:
@@ -83,7 +42,6 @@ class RLVMRRules:
     lists_actions: bool
 
 
-ALFWORLD = RLVMRRules(alfworld_text, lists_actions=False)
 
 
 @dataclass(frozen=True)
@@ -119,5 +77,5 @@ class RLVMRPrompt:
         return [{"role": "user", "content": text}]
 
 
-__all__ = ["ALFWORLD", "ALFWORLD_TEMPLATE", "ALFWORLD_TEMPLATE_NO_HIS", "RLVMRPrompt",
+__all__ = ["RLVMRPrompt",
            "RLVMRRules"]

@@ -17,8 +17,8 @@ from gymnasium.utils.env_checker import check_env
 import derl_bench  # noqa: F401  (registers the envs)
 from benchmarks.alfworld_upstream import make_alfred_tw_env
 from derl_bench.cards import load_card, read_manifest, sha256_lines
-from derl_bench.envs.alfworld import NOTHING_HAPPENS, ALFWorldEnv, EngineError, games
-from derl_bench.envs.alfworld.game import load_game
+from derl_bench.families.alfworld import NOTHING_HAPPENS, ALFWorldEnv, EngineError, games
+from derl_bench.families.alfworld.game import load_game
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -268,7 +268,7 @@ def test_nothing_is_written_to_home(data_root, tmp_path):
     script = textwrap.dedent(
         """
         import gymnasium as gym, derl_bench
-        from derl_bench.envs.alfworld import games
+        from derl_bench.families.alfworld import games
         from benchmarks.alfworld_upstream import make_alfred_tw_env
         game = games.level_games("L0", "eval")[0]
         upstream = make_alfred_tw_env([str(games.game_path(game))], asynchronous=False)

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from benchmarks.alfworld_replay import random_admissible_episode, replay_walkthrough
-from derl_bench.envs.alfworld import ALFWorldEnv, games
+from derl_bench.families.alfworld import ALFWorldEnv, games
 
 
 def _sample(data_root) -> list[str]:

@@ -15,11 +15,11 @@ import pytest
 
 import derl_bench  # noqa: F401  (registers the envs)
 from derl_bench.data.root import dataset_dir
-from derl_bench.envs.alfworld import games, teacher
-from derl_bench.envs.alfworld.engine import Engine
-from derl_bench.envs.alfworld.game import load_game
-from derl_bench.envs.alfworld.teacher import SearchTeacher, TaskParams, engine_view
-from derl_bench.envs.alfworld.upstream import ensure_alfworld_data
+from derl_bench.families.alfworld import games, teacher
+from derl_bench.families.alfworld.engine import Engine
+from derl_bench.families.alfworld.game import load_game
+from derl_bench.families.alfworld.teacher import SearchTeacher, TaskParams, engine_view
+from derl_bench.families.alfworld.upstream import ensure_alfworld_data
 
 CAP = 30
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from derl_bench.envs.alfworld import games
-from derl_bench.envs.alfworld.game import TRANSLATIONS, _pddl2sas, _translate, load_game
+from derl_bench.families.alfworld import games
+from derl_bench.families.alfworld.game import TRANSLATIONS, _pddl2sas, _translate, load_game
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 from derl_bench.evaluation import evaluate, load_policy
 from derl_bench.evaluation.policies import AVAILABLE_ACTIONS
 from derl_bench.evaluation.rlvmr import TEMPERATURE
+from derl_bench.families.alfworld.prompts import ALFWORLD_TEMPLATE_NO_HIS
 from derl_bench.families.scienceworld.prompts import SCIWORLD_TEMPLATE_NO_HIS
 from derl_bench.families.scienceworld.rlvmr import (
     scienceworld_draws,
@@ -23,7 +24,7 @@ from derl_bench.family import card_for
 from derl_bench.leaderboard import problems_in_text
 from derl_bench.observers.think_action import parse_think_action, verl_agent_parser
 from derl_bench.policies.prompts import AgentTurn
-from derl_bench.policies.rlvmr_prompts import ALFWORLD_TEMPLATE_NO_HIS, RLVMRPrompt
+from derl_bench.policies.rlvmr_prompts import RLVMRPrompt
 
 # -- transcriptions of RLVMR's code ---------------------------------------------------------------
 

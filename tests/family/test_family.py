@@ -119,8 +119,8 @@ success: success
 domain: agent
 ids:
   derl/Toy-v0:
-    entry_point: derl_bench.envs.alfworld:ALFWorldEnv
-    observers: derl_bench.observers.alfworld:default_observers
+    entry_point: derl_bench.families.alfworld:ALFWorldEnv
+    observers: derl_bench.families.alfworld.observers:default_observers
 primitives:
   success: [0, 1]
   env_reward: [-1, 1]

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("openenv.core")
 
-from derl_bench.envs.alfworld.engine import libraries_in_use  # noqa: E402
+from derl_bench.families.alfworld.engine import libraries_in_use  # noqa: E402
 from derl_bench.integrations.openenv_server import (  # noqa: E402
     DerlAction,
     DerlEnvClient,

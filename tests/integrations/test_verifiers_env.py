@@ -12,7 +12,7 @@ vf = pytest.importorskip("verifiers")
 from openai import AsyncOpenAI  # noqa: E402
 
 import derl_bench  # noqa: E402
-from derl_bench.envs.alfworld.engine import libraries_in_use  # noqa: E402
+from derl_bench.families.alfworld.engine import libraries_in_use  # noqa: E402
 from derl_bench.integrations.sessions import TaskError  # noqa: E402
 from derl_bench.integrations.verifiers_env import (  # noqa: E402
     DerlMultiTurnEnv,

@@ -251,7 +251,7 @@ def test_validation_is_a_fixed_set_scored_once_each_and_deterministically(tmp_pa
 
 
 def test_agents_validate_on_held_out_games_each_once_in_manifest_order(data_root, tmp_path):
-    from derl_bench.envs.alfworld import games
+    from derl_bench.families.alfworld import games
     from derl_bench.meta.inner import validation_envs
 
     config = MetaConfig(method="random", validation_episodes=3, output_dir=str(tmp_path),

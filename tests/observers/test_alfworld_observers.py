@@ -6,10 +6,10 @@ import gymnasium as gym
 import pytest
 
 import derl_bench  # noqa: F401  (registers the envs)
-from derl_bench.envs.alfworld import EngineError, games
-from derl_bench.envs.alfworld.goal import Goal, Literal, parse_goal
+from derl_bench.families.alfworld import EngineError, games
+from derl_bench.families.alfworld.goal import Goal, Literal, parse_goal
+from derl_bench.families.alfworld.observers import default_observers
 from derl_bench.observers import Observer, ObserveWrapper
-from derl_bench.observers.alfworld import default_observers
 from derl_bench.observers.think_action import ThinkActionWrapper
 
 ALFWORLD_PRIMITIVES = {
@@ -162,7 +162,7 @@ def test_think_action_wrapper_feeds_the_plain_command(data_root):
 
 
 def test_think_action_wrapper_inside_the_observers(data_root):
-    from derl_bench.envs.alfworld import ALFWorldEnv
+    from derl_bench.families.alfworld import ALFWorldEnv
 
     bare = ALFWorldEnv(level="L0", split="eval")
     env = ObserveWrapper(ThinkActionWrapper(bare), default_observers(bare))

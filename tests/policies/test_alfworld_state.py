@@ -31,7 +31,7 @@ TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_
 
 
 def _sample_games(per_type: int = 2) -> list[str]:
-    from derl_bench.envs.alfworld import games
+    from derl_bench.families.alfworld import games
 
     ids = list(games.iter_games("L0", "eval"))
     return [g for t in TASK_TYPES for g in [i for i in ids if i.split("/")[1].startswith(t)]
@@ -205,7 +205,7 @@ def test_every_type_of_the_games_is_one_token(data_root, tokenizer):
     import json
     import re
 
-    from derl_bench.envs.alfworld import games
+    from derl_bench.families.alfworld import games
 
     vocabulary = set(alfworld_vocabulary())
     for game in _sample_games(per_type=4):

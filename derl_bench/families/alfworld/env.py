@@ -1,7 +1,7 @@
 """``derl/ALFWorld-v0``: the real ALFWorld text games behind the Gymnasium API.
 
 The env plays ALFWorld's ``game.tw-pddl`` files with TextWorld's PDDL engine (fast-downward
-plus TextWorld's text grammar, see :mod:`derl_bench.envs.alfworld.engine`); observations and
+plus TextWorld's text grammar, see :mod:`derl_bench.families.alfworld.engine`); observations and
 admissible commands are the same text alfworld's ``AlfredTWEnv`` produces.
 
 - observation: text; on reset the room description and the goal line (``Your task is to: ...``);
@@ -14,8 +14,8 @@ admissible commands are the same text alfworld's ``AlfredTWEnv`` produces.
 ``info`` carries ``admissible_commands``, ``won``, ``task_type``, ``game_id``, ``level``,
 ``split``, ``walkthrough`` (reset only), with ``expert=True`` ``expert_plan`` (commands
 that win from the current state) and with ``teacher=True`` ``teacher_action`` (the searching
-teacher's next command, see :mod:`derl_bench.envs.alfworld.teacher`). The env emits no
-primitives itself: the observers in :mod:`derl_bench.observers.alfworld` read
+teacher's next command, see :mod:`derl_bench.families.alfworld.teacher`). The env emits no
+primitives itself: the observers in :mod:`derl_bench.families.alfworld.observers` read
 :meth:`ALFWorldEnv.goal_progress`, :attr:`ALFWorldEnv.last_action_admissible` and
 :attr:`ALFWorldEnv.agent_location`.
 
@@ -42,12 +42,12 @@ from typing import Any
 import gymnasium as gym
 
 from derl_bench.data.root import dataset_dir
-from derl_bench.envs.alfworld import games as games_mod
-from derl_bench.envs.alfworld.engine import Engine
-from derl_bench.envs.alfworld.game import load_game
-from derl_bench.envs.alfworld.teacher import SearchTeacher, TaskParams, engine_view
-from derl_bench.envs.alfworld.upstream import EngineError, ensure_alfworld_data
 from derl_bench.envs.spaces import as_text, text_space
+from derl_bench.families.alfworld import games as games_mod
+from derl_bench.families.alfworld.engine import Engine
+from derl_bench.families.alfworld.game import load_game
+from derl_bench.families.alfworld.teacher import SearchTeacher, TaskParams, engine_view
+from derl_bench.families.alfworld.upstream import EngineError, ensure_alfworld_data
 
 MAX_OBSERVATION_CHARS = 100_000
 MAX_ACTION_CHARS = 1_000
@@ -57,7 +57,7 @@ class ALFWorldEnv(gym.Env[str, str]):
     """One ALFWorld game at a time, chosen from a level's train, validation or eval split.
 
     Args:
-        level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`derl_bench.envs.alfworld.games`).
+        level: ``"L0"``, ``"L1"`` or ``"L2"`` (see :mod:`derl_bench.families.alfworld.games`).
         split: ``"train"``, ``"validation"`` (held-out games of the training task types) or
             ``"eval"``.
         expert: also report an expert plan from the current state in ``info["expert_plan"]``:

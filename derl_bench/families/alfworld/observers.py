@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from derl_bench.envs.alfworld import NOTHING_HAPPENS, ALFWorldEnv
+from derl_bench.families.alfworld import NOTHING_HAPPENS, ALFWorldEnv
 from derl_bench.observers.base import Observer, Transition
 from derl_bench.observers.common import EnvReward, NewLocation, RepeatedAction, StepFraction
 

@@ -12,7 +12,7 @@ import copy
 import functools
 from typing import Any
 
-from derl_bench.envs.alfworld.upstream import EngineError
+from derl_bench.families.alfworld.upstream import EngineError
 
 
 @functools.cache

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from derl_bench.envs.alfworld.goal import Goal, parse_goal
-from derl_bench.envs.alfworld.textgen import parsed_symbols
-from derl_bench.envs.alfworld.upstream import import_engine
+from derl_bench.families.alfworld.goal import Goal, parse_goal
+from derl_bench.families.alfworld.textgen import parsed_symbols
+from derl_bench.families.alfworld.upstream import import_engine
 
 
 @dataclass

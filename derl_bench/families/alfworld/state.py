@@ -7,8 +7,8 @@ import functools
 from collections import Counter, defaultdict
 from typing import Any
 
-from derl_bench.envs.alfworld.game import GameData, parse_atom
-from derl_bench.envs.alfworld.upstream import import_engine
+from derl_bench.families.alfworld.game import GameData, parse_atom
+from derl_bench.families.alfworld.upstream import import_engine
 
 
 def _make_lean_state_class() -> type:

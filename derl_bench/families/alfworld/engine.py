@@ -23,10 +23,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from derl_bench.envs.alfworld.game import GameData, replan_sas
-from derl_bench.envs.alfworld.state import lean_state_class
-from derl_bench.envs.alfworld.textgen import derive_text
-from derl_bench.envs.alfworld.upstream import EngineError, demangler_class, import_engine
+from derl_bench.families.alfworld.game import GameData, replan_sas
+from derl_bench.families.alfworld.state import lean_state_class
+from derl_bench.families.alfworld.textgen import derive_text
+from derl_bench.families.alfworld.upstream import EngineError, demangler_class, import_engine
 
 NOTHING_HAPPENS = "Nothing happens."
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from derl_bench.envs.alfworld.upstream import EngineError
+from derl_bench.families.alfworld.upstream import EngineError
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,48 @@
+"""ALFWorld's text games behind the Gymnasium API, and what the family plugs into the stages
+(its card, ``envs/alfworld.md``, names them), one module per job:
+
+- :mod:`~derl_bench.families.alfworld.env`: the Gymnasium env, ``ALFWorldEnv``;
+- :mod:`~derl_bench.families.alfworld.games`: game ids, levels, splits and their manifests;
+- :mod:`~derl_bench.families.alfworld.engine`: one game being played (commands, feedback, plan);
+- :mod:`~derl_bench.families.alfworld.game`: a game's data, translated and parsed once per
+  process;
+- :mod:`~derl_bench.families.alfworld.state`: fast-downward's state built from that data;
+- :mod:`~derl_bench.families.alfworld.textgen`: TextWorld's grammar derivation, memoised;
+- :mod:`~derl_bench.families.alfworld.goal`: the PDDL goal and how much of it holds;
+- :mod:`~derl_bench.families.alfworld.upstream`: the lazily imported upstream libraries;
+- :mod:`~derl_bench.families.alfworld.teacher`: the searching teacher;
+- :mod:`~derl_bench.families.alfworld.observers`: the primitives;
+- :mod:`~derl_bench.families.alfworld.prompts`: the agent prompt's text and RLVMR's prompt;
+- :mod:`~derl_bench.families.alfworld.adapter`: the evaluation rules;
+- :mod:`~derl_bench.families.alfworld.data`: the dataset ``derl-bench data`` downloads.
+
+The names below are imported from their module on first use, so resolving one of the card's
+hooks does not load the engine with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from derl_bench.families.alfworld.engine import NOTHING_HAPPENS
+    from derl_bench.families.alfworld.env import ALFWorldEnv
+    from derl_bench.families.alfworld.upstream import EngineError
+
+_MODULE_OF = {"ALFWorldEnv": "env", "NOTHING_HAPPENS": "engine", "EngineError": "upstream"}
+
+__all__ = ["ALFWorldEnv", "NOTHING_HAPPENS", "EngineError"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
