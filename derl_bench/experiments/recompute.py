@@ -9,6 +9,8 @@ What each evidence file gives (``scripts/recompute_tasks.py`` prints them all):
 - ``landscape.json`` (check 2): every draw's scores, so how many draws score under 2%, how many
   beat the best hand-made reward's 2-seed mean, and how many the confirmation finds measurably
   better (each interval above 0), uncorrected and Holm-corrected;
+- ``climb.json`` (check 3): every one-edit neighbour's scores per seed, so which climb above
+  the best hand-made reward, the share of the trained draws that do and the verdict;
 - ``modes.json``: each policy's modes, wrap positions right, primitives and success;
 - the board: ``runs.json`` (per run: seconds, the picked reward and its re-trains' scores per
   level and seed, the pick's and the mechanism's re-scores, the selected policy's figures) with
@@ -32,6 +34,7 @@ from derl_bench.experiments.proxy.report import EVIDENCE, mean_se, summarize, su
 from derl_bench.experiments.proxy.run import RUNS
 from derl_bench.experiments.stats import (
     above_zero,
+    clopper_pearson,
     describe,
     holm,
     mean_sd,
@@ -105,6 +108,32 @@ def landscape_figures(landscape: dict[str, Any]) -> list[str]:
         f"  measurably better than every hand-made reward, uncorrected: {better} of {kept} "
         f"kept ({_pct(better / kept)}%); Holm-corrected over all "
         f"{confirmed * (len(hand))} comparisons: {holm_better}",
+    ]
+
+
+def climb_figures(climb: dict[str, Any]) -> list[str]:
+    """Check 3 from ``climb.json``: which neighbours climb above the best hand-made reward's
+    mean on the same seeds, and the share of the trained draws that do, recomputed from every
+    neighbour's per-seed scores."""
+    hand = {name: mean_sd(h["scores"])[0] for name, h in climb["hand_made"].items()}
+    best = max(hand, key=lambda name: hand[name])
+    top = mean_sd(climb["planted"]["scores"])[0]
+    rows = [(n["draws"], mean_sd(n["scores"])[0]) for n in climb["neighbours"]]
+    draws = sum(weight for weight, _ in rows)
+    climbing = [(weight, m) for weight, m in rows if round(m, 4) > round(hand[best], 4)]
+    low, high = clopper_pearson(len(climbing), len(rows))
+    share = sum(weight for weight, _ in climbing) / draws
+    reaching = sum(weight for weight, m in rows if round(m, 4) >= round(top, 4)) / draws
+    constant = climb["drawn"]["constant"]
+    return [
+        f"check 3, climb from `{climb['planted']['expr']}`: {climb['drawn']['draws']} one-edit "
+        f"draws, {constant} constant, {len(rows)} classes trained on {len(climb['seeds'])} seeds",
+        f"  planted {_pct(top)}; best hand-made ({best}) {_pct(hand[best])}",
+        f"  climbing: {len(climbing)} of {len(rows)} classes, {_pct(share)}% of the {draws} "
+        f"trained draws (95% Clopper-Pearson over classes [{_pct(low)}, {_pct(high)}]%); "
+        f"reaching the planted reward: {_pct(reaching)}%",
+        f"  verdict: {'passes' if share >= climb['threshold'] else 'fails'} "
+        f"(at least {100 * climb['threshold']:.0f}% must climb)",
     ]
 
 
@@ -233,8 +262,8 @@ def task_figures(board: Path) -> list[str]:
     ``docs/tasks.md`` states them."""
     evidence = board / EVIDENCE
     lines: list[str] = []
-    for name, figures in (("planted.json", planted_figures), ("landscape.json",
-                                                              landscape_figures),
+    for name, figures in (("planted.json", planted_figures),
+                          ("landscape.json", landscape_figures), ("climb.json", climb_figures),
                           ("modes.json", modes_figures)):
         found = _read(evidence / name)
         lines += figures(found) if found is not None else [f"{name}: {MISSING}"]

@@ -173,3 +173,25 @@ def test_a_planted_part_need_only_be_beaten_as_the_check_asks():
     assert any(x.startswith("  planted − a (part):") and x.endswith("passes") for x in lines)
     assert any(x.startswith("  planted − outcome:") and x.endswith("passes") for x in lines)
     assert lines[-1] == "  verdict: passes"
+
+
+def test_the_climb_is_recomputed_from_every_neighbours_scores():
+    from derl_bench.experiments.recompute import climb_figures
+
+    def row(expr: str, scores: list[float], draws: int = 1) -> dict:
+        return {"expr": expr, "scores": scores, "draws": draws}
+
+    climb = {"planted": row("a * b", [0.9, 0.8]), "seeds": [1, 2], "threshold": 0.3,
+             "drawn": {"draws": 6, "constant": 1},
+             "hand_made": {"outcome": row("outcome", [0.1, 0.2]),
+                           "average": row("avg", [0.0, 0.1])},
+             # 2 of the 5 trained draws climb above outcome's 15.0 (one reaches the planted)
+             "neighbours": [row("a * c", [0.9, 0.9]), row("c * b", [0.3, 0.2]),
+                            row("c", [0.1, 0.1], draws=3)]}
+    lines = climb_figures(climb)
+    assert "planted 85.0; best hand-made (outcome) 15.0" in lines[1]
+    assert "2 of 3 classes, 40.0% of the 5 trained draws" in lines[2]
+    assert "reaching the planted reward: 20.0%" in lines[2]
+    assert lines[-1].startswith("  verdict: passes")
+    climb["neighbours"][1]["scores"] = [0.1, 0.1]
+    assert climb_figures(climb)[-1].startswith("  verdict: fails")
