@@ -46,8 +46,8 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
     """Play every game of ``level``'s ``split`` (the first ``limit``) once, greedily.
 
     ``model`` is a model folder (or a loaded ``CommandPolicy``), ``env_id`` an env whose card
-    has a ``commands`` hook. Returns :func:`summarise`'s
-    figures with the level, split and wall seconds; ``episodes_out`` receives the episodes.
+    has a ``commands`` hook. Returns :func:`summarise`'s figures with the level, split and wall
+    seconds; ``episodes_out`` receives the episodes.
     """
     import torch
 

@@ -34,7 +34,7 @@ import copy
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +54,10 @@ class CommandGRPOConfig:
     model: str
     """The base: a command-model folder (``derl-bench model agent-base``)."""
     output_dir: str
-    env_id: str
-    """An agent env whose card has a ``commands`` hook (the state the policy reads)."""
     meta_reward: str = "success"
+    env_id: str = field(kw_only=True)
+    """An agent env whose card has a ``commands`` hook (the state the policy reads); named
+    by keyword."""
     level: str = "L0"
     seed: int = 0
     steps: int = 12
