@@ -33,7 +33,8 @@ from typing import Any
 def _policy(seed: int = 0) -> Any:
     import torch
 
-    from derl_bench.policies.alfworld_vocab import build_alfworld_tokenizer, build_command_model
+    from derl_bench.families.alfworld.vocab import build_alfworld_tokenizer
+    from derl_bench.policies.command_model import build_command_model
     from derl_bench.policies.commands import CommandPolicy
 
     torch.manual_seed(seed)
@@ -45,7 +46,7 @@ def _one_at_a_time(envs: list[Any], policy: Any, games: list[dict], seed: int) -
     """Each game to its end on one env, each state scored alone; returns the steps taken."""
     import torch
 
-    from derl_bench.policies.alfworld_state import CompactState
+    from derl_bench.families.alfworld.compact_state import CompactState
     from derl_bench.policies.commands import command_log_probs, sample_command
 
     generator = torch.Generator().manual_seed(seed)
@@ -76,7 +77,7 @@ def measure(games: int = 16, envs: int = 8, seed: int = 0, threads: int = 1,
     import torch
 
     import derl_bench  # noqa: F401  (registers the envs)
-    from derl_bench.policies.alfworld_state import CompactState
+    from derl_bench.families.alfworld.compact_state import CompactState
     from derl_bench.rollout.commands import play
 
     torch.set_num_threads(threads)
@@ -109,12 +110,13 @@ def measure(games: int = 16, envs: int = 8, seed: int = 0, threads: int = 1,
 def inner_run(steps: int = 3, seed: int = 0, threads: int = 1) -> dict[str, Any]:
     """A short GRPO inner run from a random base: where its seconds go."""
     from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
-    from derl_bench.policies.alfworld_vocab import init_command_model
+    from derl_bench.policies.command_model import init_command_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        base = init_command_model(Path(tmp) / "base")
-        config = CommandGRPOConfig(model=str(base), output_dir=f"{tmp}/run", steps=steps,
-                                   seed=seed, num_threads=threads, validation_games=16)
+        base = init_command_model(Path(tmp) / "base", "derl/ALFWorld-v0")
+        config = CommandGRPOConfig(model=str(base), output_dir=f"{tmp}/run",
+                                   env_id="derl/ALFWorld-v0", steps=steps, seed=seed,
+                                   num_threads=threads, validation_games=16)
         began = time.perf_counter()
         history = train_commands(config)
         wall = time.perf_counter() - began

@@ -17,11 +17,12 @@ from typing import Any
 
 from derl_bench._version import __version__
 from derl_bench.registration import register_envs
+from derl_bench.settings import DEFAULT_ENV_ID
 
 register_envs()
 
 
-def load_environment(env_id: str = "derl/GSM8K-v0", **kwargs: Any) -> Any:
+def load_environment(env_id: str = DEFAULT_ENV_ID, **kwargs: Any) -> Any:
     """A derl-bench env as a verifiers environment (see
     :func:`derl_bench.integrations.verifiers_env.load_environment`)."""
     # imported here: verifiers is an optional extra, and the core install stays lean

@@ -32,6 +32,12 @@ resolves on first use, like ``entry_point`` and ``observers``:
 ``data``
     the family's datasets, a sequence of :class:`~derl_bench.data.sources.Dataset` that
     ``derl-bench data`` downloads and verifies (:func:`~derl_bench.data.sources.datasets`);
+``commands``
+    what a multi-turn family gives the command stack (a small model choosing among the
+    admissible commands: :mod:`derl_bench.policies.commands`, ``derl-bench model agent-base``,
+    ``inner_commands``), a :class:`~derl_bench.policies.command_model.CommandParts`: the state
+    tracker a command policy reads and the command model's tokenizer; a family without one has
+    no command policies;
 ``board``
     plain data, ``{title, success_rule}`` of the family's leaderboard; an id's own ``board:``
     entry overrides it for that id's board.
@@ -57,7 +63,7 @@ DOMAINS = ("math", "agent")
 
 Interval = tuple[float, float]
 
-HOOKS = ("prompt", "action_parser", "evaluation", "rlvmr_prompt", "data")
+HOOKS = ("prompt", "action_parser", "evaluation", "rlvmr_prompt", "data", "commands")
 """The dotted-path hooks a card may name (``board`` is plain data)."""
 _DEFAULT_HOOKS = {
     "single-step": {"action_parser": "derl_bench.observers.think_action:whole_response",

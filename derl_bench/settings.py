@@ -10,6 +10,9 @@ naming every setting that breaks its rule, what it may be and what it was::
 
 A value of the wrong type (a string, a bool) breaks every rule, so a config built in Python
 gets the check a recipe's types already got.
+
+The env a training recipe and a verifiers env fall back to when they name none is written here
+too (:data:`DEFAULT_ENV_ID`), once, rather than in the stages that use it.
 """
 
 from __future__ import annotations
@@ -68,6 +71,10 @@ GROUP_TEMPERATURE = Rule(lambda v: TEMPERATURE.test(v) and v > 0,
                          "evaluation decode greedily on their own")
 """The temperature a GRPO group is sampled at (the inner runs' and the Meta-Optimizer's)."""
 
+DEFAULT_ENV_ID = "derl/GSM8K-v0"
+"""The env a training recipe without ``env_id`` trains on (:class:`~derl_bench.grpo.config.
+TrainConfig`) and :func:`derl_bench.load_environment` serves when it is named none."""
+
 
 def problems(settings: Iterable[tuple[str, Any, Rule]]) -> list[str]:
     """``"NAME must be ALLOWED, got VALUE"`` for each setting that breaks its rule."""
@@ -84,5 +91,6 @@ def refuse(settings: Iterable[tuple[str, Any, Rule]],
         raise error("; ".join(found))
 
 
-__all__ = ["COUNT", "GROUP_TEMPERATURE", "LEARNING_RATE", "MAX_GRAD_NORM", "POSITIVE", "SEED",
-           "TEMPERATURE", "TOP_P", "Rule", "at_least", "number_at_least", "problems", "refuse"]
+__all__ = ["COUNT", "DEFAULT_ENV_ID", "GROUP_TEMPERATURE", "LEARNING_RATE", "MAX_GRAD_NORM",
+           "POSITIVE", "SEED", "TEMPERATURE", "TOP_P", "Rule", "at_least", "number_at_least",
+           "problems", "refuse"]

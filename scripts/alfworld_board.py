@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+ENV_ID = "derl/ALFWorld-v0"
 BOARD = REPO / "leaderboards" / "alfworld"
 EVIDENCE = BOARD / "evidence"
 QUICK = {"steps": 1, "games_per_step": 1, "group_size": 2, "pool": 2, "validation_games": 2,
@@ -71,10 +72,11 @@ def _record(model_dir: Path, level: str, method: str, seed: int, checkpoint: str
     from derl_bench.leaderboard.validate import validate_file
 
     episodes: list[Any] = []
-    result = evaluate_commands(model_dir, level, num_threads=1, episodes_out=episodes)
+    result = evaluate_commands(model_dir, level, env_id=ENV_ID, num_threads=1,
+                               episodes_out=episodes)
     record = command_record(result, episodes, method=method, model=MODEL, model_dir=model_dir,
                             checkpoint=checkpoint, seed=seed, meta_reward=meta_reward,
-                            recipe=recipe, level=level)
+                            recipe=recipe, level=level, env_id=ENV_ID)
     path = BOARD / f"{method}-s{seed}-{level}.json"
     write_json_atomic(path, record)
     problems = validate_file(path).problems
@@ -109,8 +111,8 @@ def _unit(kind: str, runs: str, base: str, base_level: str, reward: str | None,
     method = f"grpo-{reward}"
     name = f"{method}-s{seed}-{base_level}"
     run_dir = Path(runs) / name
-    config = CommandGRPOConfig(model=base, output_dir=str(run_dir), level=base_level,
-                               meta_reward=REWARDS[reward], seed=seed, **GRPO)
+    config = CommandGRPOConfig(model=base, output_dir=str(run_dir), env_id=ENV_ID,
+                               level=base_level, meta_reward=REWARDS[reward], seed=seed, **GRPO)
     if not (run_dir / "result.json").exists():
         if run_dir.exists():
             shutil.rmtree(run_dir)  # a run stopped half way starts again

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import alfworld_board
-from alfworld_board import GRPO, LEVELS, QUICK, _record, compare
+from alfworld_board import ENV_ID, GRPO, LEVELS, QUICK, _record, compare
 
 BOARD = alfworld_board.BOARD
 EVIDENCE = BOARD / "evidence"
@@ -62,7 +62,7 @@ def search(method: str, seed: int, runs: Path, base_L0: str, workers: int) -> di
     config = MetaConfig(
         name=f"{method}-s{seed}", method=method, seed=seed, **SEARCH,
         validation_episodes=GRPO["validation_games"], eval_levels=[], progress=False,
-        inner={"env_id": "derl/ALFWorld-v0", "model": str(Path(base_L0).resolve()),
+        inner={"env_id": ENV_ID, "model": str(Path(base_L0).resolve()),
                "level": "L0", "tensorboard": False},
         inner_commands=recipe, executor="local" if workers == 1 else "ray", workers=workers,
         output_dir=str(out))
@@ -92,8 +92,9 @@ def retrain(method: str, seed: int, expr: str, runs: Path, bases: dict[str, str]
         if not levels:
             continue
         run_dir = runs / f"{method}-s{seed}" / f"retrain-{base_level}"
-        config = CommandGRPOConfig(model=base, output_dir=str(run_dir), level=base_level,
-                                   meta_reward=expr, seed=RETRAIN_SEED + seed, **GRPO)
+        config = CommandGRPOConfig(model=base, output_dir=str(run_dir), env_id=ENV_ID,
+                                   level=base_level, meta_reward=expr, seed=RETRAIN_SEED + seed,
+                                   **GRPO)
         if not (run_dir / "result.json").exists():
             if run_dir.exists():
                 shutil.rmtree(run_dir)

@@ -39,8 +39,8 @@ def agreement(model_dir: str, level: str, limit: int | None = None) -> dict[str,
     import torch
 
     import derl_bench  # noqa: F401  (registers the envs)
+    from derl_bench.families.alfworld.compact_state import CompactState
     from derl_bench.policies import load_model_and_tokenizer
-    from derl_bench.policies.alfworld_state import CompactState
     from derl_bench.policies.commands import CommandPolicy
     from derl_bench.rollout.commands import game_count, play
     from derl_bench.sft.dagger import labelled
@@ -79,15 +79,16 @@ def overfit(output: str, games: int = 5, updates: int = 400) -> dict[str, Any]:
     import gymnasium as gym
 
     import derl_bench  # noqa: F401
+    from derl_bench.families.alfworld.compact_state import CompactState
     from derl_bench.policies import load_model_and_tokenizer
-    from derl_bench.policies.alfworld_state import CompactState
     from derl_bench.policies.commands import CommandPolicy
     from derl_bench.rollout.commands import play
     from derl_bench.sft.dagger import DaggerConfig, run_dagger
 
-    record = run_dagger(DaggerConfig(output=output, pool=games, bc_games=games, rounds=0,
-                                     bc_updates=updates, batch_size=16, detour_share=0.15,
-                                     envs=games, num_threads=1))
+    record = run_dagger(DaggerConfig(output=output, env_id="derl/ALFWorld-v0", pool=games,
+                                     bc_games=games, rounds=0, bc_updates=updates,
+                                     batch_size=16, detour_share=0.15, envs=games,
+                                     num_threads=1))
     model, tokenizer = load_model_and_tokenizer(output)
     policy = CommandPolicy(model.eval(), tokenizer)
     envs = [gym.make("derl/ALFWorld-v0", level="L0", split="train") for _ in range(games)]

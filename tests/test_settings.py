@@ -337,4 +337,5 @@ def test_a_command_policy_recipe_is_checked_too(field, text, value, message, tmp
                            f"inner_commands={{steps: 1, {field}: {text}}}"], tmp_path / "run")
     assert f"error: inner_commands: {message}" in err
     with pytest.raises(ValueError, match=re.escape(message)):
-        CommandGRPOConfig(model="base", output_dir=str(tmp_path / "run"), **{field: value})
+        CommandGRPOConfig(model="base", output_dir=str(tmp_path / "run"),
+                          env_id="derl/ALFWorld-v0", **{field: value})

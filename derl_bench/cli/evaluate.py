@@ -226,7 +226,7 @@ def _run_commands(args: argparse.Namespace) -> int:
                                 model=args.model or args.commands.name,
                                 model_dir=args.commands, checkpoint=args.checkpoint,
                                 seed=args.train_seed, meta_reward=meta_reward,
-                                recipe=args.recipe)
+                                recipe=args.recipe, env_id=args.env)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     if args.output is not None:

@@ -5,8 +5,8 @@
 writes a random model of a real Qwen2.5 architecture (:mod:`derl_bench.policies.shapes`);
 ``merge`` folds a LoRA adapter checkpoint into its base model; ``rehearse`` runs the training,
 meta and evaluation commands at a real shape on this machine
-(:mod:`derl_bench.experiments.rehearse`); ``agent-base`` builds an ALFWorld command policy from
-the searching teacher (:mod:`derl_bench.sft.dagger`).
+(:mod:`derl_bench.experiments.rehearse`); ``agent-base`` builds a command policy (ALFWorld's by
+default) from the searching teacher (:mod:`derl_bench.sft.dagger`).
 Nothing is downloaded.
 """
 
@@ -96,13 +96,16 @@ def register(subparsers: Any) -> None:
                      "<think>...<action>")
     sft.set_defaults(func=run_sft_command)
     base = sub.add_parser(
-        "agent-base", help="build an ALFWorld command policy from the searching teacher "
-        "(behaviour cloning, then DAgger)",
-        description="Train a small command model on the compact ALFWorld state to pick the "
-        "searching teacher's commands: behaviour cloning on teacher episodes with random "
-        "detours, then DAgger rounds (derl_bench.sft.dagger). Seeded: the same command writes "
-        "the same weights. PATH is written whole or not at all, with dagger.json.")
+        "agent-base", help="build a command policy (ALFWorld's by default) from the searching "
+        "teacher (behaviour cloning, then DAgger)",
+        description="Train a small command model on the env's compact state (its card's "
+        "commands hook) to pick the searching teacher's commands: behaviour cloning on teacher "
+        "episodes with random detours, then DAgger rounds (derl_bench.sft.dagger). Seeded: the "
+        "same command writes the same weights. PATH is written whole or not at all, with "
+        "dagger.json.")
     base.add_argument("path", metavar="PATH", help="output directory (must be empty or absent)")
+    base.add_argument("--env", default="derl/ALFWorld-v0",
+                      help="an agent env whose card has a commands hook (default: %(default)s)")
     base.add_argument("--level", default="L0", choices=("L0", "L1", "L2"),
                       help="whose training games (L2: task types 1-4 only)")
     base.add_argument("--seed", type=int, default=0)
@@ -207,16 +210,17 @@ def run_agent_base(args: argparse.Namespace) -> int:
     from derl_bench.sft.dagger import DaggerConfig, run_dagger
 
     fields = {f.name: f for f in dataclasses.fields(DaggerConfig)}
+    set_by_flags = {"output", "env_id", "level", "seed"}
     overrides: dict[str, Any] = {}
     for item in args.set:
         key, sep, value = item.partition("=")
-        if not sep or key not in fields or key in ("output", "level", "seed"):
+        if not sep or key not in fields or key in set_by_flags:
             raise CommandError(f"--set takes KEY=VALUE with KEY one of "
-                               f"{', '.join(sorted(set(fields) - {'output', 'level', 'seed'}))}"
-                               f"; got {item!r}")
+                               f"{', '.join(sorted(set(fields) - set_by_flags))}; got {item!r}")
         overrides[key] = yaml.safe_load(value)
     try:
-        config = DaggerConfig(output=args.path, level=args.level, seed=args.seed, **overrides)
+        config = DaggerConfig(output=args.path, env_id=args.env, level=args.level,
+                              seed=args.seed, **overrides)
         _check_agent_base(config)
         with hold_output(args.path, args, whole=True):
             record = run_dagger(config, log=print)

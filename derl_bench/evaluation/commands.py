@@ -1,11 +1,12 @@
 """Evaluating a command policy (a model that picks among admissible commands) on an agent
 env's fixed game sets: every game of a level's split once, greedy, in lockstep.
 
-    result = evaluate_commands("runs/alfworld-base", level="L0")
+    result = evaluate_commands("runs/alfworld-base", level="L0", env_id="derl/ALFWorld-v0")
     result["success"], result["by_task_type"]
 
-The policy's view of the game is handed in (``state_factory``; default the ALFWorld
-:class:`~derl_bench.policies.alfworld_state.CompactState`), as in training.
+The policy's view of the game is handed in (``state_factory``; default the state tracker of
+the env's card's ``commands`` hook, :class:`~derl_bench.policies.command_model.CommandParts`),
+as in training.
 """
 
 from __future__ import annotations
@@ -37,15 +38,16 @@ def summarise(episodes: list[CommandEpisode]) -> dict[str, Any]:
 
 
 def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "eval", *,
-                      env_id: str = "derl/ALFWorld-v0", limit: int | None = None,
+                      env_id: str, limit: int | None = None,
                       envs: int = 16, num_threads: int | None = None,
                       state_factory: Callable[[], Any] | None = None,
                       data_root: str | None = None,
                       episodes_out: list[CommandEpisode] | None = None) -> dict[str, Any]:
     """Play every game of ``level``'s ``split`` (the first ``limit``) once, greedily.
 
-    ``model`` is a model folder (or a loaded ``CommandPolicy``). Returns :func:`summarise`'s
-    figures with the level, split and wall seconds; ``episodes_out`` receives the episodes.
+    ``model`` is a model folder (or a loaded ``CommandPolicy``), ``env_id`` an env whose card
+    has a ``commands`` hook. Returns :func:`summarise`'s figures with the level, split and wall
+    seconds; ``episodes_out`` receives the episodes.
     """
     import torch
 
@@ -62,9 +64,9 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
         lm, tokenizer = load_model_and_tokenizer(str(model))
         policy = CommandPolicy(lm.eval(), tokenizer)
     if state_factory is None:
-        from derl_bench.policies.alfworld_state import CompactState
+        from derl_bench.family import family_spec
 
-        state_factory = CompactState
+        state_factory = family_spec(env_id).part("commands").state
     started = time.perf_counter()
     pool = command_envs(env_id, level, split, envs, data_root=data_root)
     try:

@@ -315,12 +315,12 @@ def command_record(
     recipe: str | Path | Mapping[str, Any] | None = None,
     level: str | None = None,
     policy_interface: str = COMPACT_CONSTRAINED,
-    env_id: str = "derl/ALFWorld-v0",
+    env_id: str,
     date: dt.date | None = None,
 ) -> dict[str, Any]:
     """The ``kind: run`` record of a command policy's evaluation:
     :func:`~derl_bench.evaluation.commands.evaluate_commands`'s result (``evaluation``) and
-    the episodes it handed back (``episodes_out``).
+    the episodes it handed back (``episodes_out``), of the env ``env_id``.
 
     ``method`` is the board's method name (``teacher-dagger``, ``grpo-outcome``, ``derl``);
     ``seed``, the training run's seed, is named in it (``derl (seed 2)``, filed as

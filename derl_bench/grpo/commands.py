@@ -24,8 +24,8 @@ commands reach the env as ``<think></think><action>command</action>`` through
 primitive (1 on every step: the decoder always writes the tags), and
 ``action_admissible`` is 1 on every step (the decoder writes only admissible commands).
 
-    history = train_commands(CommandGRPOConfig(model="runs/alfworld-base",
-                                               meta_reward="success", output_dir="runs/g"))
+    history = train_commands(CommandGRPOConfig(model="runs/alfworld-base", output_dir="runs/g",
+                                               env_id="derl/ALFWorld-v0", meta_reward="success"))
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import copy
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +52,12 @@ class CommandGRPOConfig:
     """One inner GRPO run of a command policy (see the module docstring)."""
 
     model: str
-    """The base: a command-model folder (``derl-bench model alfworld-base``)."""
+    """The base: a command-model folder (``derl-bench model agent-base``)."""
     output_dir: str
     meta_reward: str = "success"
-    env_id: str = "derl/ALFWorld-v0"
+    env_id: str = field(kw_only=True)
+    """An agent env whose card has a ``commands`` hook (the state the policy reads); named
+    by keyword."""
     level: str = "L0"
     seed: int = 0
     steps: int = 12
@@ -146,8 +148,8 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     ``result.json`` to ``output_dir``; return the per-step metrics (the last row holds the
     validation score). ``reward`` is ``config.meta_reward`` compiled where the run started
     (else it is compiled here)."""
+    from derl_bench.family import family_spec
     from derl_bench.policies import load_model_and_tokenizer
-    from derl_bench.policies.alfworld_state import CompactState
     from derl_bench.policies.commands import CommandPolicy, chosen_log_probs, command_log_probs
     from derl_bench.progress import quiet_transformers
     from derl_bench.reward import compile_reward
@@ -164,6 +166,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
                                                             DERL):
         raise ValueError(f"the Meta-Reward handed to the run, {reward!r}, is not its "
                          f"config's: {config.meta_reward!r} over {config.env_id!r}")
+    state = family_spec(config.env_id).part("commands").state
     model, tokenizer = load_model_and_tokenizer(config.model)
     model.eval()
     policy = CommandPolicy(model, tokenizer)
@@ -181,7 +184,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
             games = [{"index": int(g)} for g in drawn for _ in range(config.group_size)]
             began = time.perf_counter()
             timing: dict[str, float] = {}
-            episodes = play(envs, policy, games, CompactState, seed=config.seed * 100_003 + step,
+            episodes = play(envs, policy, games, state, seed=config.seed * 100_003 + step,
                             respond=respond, decode=True, timing=timing)
             rollout_s = time.perf_counter() - began
             # 2-3. Rewards and group advantages.
@@ -253,7 +256,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     try:
         count = game_count(val_envs[0])
         games = [{"index": i} for i in range(min(config.validation_games, count))]
-        val = play(val_envs, policy, games, CompactState, greedy=True, respond=respond)
+        val = play(val_envs, policy, games, state, greedy=True, respond=respond)
     finally:
         for env in val_envs:
             env.close()

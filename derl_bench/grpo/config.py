@@ -29,6 +29,7 @@ from derl_bench.reward.meta_reward import MetaReward, compile_reward
 from derl_bench.reward.semantics import SEMANTICS
 from derl_bench.settings import (
     COUNT,
+    DEFAULT_ENV_ID,
     GROUP_TEMPERATURE,
     LEARNING_RATE,
     MAX_GRAD_NORM,
@@ -55,7 +56,7 @@ class TrainConfig:
 
     name: str = "grpo"
     """Run name; the default output directory is ``runs/<name>``."""
-    env_id: str = "derl/GSM8K-v0"
+    env_id: str = DEFAULT_ENV_ID
     level: str | None = None
     """Agent envs: ``L0`` (seen), ``L1`` (unseen variants) or ``L2`` (held-out tasks)."""
     split: str = "train"

@@ -39,6 +39,7 @@ import verifiers as vf
 
 from derl_bench.integrations.sessions import EpisodeSession, SessionError, Task
 from derl_bench.policies.prompts import ANSWER_FORMAT, MATH_INSTRUCTION
+from derl_bench.settings import DEFAULT_ENV_ID
 
 
 def _text(content: Any) -> str:
@@ -190,7 +191,7 @@ def _single_step_rows(task: Task, count: int) -> list[dict[str, Any]]:
         session.close()
 
 
-def load_environment(env_id: str = "derl/GSM8K-v0", reward: str | None = None,
+def load_environment(env_id: str = DEFAULT_ENV_ID, reward: str | None = None,
                      level: str | None = "L0", split: str | None = "train", *,
                      env: str | None = None, semantics: str = "derl",
                      num_examples: int = -1, seeds: Sequence[int] | None = None,

@@ -68,6 +68,16 @@ PLACEMENT_FIELDS = ("executor", "ray_address", "workers", "num_cpus", "num_gpus"
 may change them (move to a cluster, say)."""
 
 
+def _has_commands(env_id: str) -> bool:
+    """Whether ``env_id``'s card has a ``commands`` hook (what a command policy needs)."""
+    from derl_bench.family import UnknownFamilyError, family_spec
+
+    try:
+        return family_spec(env_id).has_part("commands")
+    except UnknownFamilyError:  # an env without a card has no command policies
+        return False
+
+
 @dataclass
 class MetaConfig:
     """A reward-discovery run: the search method, its budget and the inner GRPO recipe."""
@@ -171,13 +181,14 @@ class MetaConfig:
     separate run gives, up to float rounding."""
 
     inner_commands: dict[str, Any] | None = None
-    """Train ALFWorld's command policy (:mod:`derl_bench.grpo.commands`) in every inner run
-    instead of an LLM: the fields of its recipe (:class:`~derl_bench.grpo.commands.
-    CommandGRPOConfig`: ``steps``, ``games_per_step``, ``group_size``, ``learning_rate``, ...).
-    Each run starts from ``inner.model`` (a teacher-taught base, ``derl-bench model
-    agent-base``) on ``inner.level`` with the candidate's reward and inner seed, and scores
-    greedy success on the first ``validation_episodes`` games of the level's validation
-    split. ``None``: the LLM recipe ``inner``."""
+    """Train a command policy (:mod:`derl_bench.grpo.commands`) in every inner run instead of
+    an LLM, on an inner env whose card has a ``commands`` hook (ALFWorld's): the fields of its
+    recipe (:class:`~derl_bench.grpo.commands.CommandGRPOConfig`: ``steps``,
+    ``games_per_step``, ``group_size``, ``learning_rate``, ...). Each run starts from
+    ``inner.model`` (a teacher-taught base, ``derl-bench model agent-base``) on ``inner.level``
+    with the candidate's reward and inner seed, and scores greedy success on the first
+    ``validation_episodes`` games of the level's validation split. ``None``: the LLM recipe
+    ``inner``."""
 
     output_dir: str | None = None
     progress: bool = True
@@ -262,9 +273,10 @@ class MetaConfig:
         if unknown:
             raise ConfigError(f"inner_commands: unknown or run-set fields {', '.join(unknown)}"
                               f" (allowed: {', '.join(sorted(allowed))})")
-        if self.inner.env_id != "derl/ALFWorld-v0":
-            raise ConfigError(f"inner_commands trains ALFWorld's command policy; the inner "
-                              f"env is {self.inner.env_id}")
+        if not _has_commands(self.inner.env_id):
+            raise ConfigError(f"inner_commands trains a command policy, which needs the inner "
+                              f"env's card to have a 'commands' hook; the card of "
+                              f"{self.inner.env_id} has none")
         if self.batch_inner == "true":
             raise ConfigError("inner_commands: command-policy runs do not train as one "
                               "population (batch_inner must be auto or false)")
@@ -273,7 +285,7 @@ class MetaConfig:
                               "validation_split cannot be changed")
         try:  # its numbers, checked where the command policy's recipe is defined
             CommandGRPOConfig(model=self.inner.model, output_dir=str(self.run_dir),
-                              **self.inner_commands)
+                              env_id=self.inner.env_id, **self.inner_commands)
         except ValueError as err:
             raise ConfigError(f"inner_commands: {err}") from None
 

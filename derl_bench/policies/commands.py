@@ -21,10 +21,10 @@ runs the model, else as full ``prompt + command`` rows through transformers. It 
 differentiable; the rollout calls it under ``torch.no_grad()`` and the update calls the same
 function with gradients on, so the two agree.
 
-    >>> import torch
-    >>> from derl_bench.policies.alfworld_vocab import build_alfworld_tokenizer, \
-build_command_model
-    >>> tok = build_alfworld_tokenizer()
+    >>> from derl_bench.policies.command_model import SPECIAL_TOKENS, build_command_model, \
+word_tokenizer
+    >>> words = ["1", "goal", ":", "put", "mug", "in", "cabinet", ">", "go", "to", "look"]
+    >>> tok = word_tokenizer([*SPECIAL_TOKENS, *words])
     >>> policy = CommandPolicy(build_command_model(tok), tok)
     >>> [lp] = policy.log_probs([("goal : put mug in cabinet >", ["go to cabinet 1", "look"])])
     >>> round(float(lp.detach().exp().sum()), 12)
@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from derl_bench.policies.alfworld_vocab import EOC
+from derl_bench.policies.command_model import EOC
 from derl_bench.policies.fast import prefixed_hidden
 from derl_bench.policies.lean import Weights, supports
 

@@ -167,7 +167,7 @@ def build_tiny_tokenizer(vocab_size: int = 1024, seed: int = 0) -> object:
 
 class DecoderShape(Protocol):
     """The layer sizes and seed of a decoder built in code (:class:`TinyModelSpec`,
-    :class:`~derl_bench.policies.alfworld_vocab.CommandModelSpec`)."""
+    :class:`~derl_bench.policies.command_model.CommandModelSpec`)."""
 
     @property
     def hidden_size(self) -> int: ...

@@ -2,13 +2,13 @@
 per turn.
 
 A command policy (:class:`~derl_bench.policies.commands.CommandPolicy`) picks one of the env's
-admissible commands from a state it keeps itself (for ALFWorld a
-:class:`~derl_bench.policies.alfworld_state.CompactState`, handed in as ``state_factory``: the
-env's parser belongs to the caller, as in verl-agent). :func:`play` runs a list of games on a
-few envs at once: every turn it scores the states of all running episodes in one call, then
-steps each env; an env whose episode ended takes the next game of the list. Each step keeps
-what training needs: the prompt's and the commands' token ids, the index executed, its
-log-probability at rollout, the teacher's index when the env reports one
+admissible commands from a state it keeps itself (the state tracker of the family's card's
+``commands`` hook, :class:`~derl_bench.policies.command_model.CommandParts`, handed in as
+``state_factory``: the env's parser belongs to the caller, as in verl-agent). :func:`play` runs
+a list of games on a few envs at once: every turn it scores the states of all running episodes
+in one call, then steps each env; an env whose episode ended takes the next game of the list.
+Each step keeps what training needs: the prompt's and the commands' token ids, the index
+executed, its log-probability at rollout, the teacher's index when the env reports one
 (``info["teacher_action"]``), and the step's primitives.
 
 Who acts is drawn per step, so one function serves every use:

@@ -1,11 +1,12 @@
 """An agent base from a searching teacher: behaviour cloning, then DAgger.
 
 The student is a small causal LM that picks one of the admissible commands from a compact
-state of what it has read (:mod:`derl_bench.policies.alfworld_state`,
-:mod:`derl_bench.policies.commands`). Its labels come from the env's searching teacher
-(``ALFWorldEnv(teacher=True)``, ``info["teacher_action"]``), which decides from what the agent
-has seen, so its next command can be inferred from the state; the planner's walkthrough, which
-goes straight to hidden objects, cannot.
+state of what it has read (:mod:`derl_bench.policies.commands`; the state tracker and the
+tokenizer are the env's card's ``commands`` hook,
+:class:`~derl_bench.policies.command_model.CommandParts`). Its labels come from the env's
+searching teacher (``teacher=True``, ``info["teacher_action"]``; ALFWorld's decides from what
+the agent has seen, so its next command can be inferred from the state; the planner's
+walkthrough, which goes straight to hidden objects, cannot).
 
 1. **Behaviour cloning.** The teacher plays ``bc_games`` of a ``pool`` of training games
    drawn once (each game is translated and loaded once, then replayed); with probability
@@ -23,7 +24,8 @@ trains). Everything is seeded: the games drawn, the detours, the student's sampl
 initial weights and the minibatches, with a fixed thread count, so the same command writes the
 same weights::
 
-    run_dagger(DaggerConfig(output="runs/alfworld-base", level="L0", seed=0))
+    run_dagger(DaggerConfig(output="runs/alfworld-base", env_id="derl/ALFWorld-v0", level="L0",
+                            seed=0))
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class DaggerConfig:
     """A teacher-taught agent base (see the module docstring)."""
 
     output: str
-    env_id: str = "derl/ALFWorld-v0"
+    env_id: str
+    """An agent env whose card has a ``commands`` hook and whose env takes ``teacher=True``."""
     level: str = "L0"
     """Whose training split the games come from (L2 trains on task types 1-4 only)."""
     seed: int = 0
@@ -70,7 +73,7 @@ class DaggerConfig:
     num_threads: int = 2
     max_episode_steps: int = 30
     model: dict[str, Any] = field(default_factory=dict)
-    """Fields of :class:`~derl_bench.policies.alfworld_vocab.CommandModelSpec`."""
+    """Fields of :class:`~derl_bench.policies.command_model.CommandModelSpec`."""
     data_root: str | None = None
 
 
@@ -136,16 +139,17 @@ def run_dagger(config: DaggerConfig, log: Any = None) -> dict[str, Any]:
     """Build the base as ``config`` says and write it to ``config.output`` (a model folder
     any loader reads, plus ``dagger.json``); returns the record. The folder appears whole or
     not at all."""
-    from derl_bench.policies.alfworld_state import CompactState
-    from derl_bench.policies.alfworld_vocab import (
+    from derl_bench.family import family_spec
+    from derl_bench.policies.command_model import (
         CommandModelSpec,
-        build_alfworld_tokenizer,
+        CommandParts,
         build_command_model,
     )
     from derl_bench.policies.commands import CommandPolicy
     from derl_bench.progress import quiet_transformers
     from derl_bench.rollout.commands import game_count, play
 
+    parts: CommandParts = family_spec(config.env_id).part("commands")
     output = Path(config.output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise FileExistsError(f"{output} exists and is not an empty folder")
@@ -158,7 +162,7 @@ def run_dagger(config: DaggerConfig, log: Any = None) -> dict[str, Any]:
         if log is not None:
             log(f"[{time.perf_counter() - started:7.1f}s] {message}")
 
-    tokenizer = build_alfworld_tokenizer(config.data_root)
+    tokenizer = parts.tokenizer(config.data_root)
     spec = CommandModelSpec(**{**config.model, "seed": config.seed})
     model = build_command_model(tokenizer, spec).eval()
     policy = CommandPolicy(model, tokenizer)
@@ -173,7 +177,7 @@ def run_dagger(config: DaggerConfig, log: Any = None) -> dict[str, Any]:
                               "pool": [g["index"] for g in pool], "rounds": []}
     try:
         bc_games = pool[:config.bc_games]
-        episodes = play(envs, policy, bc_games, CompactState, teacher_share=1.0,
+        episodes = play(envs, policy, bc_games, parts.state, teacher_share=1.0,
                         detour_share=config.detour_share, seed=config.seed)
         data = labelled(episodes)
         say(f"behaviour cloning: {len(data)} states from {len(episodes)} games")
@@ -187,7 +191,7 @@ def run_dagger(config: DaggerConfig, log: Any = None) -> dict[str, Any]:
             share = config.teacher_share * config.teacher_decay ** k
             round_games = [pool[int(i)] for i in rng.choice(len(pool), config.round_games,
                                                             replace=config.round_games > len(pool))]
-            episodes = play(envs, policy, round_games, CompactState, teacher_share=share,
+            episodes = play(envs, policy, round_games, parts.state, teacher_share=share,
                             seed=config.seed * 1000 + k + 1)
             new = labelled(episodes)
             accuracy = label_accuracy(model, policy.end_id,

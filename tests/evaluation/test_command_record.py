@@ -45,7 +45,8 @@ def _board_file(tmp_path: Path, record: dict[str, Any], name: str) -> Path:
 
 
 BASE = {"method": "teacher-dagger", "model": "tiny-command-633k",
-        "model_dir": "runs/alfworld/base", "checkpoint": "final weights of DAgger round 4"}
+        "model_dir": "runs/alfworld/base", "checkpoint": "final weights of DAgger round 4",
+        "env_id": ALFWORLD}
 
 
 @pytest.mark.parametrize("level", ["L0", "L2"])
@@ -138,18 +139,19 @@ def command_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A command model with random weights (its play is arbitrary; the plumbing is real)."""
     import torch
 
-    from derl_bench.policies.alfworld_vocab import init_command_model
+    from derl_bench.policies.command_model import init_command_model
 
     torch.set_num_threads(1)  # the evaluations below run in this process
 
-    return Path(init_command_model(tmp_path_factory.mktemp("models") / "tiny-command"))
+    return Path(init_command_model(tmp_path_factory.mktemp("models") / "tiny-command", ALFWORLD))
 
 
 def test_a_short_real_evaluation_becomes_a_record(data_root, command_model, tmp_path):
     from derl_bench.evaluation.commands import evaluate_commands
 
     episodes: list[CommandEpisode] = []
-    evaluation = evaluate_commands(command_model, "L0", limit=2, envs=2, episodes_out=episodes)
+    evaluation = evaluate_commands(command_model, "L0", env_id=ALFWORLD, limit=2, envs=2,
+                                   episodes_out=episodes)
     record = command_record(evaluation, episodes, seed=0, **{**BASE, "model_dir": command_model})
     assert record["results"]["n"] == 2
     assert record["results"]["mean_steps"] == sum(e.length for e in episodes) / 2

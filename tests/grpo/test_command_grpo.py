@@ -10,7 +10,9 @@ import torch
 
 from derl_bench.grpo.commands import CommandGRPOConfig, respond, train_commands
 from derl_bench.observers.think_action import parse_think_action
-from derl_bench.policies.alfworld_vocab import init_command_model
+from derl_bench.policies.command_model import init_command_model
+
+ALFWORLD = "derl/ALFWorld-v0"
 
 
 def test_the_response_is_the_command_in_valid_tags():
@@ -20,10 +22,10 @@ def test_the_response_is_the_command_in_valid_tags():
 @pytest.mark.parametrize("reward,kl", [("success + goal_progress_delta", 0.0),
                                        ("format_valid * success", 0.1)])
 def test_an_inner_run_trains_and_scores(tmp_path, data_root, reward, kl):
-    base = init_command_model(tmp_path / "base")
+    base = init_command_model(tmp_path / "base", ALFWORLD)
     config = CommandGRPOConfig(model=str(base), output_dir=str(tmp_path / "run"),
-                               meta_reward=reward, steps=2, games_per_step=2, group_size=2,
-                               pool=4, validation_games=2, envs=4, num_threads=1,
+                               env_id=ALFWORLD, meta_reward=reward, steps=2, games_per_step=2,
+                               group_size=2, pool=4, validation_games=2, envs=4, num_threads=1,
                                max_episode_steps=6, kl_coef=kl, learning_rate=1e-2)
     history = train_commands(config)
     steps, final = history[:-1], history[-1]
@@ -56,7 +58,8 @@ def test_the_training_pool_leaves_out_the_games_the_base_was_taught_on(tmp_path)
     (base / "dagger.json").write_text(json.dumps({"pool": list(range(0, 60, 2)),
                                                   "games_in_split": 100,
                                                   "config": {"seed": 0, "pool": 30}}))
-    config = CommandGRPOConfig(model=str(base), output_dir=str(tmp_path / "run"), pool=40)
+    config = CommandGRPOConfig(model=str(base), output_dir=str(tmp_path / "run"), env_id=ALFWORLD,
+                               pool=40)
     pool = training_pool(config, 100)
     assert len(set(pool.tolist())) == 40 and not set(pool.tolist()) & set(range(0, 60, 2))
     assert np.array_equal(pool, training_pool(config, 100))  # seeded
@@ -66,4 +69,5 @@ def test_the_training_pool_leaves_out_the_games_the_base_was_taught_on(tmp_path)
     drawn = set(np.random.default_rng(3).permutation(100)[:10].tolist())
     assert base_games(base, 100) == drawn
     with pytest.raises(ValueError, match="too large"):
-        training_pool(CommandGRPOConfig(model=str(base), output_dir="x", pool=95), 100)
+        training_pool(CommandGRPOConfig(model=str(base), output_dir="x", env_id=ALFWORLD,
+                                        pool=95), 100)

@@ -10,7 +10,7 @@ import pytest
 
 from derl_bench.grpo.config import ConfigError
 from derl_bench.meta import MetaConfig, run_meta
-from derl_bench.policies.alfworld_vocab import init_command_model
+from derl_bench.policies.command_model import init_command_model
 
 RECIPE = {"steps": 1, "games_per_step": 1, "group_size": 2, "pool": 2, "envs": 2,
           "num_threads": 1, "max_episode_steps": 4}
@@ -27,7 +27,7 @@ def _config(tmp_path, base, **changes):
 
 def test_each_candidate_trains_the_command_policy_and_scores_its_validation(tmp_path,
                                                                            data_root):
-    base = init_command_model(tmp_path / "base")
+    base = init_command_model(tmp_path / "base", "derl/ALFWorld-v0")
     result = run_meta(_config(tmp_path, base))
     assert [c["status"] for c in result.candidates] == ["scored", "scored"]
     for candidate in result.candidates:
@@ -46,7 +46,10 @@ def test_each_candidate_trains_the_command_policy_and_scores_its_validation(tmp_
     ({"inner_commands": {"stepz": 2}}, "unknown or run-set fields stepz"),
     ({"inner_commands": {"meta_reward": "success"}}, "run-set fields meta_reward"),
     ({"batch_inner": "true"}, "do not train as one population"),
-    ({"inner": {"env_id": "derl/GSM8K-v0", "model": "tiny"}}, "the inner env is derl/GSM8K"),
+    ({"inner": {"env_id": "derl/GSM8K-v0", "model": "tiny"}},
+     "needs the inner env's card to have a 'commands' hook; the card of derl/GSM8K-v0 has none"),
+    ({"inner": {"env_id": "derl/ScienceWorld-v0", "model": "tiny"}},
+     "the card of derl/ScienceWorld-v0 has none"),
     ({"validation_split": "valid_seen"}, "validation_split cannot be changed"),
 ])
 def test_a_command_recipe_is_checked(tmp_path, changes, reason):

@@ -15,15 +15,11 @@ import gymnasium as gym
 import pytest
 
 import derl_bench  # noqa: F401  (registers the envs)
-from derl_bench.policies import alfworld_state
-from derl_bench.policies.alfworld_state import CompactState, group, parse_goal
-from derl_bench.policies.alfworld_vocab import (
-    EOC,
-    UNK,
-    alfworld_vocabulary,
-    build_alfworld_tokenizer,
-    init_command_model,
-)
+from derl_bench.families.alfworld import compact_state
+from derl_bench.families.alfworld.compact_state import CompactState, group, parse_goal
+from derl_bench.families.alfworld.vocab import alfworld_vocabulary, build_alfworld_tokenizer
+from derl_bench.family import family_spec
+from derl_bench.policies.command_model import EOC, UNK, CommandParts, init_command_model
 
 TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
               "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep",
@@ -91,7 +87,7 @@ def _copy(state: CompactState) -> CompactState:
 
 
 def test_the_state_module_reads_no_engine():
-    tree = ast.parse(Path(alfworld_state.__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(compact_state.__file__).read_text(encoding="utf-8"))
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert {m.split(".")[0] for m in imported} <= {"__future__", "re", "collections",
@@ -217,7 +213,7 @@ def test_every_type_of_the_games_is_one_token(data_root, tokenizer):
 def test_a_saved_model_folder_loads_with_autotokenizer(tmp_path, tokenizer):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = init_command_model(tmp_path / "alfworld-cmd")
+    path = init_command_model(tmp_path / "alfworld-cmd", "derl/ALFWorld-v0")
     loaded = AutoTokenizer.from_pretrained(path)
     text = "goal : put mug in cabinet > take mug 10 from countertop 1"
     assert loaded(text)["input_ids"] == tokenizer(text)["input_ids"]
@@ -225,3 +221,10 @@ def test_a_saved_model_folder_loads_with_autotokenizer(tmp_path, tokenizer):
     assert (loaded.bos_token, loaded.eos_token, loaded.pad_token) == ("<bos>", "<eos>", "<pad>")
     model = AutoModelForCausalLM.from_pretrained(path)
     assert model.config.vocab_size == len(loaded) == len(alfworld_vocabulary())
+
+
+def test_the_card_hands_the_state_and_the_tokenizer_to_the_command_stack():
+    parts = family_spec("derl/ALFWorld-v0").part("commands")
+    assert isinstance(parts, CommandParts)
+    assert parts.state is CompactState and parts.tokenizer is build_alfworld_tokenizer
+    assert not family_spec("derl/ScienceWorld-v0").has_part("commands")

@@ -7,11 +7,8 @@ import random
 import pytest
 import torch
 
-from derl_bench.policies.alfworld_vocab import (
-    CommandModelSpec,
-    build_alfworld_tokenizer,
-    build_command_model,
-)
+from derl_bench.families.alfworld.vocab import build_alfworld_tokenizer
+from derl_bench.policies.command_model import CommandModelSpec, build_command_model
 from derl_bench.policies.commands import (
     CommandPolicy,
     command_log_probs,
@@ -76,7 +73,7 @@ def reference_log_probs(model, prompt: list[int], commands: list[list[int]], end
 def test_the_command_model_is_the_seeded_llama_decoder_built_directly():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from derl_bench.policies.alfworld_vocab import EOC
+    from derl_bench.policies.command_model import EOC
 
     tokenizer = build_alfworld_tokenizer()
     spec = CommandModelSpec(seed=2)

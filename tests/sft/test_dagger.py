@@ -12,8 +12,9 @@ import torch
 
 import derl_bench  # noqa: F401  (registers the envs)
 from derl_bench.evaluation.commands import evaluate_commands
-from derl_bench.policies.alfworld_state import CompactState
-from derl_bench.policies.alfworld_vocab import build_alfworld_tokenizer, build_command_model
+from derl_bench.families.alfworld.compact_state import CompactState
+from derl_bench.families.alfworld.vocab import build_alfworld_tokenizer
+from derl_bench.policies.command_model import build_command_model
 from derl_bench.policies.commands import CommandPolicy, command_log_probs
 from derl_bench.rollout.commands import play
 from derl_bench.sft.dagger import DaggerConfig, labelled, run_dagger
@@ -91,9 +92,10 @@ def test_a_teacher_only_play_needs_no_policy_and_a_policy_play_needs_one(envs):
 
 
 def _tiny(output, seed=0):
-    return DaggerConfig(output=str(output), seed=seed, pool=3, bc_games=3, rounds=1,
-                        round_games=2, bc_updates=3, round_updates=2, batch_size=4, envs=2,
-                        num_threads=1, max_episode_steps=8, model={"num_hidden_layers": 1})
+    return DaggerConfig(output=str(output), env_id="derl/ALFWorld-v0", seed=seed, pool=3,
+                        bc_games=3, rounds=1, round_games=2, bc_updates=3, round_updates=2,
+                        batch_size=4, envs=2, num_threads=1, max_episode_steps=8,
+                        model={"num_hidden_layers": 1})
 
 
 def test_the_base_is_a_model_folder_with_its_record_and_the_same_seed_writes_the_same_weights(
@@ -112,7 +114,8 @@ def test_the_base_is_a_model_folder_with_its_record_and_the_same_seed_writes_the
     for x, y in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(x, y)
     assert tokenizer.convert_tokens_to_ids("<eoc>") != tokenizer.unk_token_id
-    result = evaluate_commands(tmp_path / "a", "L0", limit=2, envs=2, num_threads=1)
+    result = evaluate_commands(tmp_path / "a", "L0", env_id="derl/ALFWorld-v0", limit=2, envs=2,
+                               num_threads=1)
     assert result["games"] == 2 and 0.0 <= result["success"] <= 1.0
     assert set(result["by_task_type"]) <= {
         "pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",

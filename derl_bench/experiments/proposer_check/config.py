@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from derl_bench.experiments.proxy.config import ENV_ID
 from derl_bench.meta.config import OptimizerConfig
 from derl_bench.meta.methods import methods, registry
 
@@ -35,7 +36,7 @@ class CheckConfig:
     """The check's budget and rules. The defaults are the full check (docs/proposer-check.md)."""
 
     output: str = "runs/proposer-check"
-    env_id: str = "derl/Arithmetic-v0"
+    env_id: str = ENV_ID
     rules: list[str] = field(default_factory=lambda: [
         "rank:g1 + 0.5 * g2", "pays:answer_closeness", "noisy-rank:g1 + 0.5 * g2"])
     proposers: list[str] = field(default_factory=lambda: list(check_proposers()))

@@ -48,6 +48,8 @@ two black-box searches and the best hand-made reward (by the reward landscape)."
 
 
 ENV_ID = "derl/Arithmetic-v0"
+"""The env of the proxy benchmark and, by default, of the proposer check: the one place they
+name it."""
 
 
 LEVELS = ("L0", "L1", "L2")

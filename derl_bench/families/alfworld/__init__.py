@@ -14,6 +14,9 @@
 - :mod:`~derl_bench.families.alfworld.observers`: the primitives;
 - :mod:`~derl_bench.families.alfworld.prompts`: the agent prompt's text and RLVMR's prompt;
 - :mod:`~derl_bench.families.alfworld.adapter`: the evaluation rules;
+- :mod:`~derl_bench.families.alfworld.compact_state`: the compact state a command policy reads;
+- :mod:`~derl_bench.families.alfworld.vocab`: the command model's word-level tokenizer;
+- :mod:`~derl_bench.families.alfworld.commands`: those two, for the command stack;
 - :mod:`~derl_bench.families.alfworld.data`: the dataset ``derl-bench data`` downloads.
 
 The names below are imported from their module on first use, so resolving one of the card's

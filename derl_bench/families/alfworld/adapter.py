@@ -17,7 +17,7 @@ from derl_bench.evaluation.schema import COMPACT_CONSTRAINED, PROMPT_FREE_TEXT
 class ALFWorldAdapter(FamilyAdapter):
     """ALFWorld: the RLVMR/DERL levels, every eval game in manifest order."""
 
-    # the command policies read a compact state (derl_bench.policies.alfworld_state)
+    # the command policies read a compact state (derl_bench.families.alfworld.compact_state)
     policy_interfaces = (PROMPT_FREE_TEXT, COMPACT_CONSTRAINED)
 
     def rlvmr_eval_set(self, level: str, seed: int) -> EvalSet:

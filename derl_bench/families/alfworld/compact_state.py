@@ -17,7 +17,7 @@ were executed (never from the engine), and renders it in 60-150 words::
     >
 
 Every rendered word is one token of the ALFWorld tokenizer
-(:mod:`derl_bench.policies.alfworld_vocab`): object and receptacle types, instance numbers, the
+(:mod:`derl_bench.families.alfworld.vocab`): object and receptacle types, instance numbers, the
 commands' verbs and the fixed words below. Lines start with a header word (``goal :``) so the
 structure survives a whitespace tokenizer, which drops newlines.
 

@@ -1,4 +1,4 @@
-"""A word-level tokenizer built from ALFWorld's own vocabulary, and a small command model using it.
+"""ALFWorld's word-level tokenizer, built from ALFWorld's own vocabulary, for the command model.
 
 A byte-level BPE trained on generic text splits ``alarmclock 10`` into several pieces and spends
 most of a prompt on them. ALFWorld's language is closed: every command and observation is
@@ -12,14 +12,17 @@ and instance numbers. So the vocabulary is built from those sources, in code:
   ``OBJECTS_WSLICED``, ``RECEPTACLES``, ``MOVABLE_RECEPTACLES``), lower-cased as the games print
   them (``CellPhone`` -> ``cellphone``; ALFWorld's demangler only lower-cases and strips ids);
 - the words of the task descriptions' templates (``alfworld/gen/goal_library.py``);
-- the fixed words of :class:`~derl_bench.policies.alfworld_state.CompactState`'s rendering;
+- the fixed words of :class:`~derl_bench.families.alfworld.compact_state.CompactState`'s
+  rendering;
 - instance numbers ``0`` to ``99`` as whole tokens (scenes hold at most a few dozen of a type).
 
 The alfworld files are read as text (``ast``), never imported: importing alfworld creates
 ``$ALFWORLD_DATA``. Each type name and each number is one token, the pre-tokeniser splits on
 whitespace only, so ``tokens(a + " " + b) == tokens(a) + tokens(b)`` and decoding a command's
-tokens gives the command back. The tokenizer is a :class:`~transformers.PreTrainedTokenizerFast`
-with ``<pad>``, ``<unk>``, ``<bos>``, ``<eos>`` and the end-of-command token ``<eoc>`` that
+tokens gives the command back. The tokenizer is the command model's generic word-level
+:class:`~transformers.PreTrainedTokenizerFast`
+(:func:`~derl_bench.policies.command_model.word_tokenizer`) with ``<pad>``, ``<unk>``,
+``<bos>``, ``<eos>`` and the end-of-command token ``<eoc>`` that
 :mod:`derl_bench.policies.commands` appends to every command; saved with ``save_pretrained``, a
 model folder loads with ``AutoTokenizer`` like any HF model.
 """
@@ -29,15 +32,12 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from derl_bench.policies.alfworld_state import STATE_WORDS
-from derl_bench.policies.tiny import build_seeded_decoder, write_model_dir
+from derl_bench.families.alfworld.compact_state import STATE_WORDS
+from derl_bench.policies.command_model import SPECIAL_TOKENS, word_tokenizer
 
-PAD, UNK, BOS, EOS, EOC = "<pad>", "<unk>", "<bos>", "<eos>", "<eoc>"
-SPECIAL_TOKENS = (PAD, UNK, BOS, EOS, EOC)
 MAX_INSTANCE = 99
 _TYPE_LISTS = ("OBJECTS", "OBJECTS_WSLICED", "RECEPTACLES", "MOVABLE_RECEPTACLES")
 
@@ -124,72 +124,6 @@ def alfworld_vocabulary(data_root: str | Path | None = None) -> list[str]:
 
 
 def build_alfworld_tokenizer(data_root: str | Path | None = None) -> Any:
-    """The word-level tokenizer over :func:`alfworld_vocabulary` as a ``PreTrainedTokenizerFast``.
-
-    No special token is added when encoding: callers put ``<bos>`` before a prompt and
-    ``<eoc>`` after a command themselves, so encoding stays a plain concatenation of words.
-    """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {token: i for i, token in enumerate(alfworld_vocabulary(data_root))}
-    word_level = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
-    word_level.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    # WordPiece's decoder with an unused prefix joins the words with single spaces, so a
-    # command's tokens decode to the command.
-    word_level.decoder = decoders.WordPiece(prefix="\x00", cleanup=False)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=word_level,
-        pad_token=PAD, unk_token=UNK, bos_token=BOS, eos_token=EOS,
-        additional_special_tokens=[EOC],
-        padding_side="right",
-        clean_up_tokenization_spaces=False,
-        model_max_length=1024,
-    )
-
-
-@dataclass(frozen=True)
-class CommandModelSpec:
-    """Shape of the ALFWorld command model: a small decoder over the word vocabulary."""
-
-    hidden_size: int = 128
-    intermediate_size: int = 256
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    max_position_embeddings: int = 1024
-    seed: int = 0
-
-
-def build_command_model(tokenizer: Any, spec: CommandModelSpec | None = None) -> Any:
-    """A random-initialised causal LM sized for ``tokenizer``; free generation stops at
-    ``<eoc>`` or ``<eos>``.
-
-    The decoder is Llama-shaped: the same layers as Qwen2 (RMSNorm, rotary embeddings,
-    grouped-query attention, SwiGLU) without the query/key/value biases, and run by the same
-    lean forward pass (:mod:`derl_bench.policies.fast`). Not Qwen2 itself because transformers
-    (5.x) loads the tokenizer of any ``qwen2`` folder as Qwen2's byte-level BPE whatever
-    ``tokenizer_config.json`` says, which would split every word into bytes; for ``llama`` it
-    keeps the saved ``tokenizer.json``, so ``AutoTokenizer`` gives back this word-level tokenizer.
-    """
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    eoc = tokenizer.convert_tokens_to_ids(EOC)
-    return build_seeded_decoder(LlamaConfig, LlamaForCausalLM, tokenizer,
-                                spec or CommandModelSpec(),
-                                bos_token_id=tokenizer.bos_token_id,
-                                eos_token_id=[eoc, tokenizer.eos_token_id])
-
-
-def init_command_model(path: str | Path, spec: CommandModelSpec | None = None,
-                       data_root: str | Path | None = None, overwrite: bool = False) -> Path:
-    """Write the command model and the ALFWorld tokenizer to ``path`` (atomically, see
-    :func:`~derl_bench.policies.tiny.write_model_dir`) and return it."""
-    spec = spec or CommandModelSpec()
-
-    def build() -> tuple[Any, Any]:
-        tokenizer = build_alfworld_tokenizer(data_root)
-        return build_command_model(tokenizer, spec), tokenizer
-
-    return write_model_dir(path, build, {"command_model_spec.json": asdict(spec)},
-                           overwrite=overwrite)
+    """The word-level tokenizer over :func:`alfworld_vocabulary` as a ``PreTrainedTokenizerFast``
+    (:func:`~derl_bench.policies.command_model.word_tokenizer`)."""
+    return word_tokenizer(alfworld_vocabulary(data_root))
