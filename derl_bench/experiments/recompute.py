@@ -8,7 +8,9 @@ What each evidence file gives (``scripts/recompute_tasks.py`` prints them all):
   pilot's scores and the verdict;
 - ``landscape.json`` (check 2): every draw's scores, so how many draws score under 2%, how many
   beat the best hand-made reward's 2-seed mean, and how many the confirmation finds measurably
-  better (each interval above 0), uncorrected and Holm-corrected;
+  better (each interval above 0), uncorrected and Holm-corrected, and check 2's rule over the
+  raw draws (each hand-made reward beaten, Holm across the confirmed rewards) with its
+  Clopper-Pearson interval;
 - ``climb.json`` (check 3): every one-edit neighbour's scores per seed, so which climb above
   the best hand-made reward, the share of the trained draws that do and the verdict;
 - ``modes.json``: each policy's modes, wrap positions right, primitives and success;
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.experiments.evidence import comparisons, endpoint
-from derl_bench.experiments.landscape import judge
+from derl_bench.experiments.landscape import draw_share, judge
 from derl_bench.experiments.planted import planned_mde
 from derl_bench.experiments.proxy.config import LEVELS, slug
 from derl_bench.experiments.proxy.report import EVIDENCE, mean_se, summarize, summary_markdown
@@ -108,7 +110,22 @@ def landscape_figures(landscape: dict[str, Any]) -> list[str]:
         f"  measurably better than every hand-made reward, uncorrected: {better} of {kept} "
         f"kept ({_pct(better / kept)}%); Holm-corrected over all "
         f"{confirmed * (len(hand))} comparisons: {holm_better}",
+        *_check2_rule(landscape, found),
     ]
+
+
+def _check2_rule(landscape: dict[str, Any], found: dict[str, Any]) -> list[str]:
+    """Check 2's rule (each reward against every hand-made one, Holm across the confirmed
+    rewards) and the share of raw draws it gives, with its Clopper-Pearson interval; absent
+    from a landscape that did not record its draws' classes."""
+    if "weights" not in landscape["drawn"]:
+        return [f"  check 2's rule over raw draws: {MISSING} (no class weights)"]
+    share = draw_share(landscape, found["better_each_holm"])
+    return [f"  check 2's rule (each hand-made reward beaten, Holm across the "
+            f"{found['better_each_family']} confirmed rewards): "
+            f"{len(found['better_each_holm'])} rewards, {share['winning_draws']} of "
+            f"{share['draws']} raw draws ({_pct(share['share'])}%, 95% Clopper-Pearson "
+            f"[{_pct(share['ci'][0])}, {_pct(share['ci'][1])}]%)"]
 
 
 def climb_figures(climb: dict[str, Any]) -> list[str]:

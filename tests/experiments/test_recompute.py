@@ -195,3 +195,24 @@ def test_the_climb_is_recomputed_from_every_neighbours_scores():
     assert lines[-1].startswith("  verdict: passes")
     climb["neighbours"][1]["scores"] = [0.1, 0.1]
     assert climb_figures(climb)[-1].startswith("  verdict: fails")
+
+
+def test_the_recall_sparse_checks_the_docs_state_are_what_its_evidence_gives():
+    docs = " ".join((REPO / "docs/tasks.md").read_text().split())
+    lines = "\n".join(task_figures(REPO / "leaderboards/digitsrecallsparse"))
+    # check 1: the planted reward minus the sum, as the docs state it
+    sum_line = re.search(r"planted − their sum \(part\): (\S+) \[(\S+), (\S+)\]", lines)
+    assert sum_line is not None
+    assert f"{sum_line.group(1)} [{sum_line.group(2).replace('-', '−')}, {sum_line.group(3)}]" \
+        in docs
+    # check 2: the share of raw draws by its rule, and its interval
+    share = re.search(r"(\d+) of (\d+) raw draws \((\S+)%, 95% Clopper-Pearson \[(\S+), (\S+)\]%",
+                      lines)
+    assert share is not None
+    assert (f"{share.group(1)} of the {share.group(2)} raw draws, {share.group(3)}% (95% "
+            f"Clopper-Pearson [{share.group(4)}, {share.group(5)}]%)") in docs
+    # check 3: the climbing classes
+    climb = re.search(r"climbing: (\d+) of (\d+) classes, (\S+)% of the (\d+) trained", lines)
+    assert climb is not None
+    assert (f"{climb.group(1)} of {climb.group(2)} classes climbs above outcome "
+            f"({climb.group(3)}% of the {climb.group(4)} trained draws") in docs
