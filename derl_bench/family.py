@@ -279,7 +279,8 @@ def reload() -> None:
     every cache that a stage registered with :func:`on_reload` (the registration with
     Gymnasium among them). Call it after changing ``DERL_BENCH_CARD_PATH`` in a running
     process."""
-    for cache in (cards.card_paths, cards.load_card, family_specs, _id_index, _benchmark_index):
+    for cache in (cards.card_paths, cards.load_card, family_specs, _id_index, _benchmark_index,
+                  _resolved):
         cache.cache_clear()
     for action in _RELOADERS:
         action()
@@ -312,6 +313,62 @@ def family_spec(name: str | FamilySpec) -> FamilySpec:
         return variant
     raise UnknownFamilyError(
         f"{name!r} is not a derl-bench env id or family (families: {', '.join(specs)})")
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family resolved once, where a command starts, and handed down: its spec and the parts
+    its card names, each imported and looked up here rather than by every stage that uses it.
+
+    ``prompt``, ``rlvmr_prompt`` and ``commands`` are ``None`` where the card names none;
+    ``action_parser`` always exists (the episode kind's default); ``verl_agent_projection``
+    is the card's block of that name (``{}`` when absent). The parts are module-level objects,
+    so a family pickles into worker processes by reference.
+
+    >>> family = resolve_family("derl/ALFWorld-v0")
+    >>> family.spec.name, family.action_parser("<think>t</think><action>Look</action>")
+    ('alfworld', ('look', True))
+    >>> resolve_family("derl/GSM8K-v0").prompt.messages("1 + 1?")[0]["content"][:6]
+    '1 + 1?'
+    """
+
+    spec: FamilySpec
+    action_parser: Callable[[str], tuple[str, bool]]
+    prompt: Any = None
+    rlvmr_prompt: Any = None
+    commands: Any = None
+    verl_agent_projection: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @classmethod
+    def resolve(cls, spec: FamilySpec) -> Family:
+        """Import every part ``spec``'s card names (a :class:`CardError` names a broken one)."""
+        def optional(hook: str) -> Any:
+            return spec.part(hook) if spec.has_part(hook) else None
+
+        return cls(spec=spec, action_parser=spec.part("action_parser"),
+                   prompt=optional("prompt"), rlvmr_prompt=optional("rlvmr_prompt"),
+                   commands=optional("commands"),
+                   verl_agent_projection=dict(load_card(spec.name).get("verl_agent_projection")
+                                              or {}))
+
+
+@functools.cache
+def _resolved(name: str) -> Family:
+    return Family.resolve(family_specs()[name])
+
+
+def resolve_family(name: str | FamilySpec | Family) -> Family:
+    """The :class:`Family` of ``name`` (anything :func:`family_spec` takes), its parts resolved
+    once per process and kept until :func:`reload`."""
+    if isinstance(name, Family):
+        return name
+    spec = family_spec(name)
+    # a spec built from a card outside the search path (a test's) is resolved on its own
+    return _resolved(spec.name) if family_specs().get(spec.name) is spec else Family.resolve(spec)
 
 
 def card_for(name: str | FamilySpec) -> dict[str, Any]:

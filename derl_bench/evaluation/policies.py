@@ -223,20 +223,18 @@ class LLMEvalPolicy(Policy):
         self._sampling_cls = SamplingConfig
         self._llm = LLMPolicy.from_pretrained(model, family=env_id, device=device, dtype=dtype)
         self._family = self._llm.family
-        self._parse_action = self._llm.spec.part("action_parser")
+        self._parse_action = self._llm.parts.action_parser
         self._sessions: dict[int, AgentSession] = {}
         self._seeds: dict[int, int] = {}
         self._rlvmr = None
         self._temperature: float | None = None
         if protocol == "rlvmr" and self._llm.spec.multi_turn:
             from derl_bench.evaluation.rlvmr import TEMPERATURE
-            from derl_bench.family import card_for
             from derl_bench.observers.think_action import verl_agent_parser
             from derl_bench.policies.rlvmr_prompts import RLVMRPrompt
 
-            self._rlvmr = RLVMRPrompt(self._family)
-            self._parse_action = verl_agent_parser(
-                card_for(env_id).get("verl_agent_projection"))
+            self._rlvmr = RLVMRPrompt(self._llm.parts.rlvmr_prompt)
+            self._parse_action = verl_agent_parser(self._llm.parts.verl_agent_projection)
             self._temperature = TEMPERATURE
             self.needs = frozenset({AVAILABLE_ACTIONS if self._rlvmr.lists_actions
                                     else VALID_ACTIONS})

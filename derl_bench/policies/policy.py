@@ -6,10 +6,11 @@ For example, with a hub model::
     ids = policy.math_prompt("What is 2 + 3?")
     [g.text for g in policy.generate([ids, ids])]   # ['2 + 3 = 5, so ... \\boxed{5}.', ...]
 
-``family`` (a card family, one of its env ids or its :class:`~derl_bench.family.FamilySpec`)
-picks the prompt and parser: a single-step family (``"math"``, ``"arithmetic"``: the whole
-response goes to the env, which grades it) or a multi-turn one (``"alfworld"`` /
-``"scienceworld"``: verl-agent prompt; the response goes to
+``family`` (a :class:`~derl_bench.family.Family` resolved where the command started, or
+anything :func:`~derl_bench.family.resolve_family` takes: a card family, one of its env ids, its
+spec) gives the prompt and parser its card names: a single-step family (``"math"``,
+``"arithmetic"``: the whole response goes to the env, which grades it) or a multi-turn one
+(``"alfworld"`` / ``"scienceworld"``: verl-agent prompt; the response goes to
 :class:`~derl_bench.observers.think_action.ThinkActionWrapper`, and the policy parses the same
 command for its history).
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from derl_bench.family import FamilySpec, family_spec
+from derl_bench.family import Family, FamilySpec, resolve_family
 from derl_bench.policies.backends import GenerationBackend, SamplingConfig, make_backend
 from derl_bench.policies.loading import load_model_and_tokenizer
 from derl_bench.policies.prompts import MATH_PROMPT, AgentPrompt, AgentTurn, Messages, render
@@ -39,22 +40,25 @@ class Generation:
 class LLMPolicy:
     """A causal LM that answers env prompts (see the module docstring)."""
 
-    def __init__(self, model: Any, tokenizer: Any, family: str | FamilySpec,
+    def __init__(self, model: Any, tokenizer: Any, family: str | FamilySpec | Family,
                  backend: GenerationBackend | None = None,
                  sampling: SamplingConfig | None = None, history_window: int = 2) -> None:
         self.model = model
         self.tokenizer = tokenizer
-        self.spec = family_spec(family)
+        self.parts = resolve_family(family)
+        self.spec = self.parts.spec
         self.family = self.spec.name
         self.sampling = sampling or SamplingConfig()
         self.backend = backend or make_backend("transformers", model, tokenizer)
-        # the card's prompt and parser, as evaluation uses them
-        self.math = self.spec.part("prompt") if not self.spec.multi_turn else MATH_PROMPT
-        self._parse = self.spec.part("action_parser")
-        self.agent = AgentPrompt(self.family, history_window) if self.spec.multi_turn else None
+        # the card's prompt and parser, as training, serving and evaluation use them
+        if self.spec.multi_turn and self.parts.prompt is None:
+            raise ValueError(f"family {self.family!r} is multi-turn but its card names no prompt")
+        self.math = MATH_PROMPT if self.spec.multi_turn else self.parts.prompt
+        self.agent = (AgentPrompt(self.parts.prompt, history_window) if self.spec.multi_turn
+                      else None)
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, family: str | FamilySpec,
+    def from_pretrained(cls, name_or_path: str | Path, family: str | FamilySpec | Family,
                         device: str = "cpu",
                         dtype: str | None = None, backend: str = "transformers",
                         backend_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> LLMPolicy:
@@ -95,7 +99,7 @@ class LLMPolicy:
     def parse_action(self, text: str) -> str:
         """The command a response stands for, by the card's ``action_parser`` (a single-step
         family's default: the whole response)."""
-        return self._parse(text)[0]
+        return self.parts.action_parser(text)[0]
 
     def sync(self) -> None:
         """Push the model's current weights to the generation backend."""

@@ -10,7 +10,9 @@ answer format::
     True
     >>> turn = AgentTurn(task="put a mug in the fridge", observation="You are in the kitchen.",
     ...                  admissible=("go to fridge 1", "look"), history=(), step=0)
-    >>> "'go to fridge 1'" in AgentPrompt("alfworld").messages(turn)[0]["content"]
+    >>> from derl_bench.family import resolve_family
+    >>> alfworld = AgentPrompt(resolve_family("alfworld").prompt)
+    >>> "'go to fridge 1'" in alfworld.messages(turn)[0]["content"]
     True
 
 A multi-turn family's card names its :class:`AgentPromptText` as its ``prompt`` hook (the
@@ -24,8 +26,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from derl_bench.family import family_spec
 
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -85,29 +85,19 @@ class AgentTurn:
 
 @dataclass(frozen=True)
 class AgentPrompt:
-    """verl-agent's ALFWorld/ScienceWorld prompt with a configurable history window."""
+    """verl-agent's ALFWorld/ScienceWorld prompt with a configurable history window, built on
+    a family's prompt text (its card's ``prompt`` hook, as
+    :attr:`~derl_bench.family.Family.prompt` resolves it)."""
 
-    family: str
+    text: AgentPromptText
     history_window: int = 2
 
     def __post_init__(self) -> None:
-        spec = family_spec(self.family)
-        if not spec.has_part("prompt"):
-            raise ValueError(f"no agent prompt for family {self.family!r}: its card names no "
-                             f"prompt hook")
-        text = spec.part("prompt")
-        if not isinstance(text, AgentPromptText):
-            raise ValueError(f"the prompt hook of family {self.family!r} is not an "
-                             f"AgentPromptText but {type(text).__name__}")
+        if not isinstance(self.text, AgentPromptText):
+            raise ValueError(f"an agent prompt needs an AgentPromptText (a multi-turn card's "
+                             f"prompt hook), not {type(self.text).__name__}")
         if self.history_window < 0:
             raise ValueError(f"history_window must be >= 0, got {self.history_window}")
-        object.__setattr__(self, "_text", text)
-
-    @property
-    def text(self) -> AgentPromptText:
-        """The family's prompt text, resolved once from its card."""
-        text: AgentPromptText = self.__dict__["_text"]
-        return text
 
     def messages(self, turn: AgentTurn) -> Messages:
         """Chat messages for one step."""

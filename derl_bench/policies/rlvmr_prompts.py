@@ -1,8 +1,9 @@
 """RLVMR's agent prompts, verbatim, for the ``rlvmr`` evaluation protocol.
 
 A family's card names its RLVMR prompt, an :class:`RLVMRRules`, as its ``rlvmr_prompt`` hook;
-:class:`RLVMRPrompt` builds a step's messages with it. ALFWorld's is here, ScienceWorld's in
-:mod:`derl_bench.families.scienceworld.prompts`. Both are transcribed from
+:class:`RLVMRPrompt` builds a step's messages with it. Each family keeps its own in its package
+(:mod:`derl_bench.families.alfworld.prompts`, :mod:`derl_bench.families.scienceworld.prompts`),
+both transcribed from
 RLVMR/code/agent_system/environments/prompts/{sciworld,alfworld}.py and the
 ``build_text_obs`` methods of RLVMR/code/agent_system/environments/env_manager.py
 (zzjweb/digitalhuman, built on verl-agent), the non-meta-thinking variants that its GRPO and
@@ -13,12 +14,11 @@ GiGPO baselines use. The differences from :class:`~derl_bench.policies.prompts.A
   numbers the first history entry of step 2 as step 0 (as RLVMR's code does);
 - ALFWorld shows the whole episode's history, and no task line on the first step.
 
-ScienceWorld's rules are here; a family's card names its own :class:`RLVMRRules` as its
-``rlvmr_prompt`` hook (ALFWorld's are in :mod:`derl_bench.families.alfworld.prompts`).
-
     >>> turn = AgentTurn(task="boil water", observation="This room is called the kitchen.",
     ...                  admissible=(), history=(), step=0)
-    >>> text = RLVMRPrompt("scienceworld").messages(turn, "Valid_actions: ['wait']")[0]["content"]
+    >>> from derl_bench.family import resolve_family
+    >>> prompt = RLVMRPrompt(resolve_family("scienceworld").rlvmr_prompt)
+    >>> text = prompt.messages(turn, "Valid_actions: ['wait']")[0]["content"]
     >>> "Your current task is: boil water" in text and "Valid_actions: ['wait']" in text
     True
 """
@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from derl_bench.family import family_spec
 from derl_bench.policies.prompts import AgentTurn, Messages
 
 
@@ -46,23 +45,18 @@ class RLVMRRules:
 
 @dataclass(frozen=True)
 class RLVMRPrompt:
-    """RLVMR's prompt for ``family``, a family whose card names an ``rlvmr_prompt``
-    (ScienceWorld and ALFWorld)."""
+    """RLVMR's prompt of a family, built on the rules its card names as ``rlvmr_prompt``
+    (ScienceWorld's and ALFWorld's, as :attr:`~derl_bench.family.Family.rlvmr_prompt` resolves
+    them)."""
 
-    family: str
+    rules: RLVMRRules
     observations_shown: int = 2
     """ScienceWorld: how many recent observations the history shows."""
 
     def __post_init__(self) -> None:
-        spec = family_spec(self.family)
-        if not spec.has_part("rlvmr_prompt"):
-            raise ValueError(f"no RLVMR prompt for family {self.family!r}")
-        object.__setattr__(self, "_rules", spec.part("rlvmr_prompt"))
-
-    @property
-    def rules(self) -> RLVMRRules:
-        rules: RLVMRRules = self.__dict__["_rules"]
-        return rules
+        if not isinstance(self.rules, RLVMRRules):
+            raise ValueError(f"an RLVMR prompt needs RLVMRRules (a card's rlvmr_prompt hook), "
+                             f"not {type(self.rules).__name__}")
 
     @property
     def lists_actions(self) -> bool:

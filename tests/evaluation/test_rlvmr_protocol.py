@@ -20,7 +20,7 @@ from derl_bench.families.scienceworld.rlvmr import (
     scienceworld_task_names,
 )
 from derl_bench.families.scienceworld.splits import format_pairs, split_pairs
-from derl_bench.family import card_for
+from derl_bench.family import resolve_family
 from derl_bench.leaderboard import problems_in_text
 from derl_bench.observers.think_action import parse_think_action, verl_agent_parser
 from derl_bench.policies.prompts import AgentTurn
@@ -153,7 +153,7 @@ def test_task_names_are_the_simulators_sorted_list():
 # -- action projection ----------------------------------------------------------------------------
 
 def parse_verl_agent(text: str, family: str) -> tuple[str, bool]:
-    return verl_agent_parser(card_for(family).get("verl_agent_projection"))(text)
+    return verl_agent_parser(resolve_family(family).verl_agent_projection)(text)
 
 
 def test_verl_agent_projection_matches_both_transcriptions():
@@ -198,7 +198,7 @@ def _turn(history: list[tuple[str, str]]) -> AgentTurn:
 
 
 def test_scienceworld_prompt_shows_all_actions_and_the_last_two_observations():
-    prompt = RLVMRPrompt("scienceworld")
+    prompt = RLVMRPrompt(resolve_family("scienceworld").rlvmr_prompt)
     first = prompt.messages(_turn([]), "AVAIL")[0]["content"]
     assert first == SCIWORLD_TEMPLATE_NO_HIS.format(task_description="boil water",
                                                     current_observation="now",
@@ -215,13 +215,14 @@ def test_scienceworld_prompt_shows_all_actions_and_the_last_two_observations():
 
 
 def test_scienceworld_prompt_keeps_rlvmrs_numbering_after_one_step():
-    text = RLVMRPrompt("scienceworld").messages(_turn([("obs1", "act1")]), "A")[0]["content"]
+    prompt = RLVMRPrompt(resolve_family("scienceworld").rlvmr_prompt)
+    text = prompt.messages(_turn([("obs1", "act1")]), "A")[0]["content"]
     assert "most recent 1 observations" in text
     assert "[Step 0, Observation 0: 'obs1', Action 0: 'act1']" in text
 
 
 def test_alfworld_prompt_shows_the_whole_history():
-    prompt = RLVMRPrompt("alfworld")
+    prompt = RLVMRPrompt(resolve_family("alfworld").rlvmr_prompt)
     first = prompt.messages(_turn([]))[0]["content"]
     assert first == ALFWORLD_TEMPLATE_NO_HIS.format(current_observation="now",
                                                     admissible_actions="'look'\n 'go north'")

@@ -72,7 +72,8 @@ def test_every_family_names_its_later_stage_parts_on_its_card(name):
         assert spec.board(spec.env(env_id).benchmark).title
     assert callable(spec.part("action_parser"))
     if spec.multi_turn:
-        assert AgentPrompt(name).text.intro.startswith("You are an expert agent")
+        intro = AgentPrompt(family.resolve_family(name).prompt).text.intro
+        assert intro.startswith("You are an expert agent")
 
 
 def test_registered_variants_resolve_to_their_family():

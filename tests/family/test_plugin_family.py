@@ -66,7 +66,7 @@ def test_the_plugin_family_steps_observes_and_compiles_rewards(counting):
     assert reward_fn.episodic_from_steps([[info["primitives"]]]) == [1.5]
     turn = AgentTurn(task="walk to 1", observation="You stand at 0.",
                      admissible=("up", "down"), history=(), step=0)
-    text = AgentPrompt("counting").messages(turn)[0]["content"]
+    text = AgentPrompt(family.resolve_family(ENV_ID).prompt).messages(turn)[0]["content"]
     assert text.startswith("You are an expert agent walking on a number line.")
     assert adapter_for(ENV_ID).eval_set("L0").entries == ("goal:1#0", "goal:2#1", "goal:1#2")
 

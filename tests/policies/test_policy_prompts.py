@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from derl_bench.families.scienceworld.prompts import SCIENCEWORLD_ACTIONS
+from derl_bench.family import resolve_family
 from derl_bench.policies import AgentPrompt, AgentTurn, MathPrompt, render
 
 
@@ -23,7 +24,8 @@ def test_math_prompt_has_problem_and_boxed_instruction():
 
 
 def test_agent_prompt_shows_task_window_observation_actions_and_format():
-    text = AgentPrompt("alfworld", history_window=2).messages(turn())[0]["content"]
+    prompt = AgentPrompt(resolve_family("alfworld").prompt, history_window=2)
+    text = prompt.messages(turn())[0]["content"]
     assert "Your task is to: put a clean mug in the coffeemachine" in text
     assert "obs 1" not in text and "act 1" not in text  # outside the window of 2
     assert "[Observation 2: 'obs 2', Action 2: 'act 2']" in text
@@ -36,8 +38,9 @@ def test_agent_prompt_shows_task_window_observation_actions_and_format():
 
 
 def test_agent_prompt_first_step_and_zero_window_have_no_history():
-    first = AgentPrompt("alfworld").messages(turn(step=0, history=[]))[0]["content"]
-    none = AgentPrompt("alfworld", history_window=0).messages(turn())[0]["content"]
+    text = resolve_family("alfworld").prompt
+    first = AgentPrompt(text).messages(turn(step=0, history=[]))[0]["content"]
+    none = AgentPrompt(text, history_window=0).messages(turn())[0]["content"]
     for text in (first, none):
         assert "Prior to this step" not in text and "Observation 1" not in text
 
@@ -45,7 +48,7 @@ def test_agent_prompt_first_step_and_zero_window_have_no_history():
 def test_scienceworld_prompt_lists_action_templates_when_env_gives_none():
     t = AgentTurn(task="boil water", observation="This room is called the kitchen.",
                   admissible=[], history=[], step=0)
-    text = AgentPrompt("scienceworld").messages(t)[0]["content"]
+    text = AgentPrompt(resolve_family("scienceworld").prompt).messages(t)[0]["content"]
     assert "ScienceWorld" in text and "focus on OBJ" in text
     assert all(a in text for a in SCIENCEWORLD_ACTIONS)
 
@@ -59,7 +62,7 @@ def test_render_uses_chat_template_or_plain_text():
 
 
 def test_bad_prompt_settings_are_rejected():
-    with pytest.raises(ValueError):
-        AgentPrompt("chess")
-    with pytest.raises(ValueError):
-        AgentPrompt("alfworld", history_window=-1)
+    with pytest.raises(ValueError, match="AgentPromptText"):
+        AgentPrompt(resolve_family("gsm8k").prompt)  # a single-step family's prompt
+    with pytest.raises(ValueError, match="history_window"):
+        AgentPrompt(resolve_family("alfworld").prompt, history_window=-1)
