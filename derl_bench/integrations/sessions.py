@@ -39,6 +39,7 @@ Bad input raises a :class:`SessionError` subclass with a message a remote caller
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import threading
 from collections.abc import Sequence
@@ -49,7 +50,7 @@ import gymnasium as gym
 
 from derl_bench.envs.items import eval_splits, level_problems, split_items
 from derl_bench.envs.spaces import as_text
-from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, resolve
+from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, on_reload, resolve
 from derl_bench.observers.think_action import ThinkActionWrapper
 from derl_bench.reward import MetaReward, MetaRewardError, compile_reward
 
@@ -200,12 +201,9 @@ class Task:
 
     def compile_reward(self) -> MetaReward:
         """The task's Meta-Reward, compiled against the env's primitives (:class:`TaskError`
-        when it does not compile)."""
-        try:
-            return compile_reward(self.reward_expression, env=self.env_id,
-                                  semantics=self.semantics)
-        except MetaRewardError as exc:
-            raise TaskError(f"reward {self.reward_expression!r}: {exc}") from None
+        when it does not compile); once per expression, env and semantics in a process, since
+        a compiled reward holds no state and every session of a served task plays the same."""
+        return _compiled(self.reward_expression, self.env_id, self.semantics)
 
     def make_env(self) -> gym.Env:
         """The env as derl-bench's trainer makes it (see the module docstring)."""
@@ -271,6 +269,17 @@ class StepView:
         return {"primitives": dict(self.primitives), "meta_reward": self.meta_reward,
                 "env_reward": self.env_reward, "terminated": self.terminated,
                 "truncated": self.truncated, "step": self.step}
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(expr: str, env_id: str, semantics: str) -> MetaReward:
+    try:
+        return compile_reward(expr, env=env_id, semantics=semantics)
+    except MetaRewardError as exc:
+        raise TaskError(f"reward {expr!r}: {exc}") from None
+
+
+on_reload(_compiled.cache_clear)  # a changed card may change the primitives a reward reads
 
 
 class EpisodeSession:

@@ -51,3 +51,19 @@ def test_a_handed_down_reward_must_be_the_runs():
                   compile_reward("outcome", env="derl/GSM8K-v0")):
         with pytest.raises(ConfigError, match="not its config's"):
             run_reward(config, other)
+
+
+def test_served_sessions_of_one_task_share_one_compiled_reward(compiles):
+    from derl_bench.integrations.sessions import EpisodeSession, Task
+
+    task = Task(ENV, reward="outcome + 0.25 * format_boxed")
+    sessions = [EpisodeSession(task) for _ in range(3)]
+    try:
+        assert compiles.count("outcome + 0.25 * format_boxed") <= 1
+        assert len({id(s.meta_reward) for s in sessions}) == 1
+        other = EpisodeSession(Task(ENV, reward="outcome"))
+        assert other.meta_reward is not sessions[0].meta_reward
+        other.close()
+    finally:
+        for session in sessions:
+            session.close()
