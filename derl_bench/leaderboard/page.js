@@ -40,7 +40,7 @@ function applyFilters() {
   views.forEach(function (v) {
     var rows = v.querySelectorAll("tbody tr"), shown = 0;
     rows.forEach(function (tr) {
-      var keep = ["size", "family", "provenance"].every(function (k) {
+      var keep = ["size", "group", "provenance"].every(function (k) {
         return allowed[k][tr.dataset[k]];
       });
       tr.hidden = !keep;

@@ -37,7 +37,7 @@ def _asset(name: str) -> str:
 
 _ALL_COLUMNS = (("benchmark", "text"), ("level", "text"), ("method", "text"), ("model", "text"),
                 ("provenance", "text"), ("success %", "num"), ("SE %", "num"), ("n", "num"),
-                ("size", "text"), ("family", "text"), ("step cap", "num"), ("checkpoint", "text"),
+                ("size", "text"), ("method group", "text"), ("step cap", "num"), ("checkpoint", "text"),
                 ("date", "text"), ("metric", "text"))
 
 
@@ -78,7 +78,7 @@ def _rate_tds(cell: Cell) -> list[str]:
 def _tr(row: Row, tds: Sequence[str]) -> str:
     """A table row carrying what the filters select on."""
     esc = html.escape
-    data = (f' data-size="{esc(row.size)}" data-family="{esc(row.group)}"'
+    data = (f' data-size="{esc(row.size)}" data-group="{esc(row.group)}"'
             f' data-provenance="{esc(row.provenance)}"')
     cls = ' class="reported"' if row.kind != "run" else ""
     return f"<tr{cls}{data}>{''.join(tds)}</tr>"
@@ -104,7 +104,7 @@ def _view(board: Board, level: str, metric: str) -> str:
     rule = PUBLISHED_RULE if metric == "published" else (
         f"success: {board.success_rule}")
     columns = (("#", "num"), ("method", "text"), ("model", "text"),
-               ("family", "text"), ("provenance", "text"), (f"{name} %", "num"),
+               ("method group", "text"), ("provenance", "text"), (f"{name} %", "num"),
                ("SE %", "num"), ("n", "num"), ("step cap", "num"), ("episodes", "text"),
                ("repeats", "num"), ("checkpoint", "text"), ("source", "text"))
     tables = []
@@ -212,10 +212,9 @@ def _filters(boards: Sequence[Board]) -> str:
     esc = html.escape
     rows = [row for board in boards for row in board.rows]
     sizes = sorted({r.size for r in rows}, key=_size_order)
-    # The page's filter keeps its older words: the method-group filter is named "family".
     order = [g for g, _ in method_groups()] + [SCRIPTED_GROUP, OTHER_GROUP]
     method_groups_found = [g for g in order if any(r.group == g for r in rows)]
-    groups = (("size", "model size", sizes), ("family", "method family", method_groups_found),
+    groups = (("size", "model size", sizes), ("group", "method group", method_groups_found),
               ("provenance", "provenance", [p for p in PROVENANCES
                                             if any(r.provenance == p for r in rows)]))
     parts = []
@@ -234,7 +233,7 @@ def _size_order(size: str) -> tuple[int, float]:
 
 def render_html(boards: Sequence[Board]) -> str:
     """A self-contained page (no external scripts, styles or fonts): one view per benchmark,
-    level and metric, each row's provenance, and filters by model size, method family and
+    level and metric, each row's provenance, and filters by model size, method group and
     provenance; a last view lists every record."""
     esc = html.escape
     nav = []

@@ -208,7 +208,7 @@ VISIBLE_JS = """Array.from(document.querySelectorAll('section.view')).filter(
   s => !s.hidden).map(s => s.id)"""
 VIEW_ROWS_JS = """Array.from(document.querySelectorAll('section.view:not([hidden]) tbody tr'))
   .filter(
-  tr => !tr.hidden).map(tr => ({size: tr.dataset.size, family: tr.dataset.family,
+  tr => !tr.hidden).map(tr => ({size: tr.dataset.size, group: tr.dataset.group,
   provenance: tr.dataset.provenance, cells: Array.from(tr.cells).map(td => td.textContent)}))"""
 VIEW_HEAD_JS = """({title: document.querySelector('section.view:not([hidden]) h2').textContent,
   headers: Array.from(document.querySelectorAll('section.view:not([hidden]) table')[0]
@@ -284,17 +284,17 @@ def test_one_view_per_benchmark_level_and_metric_with_filters(browser, tmp_path)
     assert "does not" in reason
     _screenshot(browser, tmp_path / "alfworld-L2.png")
 
-    # filters: hide the 7B models and the prompting family, then bring them back
+    # filters: hide the 7B models and the prompting group, then bring them back
     _click(browser, '#filters input[name="size"][value="7B"]')
-    _click(browser, '#filters input[name="family"][value="prompting"]')
+    _click(browser, '#filters input[name="group"][value="prompting"]')
     filtered = browser.evaluate(VIEW_ROWS_JS)
-    assert filtered and all(r["size"] != "7B" and r["family"] != "prompting" for r in filtered)
-    hidden = sum(r["size"] == "7B" or r["family"] == "prompting" for r in rows)
+    assert filtered and all(r["size"] != "7B" and r["group"] != "prompting" for r in filtered)
+    hidden = sum(r["size"] == "7B" or r["group"] == "prompting" for r in rows)
     assert hidden > 0 and len(filtered) == len(rows) - hidden
     assert browser.evaluate(VIEW_HEAD_JS)["shown"].startswith(f"{len(filtered)} of {len(rows)}")
     _screenshot(browser, tmp_path / "alfworld-L2-filtered.png")
     _click(browser, '#filters input[name="size"][value="7B"]')
-    _click(browser, '#filters input[name="family"][value="prompting"]')
+    _click(browser, '#filters input[name="group"][value="prompting"]')
     assert len(browser.evaluate(VIEW_ROWS_JS)) == len(rows)
     _click(browser, '#filters input[name="provenance"][value="reported"]')
     assert {r["provenance"] for r in browser.evaluate(VIEW_ROWS_JS)} == {"run here"}
