@@ -18,8 +18,8 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "derl_bench"
 
 # Data flows one way; a module may import only from its own stage or earlier ones.
-STAGES = ["_version", "files", "settings", "progress", "cards", "family", "data", "grading", "envs",
-          "observers", "reward", "policies", "rollout", "grpo", "sft", "meta", "evaluation",
+STAGES = ["_version", "lazy", "files", "settings", "progress", "cards", "family", "data", "grading",
+          "envs", "observers", "reward", "policies", "rollout", "grpo", "sft", "meta", "evaluation",
           "families", "leaderboard", "experiments", "integrations"]
 ON_TOP = {"registration", "cli", "__init__", "__main__"}
 

@@ -37,8 +37,8 @@ def _asset(name: str) -> str:
 
 _ALL_COLUMNS = (("benchmark", "text"), ("level", "text"), ("method", "text"), ("model", "text"),
                 ("provenance", "text"), ("success %", "num"), ("SE %", "num"), ("n", "num"),
-                ("size", "text"), ("method group", "text"), ("step cap", "num"), ("checkpoint", "text"),
-                ("date", "text"), ("metric", "text"))
+                ("size", "text"), ("method group", "text"), ("step cap", "num"),
+                ("checkpoint", "text"), ("date", "text"), ("metric", "text"))
 
 
 def view_id(board: Board, level: str, metric: str) -> str:

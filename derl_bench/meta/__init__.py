@@ -15,8 +15,9 @@ leaderboards' method groups) does not load the training stack.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from derl_bench.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from derl_bench.meta.config import MetaConfig, load_meta_config, meta_config_from_dict
@@ -30,12 +31,9 @@ _HOMES = {"MetaConfig": "config", "load_meta_config": "config", "meta_config_fro
           "IslandEvolution": "search", "Proposal": "search", "RandomSearch": "search"}
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
 
 
 __all__ = ["IslandEvolution", "MetaConfig", "MetaResult", "OptimizerConfig", "Proposal",
            "RandomSearch", "load_meta_config", "meta_config_from_dict", "run_meta"]
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)

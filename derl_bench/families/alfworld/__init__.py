@@ -25,8 +25,9 @@ hooks does not load the engine with it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from derl_bench.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from derl_bench.families.alfworld.engine import NOTHING_HAPPENS
@@ -38,14 +39,4 @@ _MODULE_OF = {"ALFWorldEnv": "env", "NOTHING_HAPPENS": "engine", "EngineError": 
 __all__ = ["ALFWorldEnv", "NOTHING_HAPPENS", "EngineError"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF, __all__)
