@@ -186,6 +186,101 @@ def generation_table(rows: Sequence[dict[str, Any]], primitives: Sequence[str],
     return table
 
 
+def best_so_far_curves(candidates: Sequence[dict[str, Any]]) -> dict[str, list[list[float]]]:
+    """Per method, one curve per seed: the best validation score its search has found after
+    each inner run it spent, in the order it proposed (a repeated proposal keeps its first
+    run's score and spends no run; a failed run scores 0)::
+
+        >>> best_so_far_curves([
+        ...     {"method": "m", "seed": 0, "generation": 0, "index": 0, "score": 0.2},
+        ...     {"method": "m", "seed": 0, "generation": 0, "index": 1, "score": 0.1},
+        ...     {"method": "m", "seed": 0, "generation": 1, "index": 0, "score": 0.5,
+        ...      "repeat": True},
+        ...     {"method": "m", "seed": 0, "generation": 1, "index": 1, "score": None}])
+        {'m': [[0.2, 0.2, 0.2]]}
+    """
+    runs: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for c in candidates:
+        runs.setdefault(c["method"], {}).setdefault(int(c["seed"]), []).append(c)
+    curves: dict[str, list[list[float]]] = {}
+    for method, seeds in runs.items():
+        for seed in sorted(seeds):
+            best, curve = 0.0, []
+            for c in sorted(seeds[seed], key=lambda c: (c["generation"], c["index"])):
+                if c.get("repeat"):
+                    continue
+                best = max(best, float(c.get("score") or 0.0))
+                curve.append(best)
+            curves.setdefault(method, []).append(curve)
+    return curves
+
+
+def runs_to_reach(curve: Sequence[float], target: float) -> int | None:
+    """How many inner runs a search spent before its best score first reached ``target``
+    (``None``: it never did).
+
+    >>> runs_to_reach([0.2, 0.6, 0.9], 0.6), runs_to_reach([0.2], 0.6)
+    (2, None)
+    """
+    return next((k + 1 for k, best in enumerate(curve) if best >= target), None)
+
+
+def best_so_far_table(candidates: Sequence[dict[str, Any]], target: float | None = None,
+                      ) -> dict[str, dict[str, Any]]:
+    """Per method, over seeds: the mean best-so-far score with its 95% band after each inner
+    run (up to the fewest runs any seed spent) and, given ``target`` (the planted reward's
+    confirmed score), each seed's runs to reach it."""
+    out: dict[str, dict[str, Any]] = {}
+    for method, curves in best_so_far_curves(candidates).items():
+        spent = min(len(c) for c in curves)
+        points = []
+        for k in range(spent):
+            mean, low, high = mean_ci([c[k] for c in curves])
+            points.append({"runs": k + 1, "mean": round(mean, 4), "ci_low": round(low, 4),
+                           "ci_high": round(high, 4)})
+        out[method] = {"curve": points, "seeds": len(curves)}
+        if target is not None:
+            out[method]["runs_to_reach"] = [runs_to_reach(c, target) for c in curves]
+    return out
+
+
+def planted_target(evidence: Path) -> float | None:
+    """The planted reward's confirmed score (its mean over the planted check's confirmation
+    seeds) from a task board's ``planted.json``; ``None`` where the board has none."""
+    import json
+
+    path = evidence / "planted.json"
+    if not path.is_file():
+        return None
+    planted = json.loads(path.read_text())
+    scores = planted["confirm"]["scores"][planted["planted"]]
+    return sum(scores) / len(scores)
+
+
+def plot_best_so_far(table: dict[str, dict[str, Any]], path: Path, dashed: Sequence[str] = (),
+                     target: float | None = None) -> None:
+    """The best validation score found so far against the inner runs spent, one line a
+    method with its 95% band over seeds; ``target`` (the planted reward's confirmed score) as
+    a horizontal line."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for method, entry in table.items():
+        x = [p["runs"] for p in entry["curve"]]
+        line, = ax.plot(x, [100 * p["mean"] for p in entry["curve"]],
+                        "--" if method in dashed else "-", label=method)
+        ax.fill_between(x, [100 * p["ci_low"] for p in entry["curve"]],
+                        [100 * p["ci_high"] for p in entry["curve"]], color=line.get_color(),
+                        alpha=0.15, linewidth=0)
+    if target is not None:
+        ax.axhline(100 * target, color="0.4", linestyle=":", label="planted reward")
+    ax.set_xlabel("inner runs spent")
+    ax.set_ylabel("best validation success so far, %")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _plt() -> Any:
     import matplotlib
 
@@ -280,4 +375,5 @@ def plot_optimizer(table: dict[str, list[dict[str, Any]]], path: Path) -> None:
 
 __all__ = ["CORRECTED", "MECHANISM", "OPTIMIZER_STATS", "STRUCTURES", "comparisons",
            "correct_together", "endpoint", "family", "generation_table", "rescored_endpoint",
-           "plot_composition", "plot_optimizer", "plot_scores"]
+           "best_so_far_curves", "best_so_far_table", "planted_target", "plot_best_so_far",
+           "plot_composition", "plot_optimizer", "plot_scores", "runs_to_reach"]

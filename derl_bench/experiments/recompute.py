@@ -28,11 +28,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from derl_bench.experiments.evidence import comparisons, endpoint
+from derl_bench.experiments.evidence import (
+    best_so_far_table,
+    comparisons,
+    endpoint,
+    planted_target,
+)
 from derl_bench.experiments.landscape import draw_share, judge
 from derl_bench.experiments.planted import planned_mde
 from derl_bench.experiments.proxy.config import LEVELS, slug
-from derl_bench.experiments.proxy.report import EVIDENCE, mean_se, summarize, summary_markdown
+from derl_bench.experiments.proxy.report import (
+    BEST_SO_FAR_AT,
+    EVIDENCE,
+    mean_se,
+    summarize,
+    summary_markdown,
+)
 from derl_bench.experiments.proxy.run import RUNS
 from derl_bench.experiments.stats import (
     above_zero,
@@ -177,7 +188,12 @@ def board_result(board: Path) -> dict[str, Any] | None:
         return None
     config = runs["config"]
     per_run = {(g["method"], g["seed"]): g for g in generations["runs"]}
-    rows = [{**r, **per_run[r["method"], r["seed"]]} for r in runs["runs"]]
+    proposals: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for line in (board / EVIDENCE / "candidates.jsonl").read_text().splitlines():
+        c = json.loads(line)
+        proposals.setdefault((c.pop("method"), c.pop("seed")), []).append(c)
+    rows = [{**r, **per_run[r["method"], r["seed"]],
+             "candidates": proposals.get((r["method"], r["seed"]), [])} for r in runs["runs"]]
     start = config["endpoint_from"]
     return {"config": config, "env_id": runs["env_id"], "wall_time_s": runs["wall_time_s"],
             "base": runs["base"], "summary": summarize(rows, runs["base"], start),
@@ -221,7 +237,7 @@ def board_figures(board: Path) -> list[str]:
         same = summary.is_file() and summary.read_text() == summary_markdown(result)
         lines.append(f"  summary.md {'renders' if same else 'does NOT render'} exactly from the "
                      "evidence")
-        return lines
+        return lines + best_so_far_figures(board)
     rows = _old_board_rows(board)
     if not rows:
         return []
@@ -243,6 +259,33 @@ def board_figures(board: Path) -> list[str]:
     lines.append("  the proposals' recorded means compared (the only comparisons these files "
                  "allow, so the one Holm family here):")
     lines += [f"  derl − {c['minus']}: {describe(c['endpoint'])}" for c in found]
+    return lines + best_so_far_figures(board)
+
+
+def best_so_far_figures(board: Path) -> list[str]:
+    """From ``candidates.jsonl``: each method's best validation score found after the inner
+    runs it spent (mean over seeds), and, where the board holds its task's planted check, how
+    many inner runs each seed needed to reach the planted reward's confirmed score."""
+    path = board / EVIDENCE / "candidates.jsonl"
+    if not path.is_file():
+        return []
+    candidates = [json.loads(line) for line in path.read_text().splitlines()]
+    target = planted_target(board / EVIDENCE)
+    table = best_so_far_table(candidates, target)
+    lines = ["best so far against inner runs spent (mean over seeds)"
+             + (f"; runs to reach the planted reward's confirmed {_pct(target)}%"
+                if target is not None else "") + ":"]
+    for method, entry in table.items():
+        curve = entry["curve"]
+        marks = ", ".join(f"{p['runs']} runs {_pct(p['mean'])}" for p in curve
+                          if p["runs"] in BEST_SO_FAR_AT or p["runs"] == len(curve))
+        reach = ""
+        if target is not None:
+            runs = entry["runs_to_reach"]
+            reached = [r for r in runs if r is not None]
+            reach = (f"; reached on {len(reached)} of {len(runs)} seeds, after "
+                     + ", ".join("never" if r is None else str(r) for r in runs) + " runs")
+        lines.append(f"  {method}: {marks}{reach}")
     return lines
 
 

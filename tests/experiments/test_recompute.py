@@ -216,3 +216,22 @@ def test_the_recall_sparse_checks_the_docs_state_are_what_its_evidence_gives():
     assert climb is not None
     assert (f"{climb.group(1)} of {climb.group(2)} classes climbs above outcome "
             f"({climb.group(3)}% of the {climb.group(4)} trained draws") in docs
+
+
+def test_best_so_far_counts_inner_runs_spent_and_the_runs_to_reach_the_planted_score():
+    from derl_bench.experiments.evidence import best_so_far_table
+    from derl_bench.experiments.recompute import best_so_far_figures
+
+    def c(seed: int, gen: int, index: int, score: float, repeat: bool = False) -> dict:
+        return {"method": "m", "seed": seed, "generation": gen, "index": index,
+                "score": score, "repeat": repeat}
+
+    candidates = [c(0, 0, 0, 0.1), c(0, 0, 1, 0.5), c(0, 1, 0, 0.9, repeat=True),
+                  c(0, 1, 1, 0.7), c(1, 0, 0, 0.3), c(1, 0, 1, 0.2), c(1, 1, 0, 0.4)]
+    table = best_so_far_table(candidates, target=0.6)["m"]
+    # seed 0 spent 3 runs (the repeat is free), seed 1 spent 3: bests 0.1/0.5/0.7, 0.3/0.3/0.4
+    assert [p["mean"] for p in table["curve"]] == [0.2, 0.4, 0.55]
+    assert table["runs_to_reach"] == [3, None]
+    lines = best_so_far_figures(REPO / "leaderboards/digitshack")
+    assert "planted reward's confirmed 90.3%" in lines[0]
+    assert len(lines) == 6 and all("reached on" in x for x in lines[1:])

@@ -145,9 +145,9 @@ def test_the_boards_give_the_method_its_own_group(hill_climb, tmp_path):
     assert main(["leaderboard", "validate", "--dir", str(boards)]) == 0
     assert main(["leaderboard", "render", "--dir", str(boards), "--no-charts"]) == 0
     page = (boards / "index.html").read_text()
-    assert f'data-family="{GROUP}"' in page and f'value="{GROUP}"' in page
+    assert f'data-group="{GROUP}"' in page and f'value="{GROUP}"' in page
     assert 'value="other"' not in page
-    assert 'data-family="RL, searched reward"' in page
+    assert 'data-group="RL, searched reward"' in page
 
 
 def test_the_method_runs_on_the_proxy_board(hill_climb, tmp_path):

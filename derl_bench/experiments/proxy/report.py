@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.experiments.evidence import (
+    best_so_far_table,
     endpoint,
+    plot_best_so_far,
     plot_composition,
     plot_optimizer,
     plot_scores,
@@ -81,18 +83,49 @@ EVIDENCE = "evidence"
 """The board's folder for the per-generation evidence."""
 
 
-FIGURES = ("curves.png", "composition.png", "optimizer.png")
-"""The board's plots: proposals' mean score per generation, what they are made of, and how
-the Meta-Optimizer moved."""
+FIGURES = ("curves.png", "best_so_far.png", "composition.png", "optimizer.png")
+"""The board's plots: proposals' mean score per generation, the best score found against the
+inner runs spent, what the proposals are made of, and how the Meta-Optimizer moved."""
+
+BEST_SO_FAR_AT = (8, 16, 32, 48, 80, 160)
+"""The budgets (inner runs spent) at which the summary states each method's best so far."""
 
 
-def write_figures(result: dict[str, Any], out: Path) -> None:
-    """:data:`FIGURES` of a result into ``out``."""
+def candidates_of(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every proposal of a result's runs, each with its run's method and seed."""
+    return [{"method": r["method"], "seed": r["seed"], **c}
+            for r in result["runs"] for c in r.get("candidates", [])]
+
+
+def write_figures(result: dict[str, Any], out: Path, target: float | None = None) -> None:
+    """:data:`FIGURES` of a result into ``out``; ``target`` (the task's planted reward's
+    confirmed score) is drawn on the best-so-far plot."""
     table = result["generations"]
     dashed = [m for m in table if WARM_STARTED.get(m, m) in HAND_MADE]
     plot_scores(table, out / "curves.png", dashed, result["config"]["endpoint_from"])
+    plot_best_so_far(best_so_far_table(candidates_of(result)), out / "best_so_far.png",
+                     dashed, target)
     plot_composition(table, out / "composition.png", list(primitive_set(result["env_id"]).names))
     plot_optimizer(table, out / "optimizer.png")
+
+
+def _best_so_far_lines(result: dict[str, Any]) -> list[str]:
+    table = best_so_far_table(candidates_of(result))
+    if not table:
+        return []
+    spent = max(len(e["curve"]) for e in table.values())
+    budgets = [b for b in BEST_SO_FAR_AT if b < spent] + [spent]
+    lines = ["The best validation success each search has found against the inner runs it "
+             "spent (a repeated proposal spends none), mean with a 95% band over seeds:", "",
+             "![best so far against inner runs spent](evidence/best_so_far.png)", "",
+             "| method | " + " | ".join(f"after {b} runs" for b in budgets) + " |",
+             "|---|" + "---|" * len(budgets)]
+    for method, entry in table.items():
+        curve = entry["curve"]
+        cells = [f"{100 * curve[b - 1]['mean']:.1f}" if b <= len(curve) else "–"
+                 for b in budgets]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def _cell(figures: dict[str, Any] | None) -> str:
@@ -199,6 +232,7 @@ def summary_markdown(result: dict[str, Any]) -> str:
         "",
         "![proposals' mean score per generation](evidence/curves.png)",
         "",
+        *_best_so_far_lines(result),
         "What the proposals are made of: the share of valid proposals of each reward structure "
         "(top) and using each primitive (bottom), over seeds:",
         "",
@@ -282,5 +316,5 @@ def _picked_section(result: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-__all__ = ["EVIDENCE", "FIGURES", "hacked", "mean_se", "summarize", "summary_markdown",
-           "write_figures"]
+__all__ = ["BEST_SO_FAR_AT", "EVIDENCE", "FIGURES", "candidates_of", "hacked", "mean_se",
+           "summarize", "summary_markdown", "write_figures"]

@@ -13,7 +13,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from derl_bench.experiments.evidence import MECHANISM, comparisons, generation_table
+from derl_bench.experiments.evidence import (
+    MECHANISM,
+    comparisons,
+    generation_table,
+    planted_target,
+)
 from derl_bench.experiments.proxy.config import (
     ENV_ID,
     HAND_MADE,
@@ -311,7 +316,8 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
               "comparisons": comparisons(rows, config.methods, config.endpoint_from),
               "generations": table, "runs": rows}
     write_json_atomic(out / "results.json", result)
-    write_figures(result, out)
+    write_figures(result, out,
+                  None if records is None else planted_target(records / EVIDENCE))
     if records is not None:
         copy_records(rows, out, records)
         # Every JSON file beside the records is read as a submission: the evidence has its own
