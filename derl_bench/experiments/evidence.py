@@ -262,19 +262,33 @@ def plot_best_so_far(table: dict[str, dict[str, Any]], path: Path, dashed: Seque
     """The best validation score found so far against the inner runs spent, one line a
     method with its 95% band over seeds; ``target`` (the planted reward's confirmed score) as
     a horizontal line."""
+    def mark_target(ax: Any) -> None:
+        if target is not None:
+            ax.axhline(100 * target, color="0.4", linestyle=":", label="planted reward")
+
+    _plot_bands(path, {method: ([p["runs"] for p in e["curve"]], e["curve"], "mean")
+                       for method, e in table.items()},
+                dashed, "inner runs spent", "best validation success so far, %", "",
+                mark_target)
+
+
+def _plot_bands(path: Path, series: dict[str, tuple[list[int], list[dict[str, Any]], str]],
+                dashed: Sequence[str], xlabel: str, ylabel: str, marker: str,
+                decorate: Any = None) -> None:
+    """One line per method (``x``, its points and the key of their value, each point with
+    ``ci_low`` and ``ci_high``) with its band, in % ; ``decorate(ax)`` adds the rest."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for method, entry in table.items():
-        x = [p["runs"] for p in entry["curve"]]
-        line, = ax.plot(x, [100 * p["mean"] for p in entry["curve"]],
-                        "--" if method in dashed else "-", label=method)
-        ax.fill_between(x, [100 * p["ci_low"] for p in entry["curve"]],
-                        [100 * p["ci_high"] for p in entry["curve"]], color=line.get_color(),
+    for method, (x, points, key) in series.items():
+        line, = ax.plot(x, [100 * p[key] for p in points],
+                        "--" if method in dashed else "-", marker=marker or None, label=method)
+        ax.fill_between(x, [100 * p["ci_low"] for p in points],
+                        [100 * p["ci_high"] for p in points], color=line.get_color(),
                         alpha=0.15, linewidth=0)
-    if target is not None:
-        ax.axhline(100 * target, color="0.4", linestyle=":", label="planted reward")
-    ax.set_xlabel("inner runs spent")
-    ax.set_ylabel("best validation success so far, %")
+    if decorate is not None:
+        decorate(ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -295,24 +309,15 @@ def plot_scores(table: dict[str, list[dict[str, Any]]], path: Path, dashed: Sequ
     """The proposals' mean validation score per generation, one line a method with its 95%
     band over seeds; ``dashed`` methods (hand-made rewards) are dashed; the endpoint's
     generations are shaded."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for method, entries in table.items():
-        x = [e["generation"] for e in entries]
-        line, = ax.plot(x, [100 * e["mean_score"] for e in entries],
-                        "--" if method in dashed else "-", marker=".", label=method)
-        ax.fill_between(x, [100 * e["ci_low"] for e in entries],
-                        [100 * e["ci_high"] for e in entries], color=line.get_color(),
-                        alpha=0.15, linewidth=0)
-    if endpoint_from is not None:
-        ax.axvspan(endpoint_from - 0.5, max(len(e) for e in table.values()) - 0.5,
-                   color="0.9", zorder=0, label="primary endpoint")
-    ax.set_xlabel("generation")
-    ax.set_ylabel("proposals' mean validation success, %")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    def shade_endpoint(ax: Any) -> None:
+        if endpoint_from is not None:
+            ax.axvspan(endpoint_from - 0.5, max(len(e) for e in table.values()) - 0.5,
+                       color="0.9", zorder=0, label="primary endpoint")
+
+    _plot_bands(path, {method: ([e["generation"] for e in entries], entries, "mean_score")
+                       for method, entries in table.items()},
+                dashed, "generation", "proposals' mean validation success, %", ".",
+                shade_endpoint)
 
 
 def plot_composition(table: dict[str, list[dict[str, Any]]], path: Path,

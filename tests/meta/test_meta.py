@@ -392,7 +392,7 @@ def test_proxy_benchmark_small_runs_every_method(tmp_path):
     assert set(result["summary"]) == set(proxy_methods())
     for method, figures in result["summary"].items():
         assert {"L0", "L1", "L2"} <= set(figures), method
-    for figure in ("curves.png", "composition.png", "optimizer.png"):
+    for figure in ("curves.png", "best_so_far.png", "composition.png", "optimizer.png"):
         assert (tmp_path / "board" / "evidence" / figure).stat().st_size > 0
     assert {c["minus"] for c in result["comparisons"]} == set(proxy_methods()) - {"derl"}
     records = sorted(p.name for p in (tmp_path / "board").glob("*.json"))
