@@ -97,3 +97,28 @@ def test_the_plugin_family_trains_evaluates_and_makes_a_board(counting, tmp_path
     assert "Counting" in page and "| grpo |" in page
     html = (boards / "index.html").read_text()
     assert "the walker reaches its goal within 4 steps" in html
+
+
+def test_an_installed_distribution_adds_the_family_through_its_entry_point(tmp_path,
+                                                                          monkeypatch):
+    # the entry point names the module whose folder holds the card, as a package would
+    info = tmp_path / "derl_bench_counting-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: derl-bench-counting\n"
+                                   "Version: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[derl_bench.cards]\ncounting = tests.family.counting.counting_env\n")
+    monkeypatch.delenv("DERL_BENCH_CARD_PATH", raising=False)
+    family.reload()
+    assert ENV_ID not in gym.registry
+    monkeypatch.syspath_prepend(str(tmp_path))
+    family.reload()
+    try:
+        assert family_spec(ENV_ID).name == "counting"
+        env = gym.make(ENV_ID, split="eval")
+        assert env.reset(seed=0)[1]["primitives"]["success"] == 0.0
+        env.close()
+    finally:
+        monkeypatch.undo()
+        family.reload()
+    assert ENV_ID not in gym.registry
