@@ -45,7 +45,7 @@ from typing import Any, cast
 
 import torch
 
-from derl_bench.family import family_spec
+from derl_bench.family import family_spec, resolve_family
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.checkpoint import checkpoints_dir, quiet_transformers, save_checkpoint
 from derl_bench.grpo.config import TINY_MODEL, TrainConfig
@@ -401,7 +401,8 @@ def train_population(configs: Sequence[TrainConfig],
     _check(configs)
     first = configs[0]
     first.check_machine()
-    spec = family_spec(first.env_id)
+    family = resolve_family(first.env_id)  # once for the population, handed down
+    spec = family.spec
     members = len(configs)
     if meta_rewards is not None and len(meta_rewards) != members:
         raise ValueError(f"{members} runs but {len(meta_rewards)} Meta-Rewards")
@@ -418,10 +419,10 @@ def train_population(configs: Sequence[TrainConfig],
     reference = Population.shared(model, members) if first.kl_coef > 0 else None
     optimizer = make_optimizer(population, first.learning_rate, first.weight_decay)
     settings = update_settings(first)
-    policy = LLMPolicy(model, tokenizer, spec)  # prompts and decoding; sampling is the population's
+    policy = LLMPolicy(model, tokenizer, family)  # prompts, decoding; sampling is the population's
     backend = cast(TransformersBackend, policy.backend)  # populations need it
     device = population.weights.embed.device
-    env = make_env(first)
+    env = make_env(first, family)
     loggers = [RunLogger(c.run_dir, 0, c.tensorboard) for c in configs]
     group = first.group_size
     try:

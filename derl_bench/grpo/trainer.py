@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import yaml
 
-from derl_bench.family import FamilySpec, family_spec
+from derl_bench.family import Family, FamilySpec, resolve_family
 from derl_bench.files import write_text_atomic
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.checkpoint import (
@@ -174,18 +174,19 @@ def meta_reward_fn(config: TrainConfig, domain: str | None = None,
     return score
 
 
-def make_env(config: TrainConfig) -> Any:
-    """The run's env; agent envs take whole ``<think>…<action>…`` responses."""
+def make_env(config: TrainConfig, family: Family | None = None) -> Any:
+    """The run's env; agent envs take whole ``<think>…<action>…`` responses, parsed by the
+    card's action parser (``family``: the run's resolved family, else resolved here)."""
     import gymnasium as gym
 
     from derl_bench.observers.think_action import ThinkActionWrapper
 
     kwargs = config.env_make_kwargs()
-    spec = family_spec(config.env_id)
-    if spec.multi_turn:
+    family = family or resolve_family(config.env_id)
+    if family.spec.multi_turn:
         # an explicit cap among the env's kwargs wins over the config's
         kwargs.setdefault("max_episode_steps", config.max_episode_steps)
-        return ThinkActionWrapper(gym.make(config.env_id, **kwargs), spec.part("action_parser"))
+        return ThinkActionWrapper(gym.make(config.env_id, **kwargs), family.action_parser)
     return gym.make(config.env_id, **kwargs)
 
 
@@ -268,7 +269,7 @@ def device_memory(device: str) -> dict[str, float]:
 
 
 def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | None = None,
-          reward_fn: RewardFn | None = None, family: str | FamilySpec | None = None,
+          reward_fn: RewardFn | None = None, family: str | FamilySpec | Family | None = None,
           reward: MetaReward | None = None) -> list[dict[str, float]]:
     """Run GRPO as ``config`` says; returns the logged metrics of every step of the run.
 
@@ -276,12 +277,15 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     (:func:`~derl_bench.grpo.config.compile_run_reward`); without it ``config.meta_reward`` is
     compiled here. ``env_factory`` and ``reward_fn`` replace the env built from
     ``config.env_id`` and the compiled Meta-Reward (a multi-turn ``env_factory``'s envs must
-    end their episodes themselves, e.g. inside a ``TimeLimit``); ``family`` (``"math"``,
-    ``"alfworld"``, ``"scienceworld"``) picks the prompt and rollout for an env that is not a
-    derl id.
+    end their episodes themselves, e.g. inside a ``TimeLimit``); ``family`` (a
+    :class:`~derl_bench.family.Family` resolved where the command started, or a family's name)
+    gives the prompt, parser and rollout, also for an env that is not a derl id; without it the
+    family of ``config.env_id`` is resolved here, once.
     """
     run_dir = config.run_dir
-    spec = family_spec(family or config.env_id)
+    # the family, resolved once here and handed to the policy and the envs
+    parts = resolve_family(family or config.env_id)
+    spec = parts.spec
     config.check_machine()
     # A bad expression fails before any write.
     score = reward_fn or meta_reward_fn(config, None if env_factory is None else spec.domain,
@@ -328,9 +332,9 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     backend = make_backend(config.backend, model, tokenizer,
                            model_path=str(checkpoint or start_path))
     sampling = SamplingConfig(config.max_new_tokens, config.temperature, config.top_p)
-    policy = LLMPolicy(model, tokenizer, spec, backend=backend,
+    policy = LLMPolicy(model, tokenizer, parts, backend=backend,
                        sampling=sampling, history_window=config.history_window)
-    factory = env_factory or (lambda: make_env(config))
+    factory = env_factory or (lambda: make_env(config, parts))
     if config.env_actors and spec.multi_turn:
         from derl_bench.rollout.remote import RemoteEnv
 
