@@ -64,7 +64,7 @@ def run_train(args: argparse.Namespace) -> int:
     output folder, resume or data file raises before anything is written (exit 2). A damaged
     data file met during the run exits 1."""
     from derl_bench.data.read import DataFileError
-    from derl_bench.family import family_spec
+    from derl_bench.family import resolve_family
     from derl_bench.grpo.config import TINY_MODEL, compile_run_reward, load_config
     from derl_bench.grpo.dispatch import check_data, run_training
     from derl_bench.grpo.rundir import clear_run_dir
@@ -84,8 +84,9 @@ def run_train(args: argparse.Namespace) -> int:
         check_env(config)
         if replace:
             clear_run_dir(config.run_dir)
+        family = resolve_family(config.env_id)  # once, where the command starts
         try:
-            if config.trainer == "trl" and family_spec(config.env_id).multi_turn:
+            if config.trainer == "trl" and family.spec.multi_turn:
                 # TRL's multi-turn trainer sits on top of the pipeline
                 # (derl_bench.integrations), so the train command, not grpo's dispatch, hands
                 # agent recipes to it.
@@ -93,7 +94,8 @@ def run_train(args: argparse.Namespace) -> int:
 
                 history = train_trl_agent(config, resume=args.resume, reward=reward)
             else:
-                history, _model = run_training(config, resume=args.resume, reward=reward)
+                history, _model = run_training(config, resume=args.resume, reward=reward,
+                                               family=family)
         except DataFileError as err:  # met during the run: the message names the file
             print(f"error: {err}", file=sys.stderr)
             return 1

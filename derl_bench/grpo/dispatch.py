@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from derl_bench.family import resolve
+from derl_bench.family import Family, resolve
 from derl_bench.grpo.config import TrainConfig
 from derl_bench.reward import MetaReward
 
@@ -37,13 +37,15 @@ def check_data(config: TrainConfig) -> None:
 
 
 def run_training(config: TrainConfig, resume: bool = False, reward: MetaReward | None = None,
-                 ) -> tuple[list[dict[str, float]], Path]:
+                 family: Family | None = None) -> tuple[list[dict[str, float]], Path]:
     """Train as ``config`` says; returns the per-step metrics and the trained model's path.
 
     ``reward`` is the run's Meta-Reward, compiled where the run started
     (:func:`~derl_bench.grpo.config.compile_run_reward`); without it the trainer compiles
-    ``config.meta_reward``. The path is the checkpoint this very run wrote after its last step
-    (never an older one left in the run directory). Data that differs from the catalogue is
+    ``config.meta_reward``; ``family`` is the run's family, resolved where it started (the
+    compact trainer takes it; else it resolves ``config.env_id``'s). The path is the
+    checkpoint this very run wrote after its last step (never an older one left in the run
+    directory). Data that differs from the catalogue is
     refused first (:func:`check_data`).
     """
     check_data(config)
@@ -54,7 +56,7 @@ def run_training(config: TrainConfig, resume: bool = False, reward: MetaReward |
     from derl_bench.grpo.trainer import initial_model_path, train
     from derl_bench.policies.loading import is_adapter_dir
 
-    history = train(config, resume=resume, reward=reward)
+    history = train(config, resume=resume, reward=reward, family=family)
     if config.steps == 0:
         return history, Path(initial_model_path(config))
     path = checkpoints_dir(config.run_dir) / f"step-{config.steps}"

@@ -20,7 +20,7 @@ from typing import cast
 import gymnasium as gym
 
 from derl_bench.envs.items import eval_splits, split_items
-from derl_bench.family import FamilySpec, family_spec
+from derl_bench.family import Family, FamilySpec, family_spec, resolve_family
 from derl_bench.grpo.checkpoint import quiet_transformers
 from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
 from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
@@ -142,13 +142,15 @@ def validation_envs(meta: MetaConfig, config: TrainConfig) -> list[gym.Env]:
 
 
 def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConfig,
-                     ) -> tuple[float, dict[str, float]]:
+                     family: Family | None = None) -> tuple[float, dict[str, float]]:
     """Success rate of the policy at ``model_path`` on the validation set (module docstring),
-    and the mean of the ``format_boxed`` primitive where the env emits it."""
-    spec = family_spec(config.env_id)
+    and the mean of the ``format_boxed`` primitive where the env emits it; ``family``: the
+    run's resolved family (else ``config.env_id``'s, resolved here)."""
+    family = family or resolve_family(config.env_id)
+    spec = family.spec
     with quiet_transformers():
         policy = LLMPolicy.from_pretrained(
-            model_path, spec, device=config.device, dtype=config.dtype,
+            model_path, family, device=config.device, dtype=config.dtype,
             sampling=SamplingConfig(config.max_new_tokens, meta.validation_temperature, 1.0,
                                     seed=meta.validation_seed),
             history_window=config.history_window)
@@ -209,8 +211,9 @@ def train_and_score(meta: MetaConfig, reward: MetaReward, run_dir: Path,
     config = inner_config(meta, reward.expr, run_dir, start_model, data_offset, seed)
     if meta.inner_commands is not None:
         return _train_and_score_commands(meta, config, reward)
-    history, checkpoint = run_training(config, reward=reward)
-    score, metrics = validation_score(checkpoint, meta, config)
+    family = resolve_family(config.env_id)  # once for the run's training and its scoring
+    history, checkpoint = run_training(config, reward=reward, family=family)
+    score, metrics = validation_score(checkpoint, meta, config, family)
     last_reward = float(history[-1]["reward/mean"]) if history else float("nan")
     return InnerResult(score, last_reward, checkpoint, metrics)
 
