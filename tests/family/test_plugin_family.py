@@ -16,6 +16,7 @@ from derl_bench.evaluation import adapter_for
 from derl_bench.family import family_spec
 from derl_bench.policies.prompts import AgentPrompt, AgentTurn
 from derl_bench.reward import compile_reward
+from tests.dist import write_dist_info
 
 HERE = Path(__file__).resolve().parent
 PLUGIN = HERE / "counting"
@@ -102,12 +103,8 @@ def test_the_plugin_family_trains_evaluates_and_makes_a_board(counting, tmp_path
 def test_an_installed_distribution_adds_the_family_through_its_entry_point(tmp_path,
                                                                           monkeypatch):
     # the entry point names the module whose folder holds the card, as a package would
-    info = tmp_path / "derl_bench_counting-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: derl-bench-counting\n"
-                                   "Version: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[derl_bench.cards]\ncounting = tests.family.counting.counting_env\n")
+    write_dist_info(tmp_path, "derl-bench-counting", "derl_bench.cards",
+                    "counting = tests.family.counting.counting_env")
     monkeypatch.delenv("DERL_BENCH_CARD_PATH", raising=False)
     family.reload()
     assert ENV_ID not in gym.registry

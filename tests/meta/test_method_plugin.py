@@ -15,6 +15,7 @@ from derl_bench.grpo.config import ConfigError
 from derl_bench.meta import MetaConfig
 from derl_bench.meta import methods as registry
 from derl_bench.meta.methods import MethodError, method_named, method_names
+from tests.dist import write_dist_info
 from tests.meta.methods_ext.hill_climb import GROUP
 
 HERE = Path(__file__).resolve().parent
@@ -83,11 +84,8 @@ def test_a_file_path_entry_and_a_bad_entry(method_path):
 
 def test_an_installed_distribution_adds_the_method_through_its_entry_point(tmp_path,
                                                                           monkeypatch):
-    info = tmp_path / "derl_bench_hill_climb-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: derl-bench-hill-climb\n"
-                                   "Version: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[derl_bench.methods]\nhill-climb = {ENTRY}\n")
+    write_dist_info(tmp_path, "derl-bench-hill-climb", "derl_bench.methods",
+                    f"hill-climb = {ENTRY}")
     monkeypatch.syspath_prepend(str(tmp_path))
     registry.reload()
     try:
