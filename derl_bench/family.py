@@ -322,14 +322,18 @@ class Family:
 
     ``prompt``, ``rlvmr_prompt`` and ``commands`` are ``None`` where the card names none;
     ``action_parser`` always exists (the episode kind's default); ``verl_agent_projection``
-    is the card's block of that name (``{}`` when absent). The parts are module-level objects,
-    so a family pickles into worker processes by reference.
+    is the card's block of that name (``{}`` when absent); ``card`` is the card's whole front
+    matter, read once, for a stage that reads a block the spec does not type (``levels``,
+    ``proxy``, ``planted_reward``, ...); :meth:`adapter` gives an id's evaluation rules. The
+    parts are module-level objects, so a family pickles into worker processes by reference.
 
     >>> family = resolve_family("derl/ALFWorld-v0")
     >>> family.spec.name, family.action_parser("<think>t</think><action>Look</action>")
     ('alfworld', ('look', True))
     >>> resolve_family("derl/GSM8K-v0").prompt.messages("1 + 1?")[0]["content"][:6]
     '1 + 1?'
+    >>> resolve_family("derl/GSM8K-v0").adapter("derl/GSM8K-v0").benchmark
+    'gsm8k'
     """
 
     spec: FamilySpec
@@ -338,10 +342,28 @@ class Family:
     rlvmr_prompt: Any = None
     commands: Any = None
     verl_agent_projection: Mapping[str, Any] = field(default_factory=dict)
+    card: Mapping[str, Any] = field(default_factory=dict)
+    _adapters: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.spec.multi_turn
+
+    def adapter(self, env_id: str) -> Any:
+        """The evaluation rules of ``env_id``, one of this family's ids (or a registered
+        variant of one): an instance of the adapter class the card's ``evaluation`` hook names
+        (a :class:`~derl_bench.evaluation.families.FamilyAdapter`), made once per id."""
+        if env_id not in self._adapters:
+            cls = self.spec.part("evaluation")
+            if not (isinstance(cls, type) and hasattr(cls, "eval_set")):
+                raise CardError(f"the evaluation hook of the {self.name!r} card is not a "
+                                f"FamilyAdapter class")
+            self._adapters[env_id] = cls(env_id, self)
+        return self._adapters[env_id]
 
     @classmethod
     def resolve(cls, spec: FamilySpec) -> Family:
@@ -349,11 +371,12 @@ class Family:
         def optional(hook: str) -> Any:
             return spec.part(hook) if spec.has_part(hook) else None
 
+        card = load_card(spec.name)
         return cls(spec=spec, action_parser=spec.part("action_parser"),
                    prompt=optional("prompt"), rlvmr_prompt=optional("rlvmr_prompt"),
                    commands=optional("commands"),
-                   verl_agent_projection=dict(load_card(spec.name).get("verl_agent_projection")
-                                              or {}))
+                   verl_agent_projection=dict(card.get("verl_agent_projection") or {}),
+                   card=card)
 
 
 @functools.cache
@@ -369,6 +392,15 @@ def resolve_family(name: str | FamilySpec | Family) -> Family:
     spec = family_spec(name)
     # a spec built from a card outside the search path (a test's) is resolved on its own
     return _resolved(spec.name) if family_specs().get(spec.name) is spec else Family.resolve(spec)
+
+
+def find_family(env_id: str) -> Family | None:
+    """The :class:`Family` of ``env_id``, or ``None`` for an env id no card defines (a user's
+    own env, which the checks that read a card skip)."""
+    try:
+        return resolve_family(env_id)
+    except UnknownFamilyError:
+        return None
 
 
 def card_for(name: str | FamilySpec) -> dict[str, Any]:

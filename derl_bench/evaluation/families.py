@@ -24,7 +24,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from derl_bench.cards import load_card
+from derl_bench.cards import CardError
 from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.evaluation.protocol import (
     EvalSet,
@@ -34,11 +34,12 @@ from derl_bench.evaluation.protocol import (
 )
 from derl_bench.evaluation.schema import PROMPT_FREE_TEXT
 from derl_bench.family import (
+    Family,
     FamilySpec,
     UnknownFamilyError,
-    family_spec,
     family_specs,
     on_reload,
+    resolve_family,
 )
 
 
@@ -61,9 +62,12 @@ class FamilyAdapter:
     policy_interfaces: tuple[str, ...] = (PROMPT_FREE_TEXT,)
     """The policy interfaces a record of this env may name (``policy_interface``)."""
 
-    def __init__(self, env_id: str) -> None:
+    def __init__(self, env_id: str, family: Family) -> None:
         self.env_id = env_id
-        self.spec: FamilySpec = family_spec(env_id)
+        self.resolved = family
+        """The :class:`~derl_bench.family.Family` this adapter's card belongs to."""
+        self.spec: FamilySpec = family.spec
+        self.card: Mapping[str, Any] = family.card
 
     @property
     def family(self) -> str:
@@ -158,16 +162,17 @@ class LevelsAdapter(FamilyAdapter):
     generates its splits (nothing to download: the data is the manifest)."""
 
     def levels(self) -> dict[str, LevelSpec]:
-        splits = load_card(self.spec.name).get("splits") or {}
+        splits = self.card.get("splits") or {}
         out = {}
-        for level, kwargs in eval_splits(self.env_id).items():
+        for level, kwargs in eval_splits(self.resolved, self.env_id).items():
             split = kwargs["split"]
             if split not in splits:
                 raise ProtocolError(f"the {self.spec.name} card has no split {split!r} "
                                     f"(level {level})")
             spec = splits[split]
             manifest = ManifestRef(split, str(spec["manifest_sha256"]), int(spec["count"]),
-                                   functools.partial(split_items, self.env_id, split))
+                                   functools.partial(split_items, self.resolved, self.env_id,
+                                                     split))
             out[level] = LevelSpec(manifest, dict(kwargs))
         return out
 
@@ -186,7 +191,8 @@ class LevelsAdapter(FamilyAdapter):
         from derl_bench.cards import sha256_lines
 
         split = eval_set.spec.env_kwargs["split"]
-        return {f"{self.spec.name}/{split}": sha256_lines(split_items(self.env_id, split))}
+        return {f"{self.spec.name}/{split}": sha256_lines(split_items(self.resolved, self.env_id,
+                                                                        split))}
 
 
 def _problem_index(env: Any, problem_id: str) -> int:
@@ -206,14 +212,13 @@ def adapter_for(env_id: str) -> FamilyAdapter:
     """The evaluation rules for ``env_id``: the adapter its card's ``evaluation`` hook names
     (made once per env id; :func:`derl_bench.family.reload` forgets them)."""
     try:
-        spec = family_spec(env_id)
+        family = resolve_family(env_id)
     except UnknownFamilyError:
         raise ProtocolError(f"{env_id!r} is not a derl-bench env id") from None
-    adapter = spec.part("evaluation")
-    if not (isinstance(adapter, type) and issubclass(adapter, FamilyAdapter)):
-        raise ProtocolError(f"the evaluation hook of the {spec.name!r} card is not a "
-                            f"FamilyAdapter class")
-    return adapter(env_id)
+    try:
+        return family.adapter(env_id)
+    except CardError as err:
+        raise ProtocolError(str(err)) from None
 
 
 on_reload(adapter_for.cache_clear)

@@ -164,8 +164,10 @@ class TrainConfig:
             if problem:
                 raise ConfigError(problem)
         from derl_bench.envs.items import env_settings_problem
+        from derl_bench.family import find_family
 
-        problem = env_settings_problem(self.env_id, self.level, self.env_kwargs)
+        problem = env_settings_problem(find_family(self.env_id), self.env_id, self.level,
+                                       self.env_kwargs)
         if problem:
             raise ConfigError(problem)
 

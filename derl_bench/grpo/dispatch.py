@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from derl_bench.family import Family, resolve
+from derl_bench.family import Family, find_family, resolve
 from derl_bench.grpo.config import TrainConfig
 from derl_bench.reward import MetaReward
 
@@ -25,7 +25,7 @@ TRL_TRAINER = "derl_bench.integrations.trl.math:train_trl"
 path, the way a card names its hooks, and imported when a recipe asks for it."""
 
 
-def check_data(config: TrainConfig) -> None:
+def check_data(config: TrainConfig, family: Family | None = None) -> None:
     """Refuse a run whose env would read data that differs from the data catalogue's checksums:
     :class:`~derl_bench.data.verify.DataChecksumError` names the file. Files are hashed once
     per process while they stay unchanged, so inner runs on the same data cost nothing more."""
@@ -33,7 +33,9 @@ def check_data(config: TrainConfig) -> None:
     from derl_bench.envs.items import data_files
 
     kwargs = config.env_make_kwargs()
-    check_against_catalogue(data_files(config.env_id, **kwargs), root=kwargs.get("data_root"))
+    family = family or find_family(config.env_id)
+    files = [] if family is None else data_files(family, config.env_id, **kwargs)
+    check_against_catalogue(files, root=kwargs.get("data_root"))
 
 
 def run_training(config: TrainConfig, resume: bool = False, reward: MetaReward | None = None,
@@ -48,7 +50,7 @@ def run_training(config: TrainConfig, resume: bool = False, reward: MetaReward |
     directory). Data that differs from the catalogue is
     refused first (:func:`check_data`).
     """
-    check_data(config)
+    check_data(config, family)
     if config.trainer == "trl":
         history = resolve(TRL_TRAINER)(config, resume=resume, reward=reward)
         return history, config.run_dir / "final-model"

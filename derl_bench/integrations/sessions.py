@@ -50,7 +50,15 @@ import gymnasium as gym
 
 from derl_bench.envs.items import eval_splits, level_problems, split_items
 from derl_bench.envs.spaces import as_text
-from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, on_reload, resolve
+from derl_bench.family import (
+    Family,
+    FamilySpec,
+    UnknownFamilyError,
+    family_spec,
+    on_reload,
+    resolve,
+    resolve_family,
+)
 from derl_bench.observers.think_action import ThinkActionWrapper
 from derl_bench.reward import MetaReward, MetaRewardError, compile_reward
 
@@ -142,9 +150,14 @@ class Task:
     env_kwargs: tuple[tuple[str, Any], ...] = field(default=())
 
     @property
+    def family(self) -> Family:
+        """The env's family, resolved once per process."""
+        return resolve_family(check_env_id(self.env_id))
+
+    @property
     def spec(self) -> FamilySpec:
         """The env's family, as its card describes it."""
-        return check_env_id(self.env_id)
+        return self.family.spec
 
     @property
     def reward_expression(self) -> str:
@@ -175,18 +188,18 @@ class Task:
         kwargs = dict(self.env_kwargs)
         made_at_level = "level" in inspect.signature(_env_class(spec, self.env_id)).parameters
         if self.level is not None:
-            problem = level_problems(self.env_id, [self.level], **kwargs)
+            problem = level_problems(self.family, self.env_id, [self.level], **kwargs)
             if problem:
                 raise TaskError(problem)
             if made_at_level:
                 kwargs["level"] = self.level
             elif self.split == "eval":
-                kwargs.update(eval_splits(self.env_id, **kwargs)[self.level])
+                kwargs.update(eval_splits(self.family, self.env_id, **kwargs)[self.level])
         if self.split is not None and not (self.split == "eval" and not made_at_level):
             kwargs["split"] = self.split
         if self.split == "eval" and not made_at_level and self.level is None:
             raise TaskError(f"{self.env_id}: split 'eval' names a level's eval set; give the "
-                            f"level too ({', '.join(eval_splits(self.env_id))})")
+                            f"level too ({', '.join(eval_splits(self.family, self.env_id))})")
         if spec.multi_turn:
             kwargs["max_episode_steps"] = self.max_episode_steps or spec.max_steps
         elif self.max_episode_steps not in (None, 1):
@@ -226,7 +239,7 @@ class Task:
             self.spec.env(self.env_id).kwargs.get("split", "train"))
         level = kwargs.pop("level", None)
         try:
-            return split_items(self.env_id, split, level, **kwargs)
+            return split_items(self.family, self.env_id, split, level, **kwargs)
         except ValueError as exc:
             raise TaskError(str(exc)) from None
 

@@ -293,19 +293,17 @@ class MetaConfig:
         """The recipe's ``eval_levels``, every one checked against the inner env's card (all of
         the card's levels when the recipe gives none)."""
         from derl_bench.envs.items import eval_splits, level_problems
-        from derl_bench.family import UnknownFamilyError
+        from derl_bench.family import find_family
 
         env_id, kwargs = self.inner.env_id, self.inner.env_kwargs
-        if self.eval_levels is None:
-            try:
-                return list(eval_splits(env_id, **kwargs))
-            except UnknownFamilyError:  # an env without a card has no eval sets
-                return []
+        family = find_family(env_id)
+        if self.eval_levels is None:  # an env without a card has no eval sets
+            return [] if family is None else list(eval_splits(family, env_id, **kwargs))
         levels = self.eval_levels
         if not isinstance(levels, list) or not all(isinstance(lv, str) for lv in levels):
             raise ConfigError(f"eval_levels must be a list of levels, e.g. [L0, L1], got "
                               f"{levels!r}")
-        problem = level_problems(env_id, levels, **kwargs)
+        problem = level_problems(family, env_id, levels, **kwargs)
         if problem:
             raise ConfigError(f"eval_levels: {problem}")
         return list(levels)

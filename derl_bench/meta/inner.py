@@ -102,16 +102,17 @@ def check_validation_split(meta: MetaConfig) -> None:
     the cards and the split lists only: no model, no env, no rollout.
     """
     env_id = meta.inner.env_id
+    family = resolve_family(env_id)
     kwargs = validation_config(meta, meta.inner).env_make_kwargs()
     split, level = str(kwargs.pop("split")), kwargs.pop("level", None)
     try:
-        chosen = set(split_items(env_id, split, level, **kwargs))
+        chosen = set(split_items(family, env_id, split, level, **kwargs))
     except (ValueError, KeyError) as err:
         raise ConfigError(f"validation_split {split!r} of {env_id}: {err}") from None
-    for eval_level, eval_kwargs in eval_splits(env_id, **kwargs).items():
+    for eval_level, eval_kwargs in eval_splits(family, env_id, **kwargs).items():
         rest = dict(eval_kwargs)
         shared = chosen.intersection(split_items(
-            env_id, rest.pop("split"), rest.pop("level", None), **{**kwargs, **rest}))
+            family, env_id, rest.pop("split"), rest.pop("level", None), **{**kwargs, **rest}))
         if shared:
             where = ", ".join(f"{k}={v}" for k, v in eval_kwargs.items())
             raise EvalSplitOverlapError(

@@ -64,6 +64,7 @@ class SFTConfig:
 
     def __post_init__(self) -> None:
         from derl_bench.envs.items import env_settings_problem
+        from derl_bench.family import find_family
         from derl_bench.settings import COUNT, LEARNING_RATE, SEED, number_at_least, refuse
 
         # No step would leave no loss to report and a model that is the start model.
@@ -75,7 +76,8 @@ class SFTConfig:
                   else [])])
         if not 0.0 <= self.format_dropout <= 1.0:
             raise ValueError(f"format_dropout must be in [0, 1], got {self.format_dropout}")
-        problem = env_settings_problem(self.env_id, self.level, self.env_kwargs)
+        problem = env_settings_problem(find_family(self.env_id), self.env_id, self.level,
+                                       self.env_kwargs)
         if problem:
             raise ValueError(problem)
 

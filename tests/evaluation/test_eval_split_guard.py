@@ -10,6 +10,7 @@ import yaml
 from derl_bench.cli import main
 from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.evaluation.families import adapter_for
+from derl_bench.family import resolve_family
 from derl_bench.grpo.config import ConfigError
 from derl_bench.meta import MetaConfig, run_meta
 from derl_bench.meta.inner import EvalSplitOverlapError, check_validation_split
@@ -29,11 +30,11 @@ def meta(env_id: str, split: str | None, tmp_path, **inner) -> MetaConfig:
 def test_eval_splits_are_the_evaluation_protocols_eval_sets(data_root):
     for env_id in ("derl/GSM8K-v0", "derl/MATH-v0", "derl/Arithmetic-v0", *AGENTS):
         adapter = adapter_for(env_id)
-        levels = eval_splits(env_id)
+        levels = eval_splits(adapter.resolved, env_id)
         assert list(levels) == list(adapter.levels())
         for level, kwargs in levels.items():
             assert adapter.level(level).env_kwargs == kwargs
-            assert split_items(env_id, kwargs["split"], kwargs.get("level")) == \
+            assert split_items(adapter.resolved, env_id, kwargs["split"], kwargs.get("level")) == \
                 adapter.level(level).manifest.load()
 
 
@@ -90,7 +91,7 @@ def test_reasoning_gym_meta_runs_are_checked_per_task(tmp_path):
     env_id = "derl/ReasoningGym-v0"
     for task in ("chain_sum", "basic_arithmetic"):
         check_validation_split(meta(env_id, None, tmp_path, env_kwargs={"task": task}))
-        levels = eval_splits(env_id, task=task)
+        levels = eval_splits(resolve_family(env_id), env_id, task=task)
         assert list(levels) == ["L0", "L1", "L2"] and levels["L1"]["task"] == task
     with pytest.raises(EvalSplitOverlapError, match="with the L0 eval set"):
         check_validation_split(meta(env_id, "eval", tmp_path,

@@ -27,7 +27,7 @@ class ALFWorldAdapter(FamilyAdapter):
 
     def levels(self) -> dict[str, LevelSpec]:
         return {level: LevelSpec(card_manifest("alfworld", f"{level}-{kwargs['split']}"), kwargs)
-                for level, kwargs in eval_splits(self.env_id).items()}
+                for level, kwargs in eval_splits(self.resolved, self.env_id).items()}
 
     def reset_options(self, env: gym.Env, entry: str) -> dict[str, Any]:
         return {"game": entry}

@@ -7,10 +7,10 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from derl_bench.cards import load_card
 from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.evaluation.families import LevelsAdapter
 from derl_bench.evaluation.protocol import EvalSet, LevelSpec, ManifestRef, ProtocolError
+from derl_bench.family import Family
 
 
 class MathAdapter(LevelsAdapter):
@@ -18,9 +18,9 @@ class MathAdapter(LevelsAdapter):
     ``datasets:``, whose ``eval_split`` is the one level; a split's ``data`` names the file or
     folder its record checksums."""
 
-    def __init__(self, env_id: str) -> None:
-        super().__init__(env_id)
-        datasets = load_card(self.spec.name)["datasets"]
+    def __init__(self, env_id: str, family: Family) -> None:
+        super().__init__(env_id, family)
+        datasets = self.card["datasets"]
         matches = [name for name, spec in datasets.items() if spec.get("env_id") == env_id]
         if not matches:
             raise ProtocolError(f"the {self.spec.name} card defines no dataset for {env_id}")
@@ -29,12 +29,13 @@ class MathAdapter(LevelsAdapter):
 
     def levels(self) -> dict[str, LevelSpec]:
         out = {}
-        for level, kwargs in eval_splits(self.env_id).items():
+        for level, kwargs in eval_splits(self.resolved, self.env_id).items():
             split = kwargs["split"]
             split_spec = self._spec["splits"][split]
             manifest = ManifestRef(split, str(split_spec["manifest_sha256"]),
                                    int(split_spec["count"]),
-                                   functools.partial(split_items, self.env_id, split))
+                                   functools.partial(split_items, self.resolved, self.env_id,
+                                                     split))
             out[level] = LevelSpec(manifest, dict(kwargs))
         return out
 

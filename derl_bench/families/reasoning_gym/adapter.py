@@ -6,22 +6,23 @@ from __future__ import annotations
 
 import functools
 
-from derl_bench.cards import load_card, sha256_lines
+from derl_bench.cards import sha256_lines
 from derl_bench.evaluation.families import LevelsAdapter
 from derl_bench.evaluation.protocol import EvalSet, LevelSpec, ManifestRef
 from derl_bench.families.reasoning_gym.env import LEVELS, generate, generators, manifest_key
+from derl_bench.family import Family
 
 
 class ReasoningGymAdapter(LevelsAdapter):
     """``derl/ReasoningGym-v0``: one step; L0/L1/L2 are the eval slices of the card's
     ``benchmark_task``, checksummed on the card."""
 
-    def __init__(self, env_id: str) -> None:
-        super().__init__(env_id)
-        self.task = str(load_card(self.spec.name)["benchmark_task"])
+    def __init__(self, env_id: str, family: Family) -> None:
+        super().__init__(env_id, family)
+        self.task = str(self.card["benchmark_task"])
 
     def levels(self) -> dict[str, LevelSpec]:
-        card = load_card(self.spec.name)
+        card = self.card
         out = {}
         for level in LEVELS:
             digest = card["data_checksums"][manifest_key(self.task, level)]

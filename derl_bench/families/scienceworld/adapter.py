@@ -33,7 +33,7 @@ class ScienceWorldAdapter(FamilyAdapter):
     def levels(self) -> dict[str, LevelSpec]:
         return {level: LevelSpec(card_manifest("scienceworld", f"{level}-{kwargs['split']}"),
                                  kwargs, sample_size=SCIENCEWORLD_SAMPLE, sample_seed=SAMPLE_SEED)
-                for level, kwargs in eval_splits(self.env_id).items()}
+                for level, kwargs in eval_splits(self.resolved, self.env_id).items()}
 
     def rlvmr_eval_set(self, level: str, seed: int) -> EvalSet:
         from derl_bench.families.scienceworld.rlvmr import scienceworld_entries
