@@ -131,11 +131,11 @@ def upstream_data(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixt
     """A folder in the upstream layout that :func:`mirror_url` serves."""
     if _has_shared_data():
         return SHARED_DATA
-    from derl_bench.data.sources import DATASETS
+    from derl_bench.data.sources import datasets
 
     root = request.getfixturevalue("data_root")
     mirror = tmp_path_factory.mktemp("upstream")
-    for spec in DATASETS.values():
+    for spec in datasets().values():
         for source in spec.sources:
             if source.kind == "file" and (root / spec.name / ".complete").is_file():
                 (mirror / source.path).parent.mkdir(parents=True, exist_ok=True)
