@@ -134,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
         if problem:
             raise CommandError(f"--policy: {problem}")
     try:
-        eval_set = adapter_for(args.env).eval_set(args.level, protocol=args.protocol,
-                                                  seed=args.seed)
+        adapter = adapter_for(args.env)  # the env's rules and family, handed to the evaluation
+        eval_set = adapter.eval_set(args.level, protocol=args.protocol, seed=args.seed)
         meta_reward = _meta_reward(args.meta_reward, args.env)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
@@ -159,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
             base_seed=args.seed, method=args.method, model=args.model, recipe=recipe,
             meta_reward=meta_reward, keep_trajectories=args.trajectories is not None,
             max_new_tokens=args.max_new_tokens, on_episode=tick, protocol=args.protocol,
-            checkpoint=args.checkpoint, device=args.device, dtype=args.dtype)
+            checkpoint=args.checkpoint, device=args.device, dtype=args.dtype,
+            family=adapter.resolved)
     finally:
         bar.close()
     if args.trajectories is not None:
@@ -221,12 +222,13 @@ def _run_commands(args: argparse.Namespace) -> int:
     try:
         evaluation = evaluate_commands(args.commands, args.level, env_id=args.env,
                                        limit=args.limit, envs=args.num_envs,
-                                       episodes_out=episodes)
+                                       episodes_out=episodes, family=adapter.resolved)
         record = command_record(evaluation, episodes, method=args.method,
                                 model=args.model or args.commands.name,
                                 model_dir=args.commands, checkpoint=args.checkpoint,
                                 seed=args.train_seed, meta_reward=meta_reward,
-                                recipe=args.recipe, env_id=args.env)
+                                recipe=args.recipe, env_id=args.env,
+                                family=adapter.resolved)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     if args.output is not None:

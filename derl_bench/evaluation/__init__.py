@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from derl_bench.evaluation.families import (
     FamilyAdapter,
     adapter_for,
     evaluated_env_ids,
+    resolve_adapter,
 )
 from derl_bench.evaluation.hacking import hacking_flag, metric_rates
 from derl_bench.evaluation.policies import (
@@ -32,6 +33,9 @@ from derl_bench.evaluation.record import build_record, command_record, summarize
 from derl_bench.evaluation.runner import EpisodeResult, run_episodes
 from derl_bench.evaluation.schema import REPORTED_NOTE, RESULT_SCHEMA, SCHEMA_VERSION, schema_errors
 from derl_bench.files import write_json_atomic
+
+if TYPE_CHECKING:
+    from derl_bench.family import Family
 
 
 def check_settings(*, base_seed: int = 0, max_new_tokens: int = 512, device: str = "cpu",
@@ -72,6 +76,7 @@ def evaluate(
     checkpoint: str | None = None,
     device: str = "cpu",
     dtype: str | None = None,
+    family: Family | None = None,
 ) -> tuple[dict[str, Any], list[EpisodeResult]]:
     """Evaluate ``policy`` (a spec or a :class:`Policy`) on ``env_id`` at ``level``.
 
@@ -85,13 +90,15 @@ def evaluate(
     themselves); a board requires it. Data that differs from the data catalogue's checksums is
     refused first, with a :class:`~derl_bench.data.verify.DataChecksumError` naming the file;
     a data file that does not parse raises a :class:`~derl_bench.data.read.DataFileError`
-    naming it.
+    naming it. ``family`` is ``env_id``'s :class:`~derl_bench.family.Family` where the caller
+    resolved it (without it the family is found from ``env_id`` here); an env id no card
+    defines raises :class:`ProtocolError`.
     """
     from derl_bench.data.verify import check_data
 
     check_settings(base_seed=base_seed, max_new_tokens=max_new_tokens, device=device,
                    dtype=dtype, loads_model=isinstance(policy, str) and policy.startswith("llm:"))
-    adapter = adapter_for(env_id)
+    adapter = resolve_adapter(env_id, family)
     eval_set = adapter.eval_set(level, protocol=protocol, seed=base_seed)
     # The checksums the record lists are of the data the run reads: held against the data
     # catalogue before a policy loads or an episode runs, and computed once for both.
@@ -99,18 +106,20 @@ def evaluate(
     check_data(data_checksums)
     spec = policy if isinstance(policy, str) else None
     agent = (load_policy(policy, env_id, max_new_tokens=max_new_tokens, protocol=protocol,
-                         device=device, dtype=dtype)
+                         device=device, dtype=dtype, family=adapter.resolved)
              if isinstance(policy, str) else policy)
     start = time.perf_counter()
     results = run_episodes(eval_set, agent, env_kwargs=env_kwargs, num_envs=num_envs,
                            limit=limit, base_seed=base_seed,
-                           keep_trajectories=keep_trajectories, on_episode=on_episode)
+                           keep_trajectories=keep_trajectories, on_episode=on_episode,
+                           adapter=adapter)
     wall = time.perf_counter() - start
     record = build_record(eval_set, results, method=method or agent.method,
                           model=model or agent.model, policy_spec=spec, wall_time_s=wall,
                           base_seed=base_seed, env_kwargs=env_kwargs, recipe=recipe,
                           meta_reward=meta_reward, data_checksums=data_checksums,
-                          protocol=protocol, checkpoint=checkpoint or agent.checkpoint)
+                          protocol=protocol, checkpoint=checkpoint or agent.checkpoint,
+                          adapter=adapter)
     return record, results
 
 
@@ -137,6 +146,7 @@ __all__ = [
     "hacking_flag",
     "load_policy",
     "metric_rates",
+    "resolve_adapter",
     "run_episodes",
     "sample_entries",
     "schema_errors",

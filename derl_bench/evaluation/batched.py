@@ -16,12 +16,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from derl_bench.evaluation.families import adapter_for
+from derl_bench.evaluation.families import resolve_adapter
 from derl_bench.evaluation.record import build_record, meta_reward_block
 from derl_bench.evaluation.runner import EpisodeResult
 from derl_bench.files import write_json_atomic
 
 if TYPE_CHECKING:
+    from derl_bench.family import Family
     from derl_bench.reward import MetaReward
 
 BATCH = 256
@@ -31,13 +32,16 @@ def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | Non
                  method: str = "llm", model_label: str | None = None,
                  max_new_tokens: int = 64, meta_reward: str | MetaReward | None = None,
                  env_kwargs: dict[str, Any] | None = None, temperature: float = 0.0,
-                 checkpoint: str | None = None) -> tuple[dict[str, Any], dict[str, float]]:
+                 checkpoint: str | None = None,
+                 family: Family | None = None) -> tuple[dict[str, Any], dict[str, float]]:
     """A result record of the policy at ``model`` on ``env_id``'s ``level`` eval set
     (``model_label`` is the board's name for the model, default the folder name; ``checkpoint``
     which of its run's weights ``model`` holds, in words), and the
     lenient figure beside it: for single-step envs the share of responses that contain the
     reference answer anywhere (``loose_outcome``), the number a looser grader would publish.
-    A policy that raises it while strict success stays flat has learnt to game the grader."""
+    A policy that raises it while strict success stays flat has learnt to game the grader.
+    ``family`` is ``env_id``'s :class:`~derl_bench.family.Family` where the caller resolved it
+    (found from ``env_id`` here otherwise)."""
     import gymnasium as gym
 
     from derl_bench.evaluation import evaluate
@@ -46,17 +50,18 @@ def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | Non
 
     label = model_label or Path(model).name
     block = meta_reward_block(meta_reward, env_id) if meta_reward else None
-    adapter = adapter_for(env_id)
+    adapter = resolve_adapter(env_id, family)
     if adapter.spec.multi_turn:
         record, _results = evaluate(env_id, level, f"llm:{model}", limit=limit, method=method,
                                     model=label, meta_reward=block, env_kwargs=env_kwargs,
-                                    max_new_tokens=max_new_tokens, checkpoint=checkpoint)
+                                    max_new_tokens=max_new_tokens, checkpoint=checkpoint,
+                                    family=adapter.resolved)
         return record, {}
     eval_set = adapter.eval_set(level)
     entries = list(eval_set.entries[:limit] if limit is not None else eval_set.entries)
     start = time.perf_counter()
     policy = LLMPolicy.from_pretrained(
-        model, adapter.spec, sampling=SamplingConfig(max_new_tokens, temperature, 1.0, seed=0))
+        model, adapter.resolved, sampling=SamplingConfig(max_new_tokens, temperature, 1.0, seed=0))
     env = gym.make(env_id, **{**eval_set.spec.env_kwargs, **(env_kwargs or {})})
     results: list[EpisodeResult] = []
     loose: list[float] = []
@@ -78,7 +83,7 @@ def evaluate_llm(env_id: str, level: str, model: str | Path, *, limit: int | Non
     spec = f"llm:{model},temperature={temperature:g},batched"
     record = build_record(eval_set, results, method=method, model=label, policy_spec=spec,
                           wall_time_s=time.perf_counter() - start, env_kwargs=env_kwargs,
-                          meta_reward=block, checkpoint=checkpoint)
+                          meta_reward=block, checkpoint=checkpoint, adapter=adapter)
     return record, {"lenient_success": sum(loose) / max(1, len(loose))}
 
 
@@ -92,11 +97,15 @@ RETRAINED_SUFFIX = " (retrained)"
 def headline_evaluator(env_id: str, levels: Sequence[str], *, limit: int | None = None,
                        max_new_tokens: int = 64, model_label: str = "tiny",
                        env_kwargs: dict[str, Any] | None = None,
+                       family: Family | None = None,
                        ) -> Callable[[str, MetaReward | str | None, Path, str], dict[str, Any]]:
     """The ``evaluate`` callback of :func:`derl_bench.meta.run_meta`: each of ``levels`` (that
     the env has) evaluated with :func:`evaluate_llm`, one record per level under the run's
-    ``results/`` folder."""
-    available = [lvl for lvl in levels if lvl in adapter_for(env_id).levels()]
+    ``results/`` folder. ``family`` is ``env_id``'s :class:`~derl_bench.family.Family` where
+    the caller resolved it (found from ``env_id`` here otherwise, once for every evaluation
+    the callback makes)."""
+    adapter = resolve_adapter(env_id, family)
+    available = [lvl for lvl in levels if lvl in adapter.levels()]
 
     def evaluate(checkpoint: str, meta_reward: MetaReward | str | None, out: Path,
                  method: str) -> dict[str, Any]:
@@ -108,7 +117,7 @@ def headline_evaluator(env_id: str, levels: Sequence[str], *, limit: int | None 
                                          model_label=model_label,
                                          max_new_tokens=max_new_tokens,
                                          meta_reward=meta_reward, env_kwargs=env_kwargs,
-                                         checkpoint=rule)
+                                         checkpoint=rule, family=adapter.resolved)
             path = out / f"{level}.json"
             write_json_atomic(path, record)
             rate = record["results"]["success_rate"]

@@ -15,11 +15,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from derl_bench.rollout.commands import CommandEpisode
+
+if TYPE_CHECKING:
+    from derl_bench.family import Family
 
 
 def summarise(episodes: list[CommandEpisode]) -> dict[str, Any]:
@@ -42,12 +45,16 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
                       envs: int = 16, num_threads: int | None = None,
                       state_factory: Callable[[], Any] | None = None,
                       data_root: str | None = None,
-                      episodes_out: list[CommandEpisode] | None = None) -> dict[str, Any]:
+                      episodes_out: list[CommandEpisode] | None = None,
+                      family: Family | None = None) -> dict[str, Any]:
     """Play every game of ``level``'s ``split`` (the first ``limit``) once, greedily.
 
     ``model`` is a model folder (or a loaded ``CommandPolicy``), ``env_id`` an env whose card
     has a ``commands`` hook. Returns :func:`summarise`'s figures with the level, split and wall
-    seconds; ``episodes_out`` receives the episodes.
+    seconds; ``episodes_out`` receives the episodes. ``family`` is ``env_id``'s
+    :class:`~derl_bench.family.Family` where the caller resolved it; without a
+    ``state_factory`` the default one is its ``commands`` hook's (found from ``env_id``
+    when no family is given).
     """
     import torch
 
@@ -64,11 +71,12 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
         lm, tokenizer = load_model_and_tokenizer(str(model))
         policy = CommandPolicy(lm.eval(), tokenizer)
     if state_factory is None:
-        from derl_bench.family import family_spec
+        from derl_bench.family import resolve_family
+        from derl_bench.policies.command_model import command_parts
 
-        state_factory = family_spec(env_id).part("commands").state
+        state_factory = command_parts(family or resolve_family(env_id)).state
     started = time.perf_counter()
-    pool = command_envs(env_id, level, split, envs, data_root=data_root)
+    pool = command_envs(env_id, level, split, envs, data_root=data_root, family=family)
     try:
         count = game_count(pool[0])
         games = [{"index": i} for i in range(count if limit is None else min(limit, count))]

@@ -205,20 +205,28 @@ def _problem_index(env: Any, problem_id: str) -> int:
     return index[problem_id]
 
 
-
-
-@functools.cache
-def adapter_for(env_id: str) -> FamilyAdapter:
-    """The evaluation rules for ``env_id``: the adapter its card's ``evaluation`` hook names
-    (made once per env id; :func:`derl_bench.family.reload` forgets them)."""
-    try:
-        family = resolve_family(env_id)
-    except UnknownFamilyError:
-        raise ProtocolError(f"{env_id!r} is not a derl-bench env id") from None
+def resolve_adapter(env_id: str, family: Family | None = None) -> FamilyAdapter:
+    """The evaluation rules for ``env_id``: the adapter its card's ``evaluation`` hook names,
+    made by ``family`` (the env id's :class:`~derl_bench.family.Family`, resolved where the
+    command started) or, without one, by the family found for ``env_id`` here. A
+    :class:`ProtocolError` names an env id no card defines, or a broken ``evaluation`` hook."""
+    if family is None:
+        try:
+            family = resolve_family(env_id)
+        except UnknownFamilyError:
+            raise ProtocolError(f"{env_id!r} is not a derl-bench env id") from None
     try:
         return family.adapter(env_id)
     except CardError as err:
         raise ProtocolError(str(err)) from None
+
+
+@functools.cache
+def adapter_for(env_id: str) -> FamilyAdapter:
+    """The evaluation rules for ``env_id`` (:func:`resolve_adapter`), made once per env id
+    (:func:`derl_bench.family.reload` forgets them): where a command starts from an env id;
+    what it calls takes the adapter, or its :attr:`FamilyAdapter.resolved` family."""
+    return resolve_adapter(env_id)
 
 
 on_reload(adapter_for.cache_clear)

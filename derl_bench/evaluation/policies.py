@@ -38,11 +38,14 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from derl_bench.policies.session import AgentSession
+
+if TYPE_CHECKING:
+    from derl_bench.family import Family
 
 VALID_ACTIONS = "valid_actions"
 ORACLE_PLAN = "oracle_plan"
@@ -204,6 +207,9 @@ class LLMEvalPolicy(Policy):
     (:class:`~derl_bench.policies.rlvmr_prompts.RLVMRPrompt`), temperature 0.4 and
     verl-agent's action projection (the card's ``verl_agent_projection``,
     :func:`~derl_bench.observers.think_action.verl_agent_parser`).
+
+    ``family`` is ``env_id``'s :class:`~derl_bench.family.Family` where the caller resolved it
+    (its prompt and parser; without it :class:`~derl_bench.policies.LLMPolicy` finds it).
     """
 
     # The default prompt is built from the env's own info, exactly as training rollouts build
@@ -214,14 +220,15 @@ class LLMEvalPolicy(Policy):
 
     def __init__(self, model: str, env_id: str, max_new_tokens: int = 512,
                  protocol: str = "strict", device: str = "cpu",
-                 dtype: str | None = None) -> None:
+                 dtype: str | None = None, family: Family | None = None) -> None:
         from derl_bench.policies import LLMPolicy, SamplingConfig
 
         # a board shows a local checkpoint by its folder name; the record's policy keeps the path
         self.model = Path(model).name if Path(model).is_dir() else model
         self._max_new_tokens = max_new_tokens
         self._sampling_cls = SamplingConfig
-        self._llm = LLMPolicy.from_pretrained(model, family=env_id, device=device, dtype=dtype)
+        self._llm = LLMPolicy.from_pretrained(model, family=family or env_id, device=device,
+                                              dtype=dtype)
         self._family = self._llm.family
         self._parse_action = self._llm.parts.action_parser
         self._sessions: dict[int, AgentSession] = {}
@@ -301,12 +308,12 @@ def _import_target(target: str) -> Any:
         raise PolicyError(f"module {module_name!r} has no attribute {attr!r}") from None
 
 
-def _degenerate(spec: str, env_id: str | None) -> Policy:
-    from derl_bench.evaluation.families import adapter_for
+def _degenerate(spec: str, env_id: str | None, family: Family | None) -> Policy:
+    from derl_bench.evaluation.families import resolve_adapter
     from derl_bench.evaluation.protocol import ProtocolError
 
     try:
-        adapter = adapter_for(env_id) if env_id else None
+        adapter = resolve_adapter(env_id, family) if env_id else None
     except ProtocolError:
         adapter = None
     if spec == "stall":
@@ -322,24 +329,27 @@ def _degenerate(spec: str, env_id: str | None) -> Policy:
 
 def load_policy(spec: str, env_id: str | None = None, max_new_tokens: int = 512,
                 protocol: str = "strict", device: str = "cpu",
-                dtype: str | None = None) -> Policy:
+                dtype: str | None = None, *, family: Family | None = None) -> Policy:
     """Resolve a ``--policy`` spec (see the module docstring) to a fresh :class:`Policy`.
 
     ``max_new_tokens`` caps each response of an ``llm:`` policy; ``protocol="rlvmr"`` gives an
     ``llm:`` policy RLVMR's prompt, temperature and action parsing. An ``llm:`` policy loads
-    on ``device`` (``cpu``, ``cuda``, ``cuda:1``) in ``dtype`` (default float32).
+    on ``device`` (``cpu``, ``cuda``, ``cuda:1``) in ``dtype`` (default float32). ``family``
+    is ``env_id``'s :class:`~derl_bench.family.Family` where the caller resolved it; the
+    policies that depend on the env (``stall``, ``majority``, ``llm:``) find it from
+    ``env_id`` otherwise.
     """
     if spec == "random":
         return RandomPolicy()
     if spec == "oracle":
         return OraclePolicy()
     if spec in ("stall", "majority"):
-        return _degenerate(spec, env_id)
+        return _degenerate(spec, env_id, family)
     if spec.startswith("llm:"):
         if env_id is None:
             raise PolicyError("an llm: policy needs the env id to pick its prompt")
         return LLMEvalPolicy(spec[4:], env_id, max_new_tokens=max_new_tokens, protocol=protocol,
-                             device=device, dtype=dtype)
+                             device=device, dtype=dtype, family=family)
     target = _import_target(spec)
     if isinstance(target, type) and issubclass(target, Policy):
         policy = target()

@@ -19,9 +19,12 @@ import functools
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from derl_bench.cards import load_card, read_manifest, sha256_lines
+from derl_bench.cards import read_manifest, sha256_lines
+
+if TYPE_CHECKING:
+    from derl_bench.family import Family
 
 LEVELS = ("L0", "L1", "L2")
 
@@ -72,13 +75,15 @@ class ManifestRef:
     load: Callable[[], list[str]] = field(repr=False, compare=False)
 
 
-def card_manifest(family: str, name: str) -> ManifestRef:
-    """A manifest listed under the card's ``manifests:`` (a file in ``envs/manifests/``)."""
-    spec = (load_card(family).get("manifests") or {}).get(name)
+def card_manifest(family: Family, name: str) -> ManifestRef:
+    """A manifest listed under the ``manifests:`` of ``family``'s card (a file in
+    ``envs/manifests/``); an adapter passes its own family (:attr:`FamilyAdapter.resolved
+    <derl_bench.evaluation.families.FamilyAdapter.resolved>`)."""
+    spec = (family.card.get("manifests") or {}).get(name)
     if spec is None:
-        raise ProtocolError(f"card {family!r} has no manifest {name!r}")
+        raise ProtocolError(f"card {family.name!r} has no manifest {name!r}")
     return ManifestRef(name, str(spec["sha256"]), int(spec["count"]),
-                       functools.partial(read_manifest, family, name))
+                       functools.partial(read_manifest, family.name, name))
 
 
 @dataclass(frozen=True)

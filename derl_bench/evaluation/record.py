@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from derl_bench._version import __version__
-from derl_bench.evaluation.families import adapter_for
+from derl_bench.evaluation.families import FamilyAdapter, resolve_adapter
 from derl_bench.evaluation.protocol import EvalSet, draw_rule
 from derl_bench.evaluation.runner import EpisodeResult
 from derl_bench.evaluation.schema import (
@@ -32,6 +32,7 @@ from derl_bench.evaluation.schema import (
 from derl_bench.files import write_text_atomic
 
 if TYPE_CHECKING:
+    from derl_bench.family import Family
     from derl_bench.reward import MetaReward
     from derl_bench.rollout.commands import CommandEpisode
 
@@ -139,13 +140,14 @@ def build_record(
     protocol: str = "strict",
     checkpoint: str | None = None,
     policy_interface: str = DEFAULT_POLICY_INTERFACE,
+    adapter: FamilyAdapter,
 ) -> dict[str, Any]:
-    """A complete ``kind: run`` result record for ``results`` on ``eval_set``. ``checkpoint``
-    says which weights were evaluated (e.g. "final", "best validation success"); without it
-    the record says it was not stated, and a board rejects it. ``policy_interface`` (see
-    :data:`~derl_bench.evaluation.schema.POLICY_INTERFACES`) is written only when it is not
-    the default."""
-    adapter = adapter_for(eval_set.env_id)
+    """A complete ``kind: run`` result record for ``results`` on ``eval_set``, which
+    ``adapter`` made (its rules give the board, card version, step cap and data checksums).
+    ``checkpoint`` says which weights were evaluated (e.g. "final", "best validation
+    success"); without it the record says it was not stated, and a board rejects it.
+    ``policy_interface`` (see :data:`~derl_bench.evaluation.schema.POLICY_INTERFACES`) is
+    written only when it is not the default."""
     summary = summarize(results, adapter.has_score, adapter.has_published)
     described = eval_set.describe()
     return {
@@ -282,11 +284,11 @@ COMMAND_POLICY = "commands:{model},greedy"
 
 
 def command_results(eval_set: EvalSet, episodes: Sequence[CommandEpisode],
-                    base_seed: int = 0) -> list[EpisodeResult]:
+                    base_seed: int = 0, *, adapter: FamilyAdapter) -> list[EpisodeResult]:
     """The episodes of a command-policy evaluation as the protocol's results: episode ``i``
     must have played the eval set's ``i``-th game (a full evaluation plays them all, a
-    ``limit`` the first ones); anything else raises ``ValueError``."""
-    adapter = adapter_for(eval_set.env_id)
+    ``limit`` the first ones); anything else raises ``ValueError``. ``adapter``, which made
+    ``eval_set``, names the task type of an episode that did not."""
     if len(episodes) > eval_set.size:
         raise ValueError(f"{len(episodes)} episodes, but the {eval_set.level} eval set has "
                          f"{eval_set.size} games")
@@ -317,6 +319,7 @@ def command_record(
     policy_interface: str = COMPACT_CONSTRAINED,
     env_id: str,
     date: dt.date | None = None,
+    family: Family | None = None,
 ) -> dict[str, Any]:
     """The ``kind: run`` record of a command policy's evaluation:
     :func:`~derl_bench.evaluation.commands.evaluate_commands`'s result (``evaluation``) and
@@ -334,8 +337,10 @@ def command_record(
     :func:`build_record`. Raises ``ValueError`` when the evaluation is not of the level's eval
     games in order, or the record would break the schema. A record of a ``limit``-ed
     evaluation is built but does not validate for a board (n is not the eval set's size).
+    ``family`` is ``env_id``'s :class:`~derl_bench.family.Family` where the caller resolved
+    it (without it the family is found from ``env_id`` here, once).
     """
-    adapter = adapter_for(env_id)
+    adapter = resolve_adapter(env_id, family)
     if evaluation.get("split") != "eval":
         raise ValueError(f"a record is of the eval split; this evaluation played "
                          f"{evaluation.get('split')!r}")
@@ -354,7 +359,7 @@ def command_record(
     if not checkpoint:
         raise ValueError("say which weights were evaluated (checkpoint)")
     eval_set = adapter.eval_set(str(evaluation["level"]))
-    results = command_results(eval_set, episodes)
+    results = command_results(eval_set, episodes, adapter=adapter)
     if isinstance(meta_reward, str):
         meta_block: Mapping[str, str] | None = meta_reward_block(meta_reward, env_id)
     else:
@@ -364,7 +369,7 @@ def command_record(
         model=model, policy_spec=COMMAND_POLICY.format(model=model_dir),
         wall_time_s=float(evaluation.get("seconds", 0.0)), recipe=recipe_block(recipe),
         meta_reward=meta_block, date=date, checkpoint=checkpoint,
-        policy_interface=policy_interface)
+        policy_interface=policy_interface, adapter=adapter)
     problems = schema_errors(record, RESULT_SCHEMA)
     if problems:
         raise ValueError("; ".join(problems))

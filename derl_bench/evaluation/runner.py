@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
-from derl_bench.evaluation.families import FamilyAdapter, adapter_for
+from derl_bench.evaluation.families import FamilyAdapter
 from derl_bench.evaluation.policies import AVAILABLE_ACTIONS, ORACLE_PLAN, VALID_ACTIONS, Policy
 from derl_bench.evaluation.protocol import EvalSet
 
@@ -115,11 +115,11 @@ class EpisodeSlot(gym.Wrapper):
 
 
 def _make_slot(env_id: str, env_kwargs: dict[str, Any], slot: int,
-               needs: frozenset[str]) -> gym.Env:
+               needs: frozenset[str], adapter: FamilyAdapter) -> gym.Env:
     import derl_bench  # noqa: F401  (registers the ids in worker processes)
 
     env = gym.make(env_id, **env_kwargs)
-    return EpisodeSlot(env, adapter_for(env_id), slot, needs)
+    return EpisodeSlot(env, adapter, slot, needs)
 
 
 def slot_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
@@ -146,8 +146,10 @@ def run_episodes(
     base_seed: int = 0,
     keep_trajectories: bool = False,
     on_episode: Callable[[EpisodeResult], None] | None = None,
+    adapter: FamilyAdapter,
 ) -> list[EpisodeResult]:
-    """Run ``policy`` on the first ``limit`` (default: all) episodes of ``eval_set``.
+    """Run ``policy`` on the first ``limit`` (default: all) episodes of ``eval_set``, which
+    ``adapter`` made (its rules reset, score and describe each episode).
 
     Returns the results in eval-set order. ``on_episode`` is called as each episode ends
     (in completion order), e.g. to advance a progress bar.
@@ -157,7 +159,9 @@ def run_episodes(
         return []
     kwargs = {**eval_set.spec.env_kwargs, **(env_kwargs or {})}
     k = max(1, min(num_envs, len(entries)))
-    fns = [functools.partial(_make_slot, eval_set.env_id, kwargs, s, policy.needs)
+    # a worker process gets the adapter pickled with its family (parts by reference), so it
+    # plays by the rules this process resolved
+    fns = [functools.partial(_make_slot, eval_set.env_id, kwargs, s, policy.needs, adapter)
            for s in range(k)]
     if k == 1:
         vec: gym.vector.VectorEnv = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)

@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from derl_bench.family import family_spec
+from derl_bench.cards import CardError
+from derl_bench.family import Family, resolve_family
 from derl_bench.policies.tiny import build_seeded_decoder, write_model_dir
 
 PAD, UNK, BOS, EOS, EOC = "<pad>", "<unk>", "<bos>", "<eos>", "<eoc>"
@@ -37,7 +38,7 @@ SPECIAL_TOKENS = (PAD, UNK, BOS, EOS, EOC)
 @dataclass(frozen=True)
 class CommandParts:
     """What a family gives the command stack: the object its card's ``commands`` hook names
-    (``family_spec(env_id).part("commands")``).
+    (a resolved family's ``commands``, :func:`command_parts`).
 
     ``state`` makes a new state tracker for an episode (the class itself will do): an object
     with ``reset(observation, info)``, ``update(command, observation, info)`` and ``render()``
@@ -49,6 +50,18 @@ class CommandParts:
 
     state: Callable[[], Any]
     tokenizer: Callable[[str | Path | None], Any]
+
+
+def command_parts(family: Family) -> CommandParts:
+    """The command stack's parts of ``family``; a :class:`~derl_bench.cards.CardError` when its
+    card names no ``commands`` hook (the family has no command policies).
+
+    >>> command_parts(resolve_family("derl/ALFWorld-v0")).state.__name__
+    'CompactState'
+    """
+    if family.commands is None:
+        raise CardError(f"card {family.name!r} names no 'commands' hook")
+    return family.commands
 
 
 def word_tokenizer(tokens: Sequence[str]) -> Any:
@@ -113,11 +126,14 @@ def build_command_model(tokenizer: Any, spec: CommandModelSpec | None = None) ->
 
 
 def init_command_model(path: str | Path, env_id: str, spec: CommandModelSpec | None = None,
-                       data_root: str | Path | None = None, overwrite: bool = False) -> Path:
+                       data_root: str | Path | None = None, overwrite: bool = False, *,
+                       family: Family | None = None) -> Path:
     """Write the command model and the tokenizer of ``env_id``'s family (its card's
     ``commands`` hook) to ``path`` (atomically, see
-    :func:`~derl_bench.policies.tiny.write_model_dir`) and return it."""
-    parts: CommandParts = family_spec(env_id).part("commands")
+    :func:`~derl_bench.policies.tiny.write_model_dir`) and return it. ``family`` is that
+    :class:`~derl_bench.family.Family` where the caller resolved it (found from ``env_id``
+    otherwise)."""
+    parts = command_parts(family or resolve_family(env_id))
     spec = spec or CommandModelSpec()
 
     def build() -> tuple[Any, Any]:
@@ -129,4 +145,5 @@ def init_command_model(path: str | Path, env_id: str, spec: CommandModelSpec | N
 
 
 __all__ = ["BOS", "EOC", "EOS", "PAD", "SPECIAL_TOKENS", "UNK", "CommandModelSpec",
-           "CommandParts", "build_command_model", "init_command_model", "word_tokenizer"]
+           "CommandParts", "build_command_model", "command_parts", "init_command_model",
+           "word_tokenizer"]

@@ -35,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from derl_bench.family import family_spec
+from derl_bench.family import Family, resolve_family
 from derl_bench.policies.commands import (
     CommandPolicy,
     StateIds,
@@ -104,11 +104,13 @@ class _Running:
 
 def command_envs(env_id: str, level: str, split: str, n: int, *,
                  max_episode_steps: int | None = None, data_root: str | None = None,
-                 teacher: bool = False, think_action: bool = False) -> list[gym.Env]:
+                 teacher: bool = False, think_action: bool = False,
+                 family: Family | None = None) -> list[gym.Env]:
     """``n`` envs of ``level``'s ``split`` for :func:`play`: ``teacher`` puts the teacher's
     command in ``info``; ``think_action`` sends each command through the think/action parser
     (the card's ``action_parser``: its ``format_valid``), as an LLM's response would reach the
-    env."""
+    env. That parser is ``family``'s (``env_id``'s :class:`~derl_bench.family.Family`, where
+    the caller resolved it; found from ``env_id`` otherwise)."""
     from derl_bench.observers.think_action import ThinkActionWrapper
 
     kwargs: dict[str, Any] = {"level": level, "split": split}
@@ -121,7 +123,7 @@ def command_envs(env_id: str, level: str, split: str, n: int, *,
     envs = [gym.make(env_id, **kwargs) for _ in range(n)]
     if not think_action:
         return envs
-    parser = family_spec(env_id).part("action_parser")
+    parser = (family or resolve_family(env_id)).action_parser
     return [ThinkActionWrapper(env, parser) for env in envs]
 
 

@@ -26,7 +26,8 @@ class ALFWorldAdapter(FamilyAdapter):
         return self.eval_set(level)
 
     def levels(self) -> dict[str, LevelSpec]:
-        return {level: LevelSpec(card_manifest("alfworld", f"{level}-{kwargs['split']}"), kwargs)
+        return {level: LevelSpec(card_manifest(self.resolved, f"{level}-{kwargs['split']}"),
+                                 kwargs)
                 for level, kwargs in eval_splits(self.resolved, self.env_id).items()}
 
     def reset_options(self, env: gym.Env, entry: str) -> dict[str, Any]:

@@ -31,7 +31,7 @@ class ScienceWorldAdapter(FamilyAdapter):
     has_published = True
 
     def levels(self) -> dict[str, LevelSpec]:
-        return {level: LevelSpec(card_manifest("scienceworld", f"{level}-{kwargs['split']}"),
+        return {level: LevelSpec(card_manifest(self.resolved, f"{level}-{kwargs['split']}"),
                                  kwargs, sample_size=SCIENCEWORLD_SAMPLE, sample_seed=SAMPLE_SEED)
                 for level, kwargs in eval_splits(self.resolved, self.env_id).items()}
 
