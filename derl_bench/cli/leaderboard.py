@@ -98,14 +98,15 @@ def run_render(args: argparse.Namespace) -> int:
     """Render from the valid records; invalid ones are reported and left out."""
     from derl_bench.evaluation.record import read_run_here
     from derl_bench.leaderboard import render_html, render_markdown, validate_board
-    from derl_bench.leaderboard.board import build_boards
+    from derl_bench.leaderboard.board import build_boards, evaluated_adapters
     from derl_bench.leaderboard.markdown import collect_citations
     from derl_bench.leaderboard.render import leaderboards_folder_problem, render_all
 
     if args.check:
         _board_dir(args.dir)  # it only reads: a missing folder is a mistake, not a stale board
-    else:
-        problem = leaderboards_folder_problem(args.dir)
+    adapters = evaluated_adapters()
+    if not args.check:
+        problem = leaderboards_folder_problem(args.dir, adapters)
         if problem:
             raise CommandError(problem)
         require_output_folder("--dir", args.dir)
@@ -117,7 +118,7 @@ def run_render(args: argparse.Namespace) -> int:
             print(f"skipping invalid {report.path}: {'; '.join(report.problems)}",
                   file=sys.stderr)
     if args.check:
-        boards = build_boards(records, read_run_here(args.dir))
+        boards = build_boards(records, read_run_here(args.dir), adapters)
         expected = {args.dir / "README.md": render_markdown(boards, collect_citations(boards)),
                     args.dir / "index.html": render_html(boards)}
         stale = [p for p, text in expected.items()
@@ -125,7 +126,7 @@ def run_render(args: argparse.Namespace) -> int:
         for path in stale:
             print(f"out of date: {path} (run `derl-bench leaderboard render`)", file=sys.stderr)
         return 1 if stale else 0
-    written = render_all(records, args.dir, charts=not args.no_charts)
+    written = render_all(records, args.dir, charts=not args.no_charts, adapters=adapters)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     print(f"rendered {len(records)} records", file=sys.stderr)

@@ -22,13 +22,13 @@ def _run(args: argparse.Namespace) -> int:
 
 def _proxy(args: argparse.Namespace) -> int:
     from derl_bench.experiments.proxy import ProxyConfig, proxy_methods, run_proxy, small
-    from derl_bench.family import family_spec
 
     try:
-        if family_spec(args.env).multi_turn:
-            raise ValueError("the proxy benchmark runs single-step tasks")
+        # the config resolves the task's family once; every mode below reads it from there
         config = ProxyConfig(output=args.output, workers=args.workers, env_id=args.env,
                              pick=args.pick)
+        if config.family.multi_turn:
+            raise ValueError("the proxy benchmark runs single-step tasks")
     except (ValueError, KeyError) as err:
         reason = err.args[0] if isinstance(err, KeyError) and err.args else err
         raise CommandError(f"--env {args.env}: {reason}") from err

@@ -111,8 +111,9 @@ def run_climb(config: ClimbConfig, log: Any = print) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     proxy = config.proxy
-    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id))
-    planted = planted_reward(proxy.env_id)
+    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id,
+                           proxy.family))
+    planted = planted_reward(proxy.env_id, proxy.family)
     weights, counts = draw_neighbours(planted, proxy.env_id, config.neighbours,
                                       config.draw_seed)
     exprs = list(dict.fromkeys([planted, *HAND_MADE.values(), *weights]))

@@ -155,7 +155,8 @@ def run_landscape(config: LandscapeConfig, log: Any = print) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     proxy = config.proxy
-    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id))
+    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id,
+                           proxy.family))
     exprs, drawn = draw_rewards(config.rewards, config.draw_seed, config.max_depth,
                                 proxy.env_id)
     hand = list(HAND_MADE.values())

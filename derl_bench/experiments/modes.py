@@ -169,11 +169,11 @@ def run_modes(config: Any, trained: bool = True) -> dict[str, dict[str, Any]]:
     from derl_bench.files import write_json_atomic, write_text_atomic
 
     require_modes(config.env_id)
-    rewards = {**HAND_MADE, **planted_parts(config.env_id),
-               "the planted reward": planted_reward(config.env_id)}
+    rewards = {**HAND_MADE, **planted_parts(config.env_id, config.family),
+               "the planted reward": planted_reward(config.env_id, config.family)}
     out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
-    model = str(base_model(out / "base-model", config.base_spec, config.env_id))
+    model = str(base_model(out / "base-model", config.base_spec, config.env_id, config.family))
     tokens, episodes = int(config.inner["max_new_tokens"]), int(config.validation_episodes)
     figures = {f"base ({label})": measure_modes(model, config.env_id, episodes, t,
                                                 max_new_tokens=tokens)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from derl_bench.experiments.proxy.config import HAND_MADE, ProxyConfig
 from derl_bench.experiments.stats import (
@@ -45,6 +45,9 @@ from derl_bench.experiments.stats import (
     t_quantile,
 )
 from derl_bench.files import write_json_atomic, write_text_atomic
+
+if TYPE_CHECKING:
+    from derl_bench.family import Family
 
 PILOT_OFFSET = 0
 CONFIRM_OFFSET = 1_000
@@ -73,22 +76,23 @@ class PlantedConfig:
         return Path(self.proxy.output) / "planted"
 
 
-def planted_reward(env_id: str) -> str:
-    """The reward ``env_id``'s card plants (its ``planted_reward``)."""
-    from derl_bench.family import card_for
+def planted_reward(env_id: str, family: Family | None = None) -> str:
+    """The reward ``env_id``'s card plants (its ``planted_reward``). ``family``: ``env_id``'s,
+    where the caller has resolved it."""
+    from derl_bench.family import resolve_family
 
-    expr = card_for(env_id).get("planted_reward")
+    expr = (family or resolve_family(env_id)).card.get("planted_reward")
     if not expr:
         raise ValueError(f"{env_id}'s card names no planted_reward")
     return str(expr)
 
 
-def planted_parts(env_id: str) -> dict[str, str]:
+def planted_parts(env_id: str, family: Family | None = None) -> dict[str, str]:
     """The parts ``env_id``'s card names for its planted reward (``planted_parts``; label ->
-    Meta-Reward), or none."""
-    from derl_bench.family import card_for
+    Meta-Reward), or none. ``family``: ``env_id``'s, where the caller has resolved it."""
+    from derl_bench.family import resolve_family
 
-    parts = card_for(env_id).get("planted_parts") or {}
+    parts = (family or resolve_family(env_id)).card.get("planted_parts") or {}
     return {str(label): str(expr) for label, expr in dict(parts).items()}
 
 
@@ -135,9 +139,10 @@ def run_planted(config: PlantedConfig, log: Any = print) -> dict[str, Any]:
 
     proxy = config.proxy
     config.output.mkdir(parents=True, exist_ok=True)
-    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id))
-    planted = planted_reward(proxy.env_id)
-    parts = planted_parts(proxy.env_id)
+    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id,
+                           proxy.family))
+    planted = planted_reward(proxy.env_id, proxy.family)
+    parts = planted_parts(proxy.env_id, proxy.family)
     rewards = {"planted": planted, **HAND_MADE, **parts}
     exprs = list(dict.fromkeys(rewards.values()))
     pilot_seeds = fresh_seeds(config.pilot_seeds, PILOT_OFFSET)

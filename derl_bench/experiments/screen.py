@@ -113,22 +113,23 @@ def run_screen(config: ScreenConfig, log: Any = print) -> dict[str, Any]:
     """Run the screen (see the module docstring); returns what ``screen.json`` holds."""
     from derl_bench.experiments.modes import require_modes, sample_responses
     from derl_bench.experiments.proxy.run import base_model
-    from derl_bench.family import card_for, family_spec
     from derl_bench.meta.probe import ProbeSet
     from derl_bench.reward import compile_reward, random_expression
 
     proxy = config.proxy
     require_modes(proxy.env_id)
-    traps = tuple(str(t) for t in card_for(proxy.env_id).get("trap_modes") or ())
+    family = proxy.family
+    traps = tuple(str(t) for t in family.card.get("trap_modes") or ())
     out = config.output
     out.mkdir(parents=True, exist_ok=True)
-    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id))
+    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id,
+                           family))
     samples = sample_responses(model, proxy.env_id, config.episodes, 1.0, config.sample_seed,
                                int(proxy.inner["max_new_tokens"]))
     names = sorted(samples[0]["primitives"])
     probe = ProbeSet(proxy.env_id, {n: np.array([s["primitives"][n] for s in samples])
                                     for n in names}, "responses")
-    right = probe.columns[family_spec(proxy.env_id).success_primitive] > 0.5
+    right = probe.columns[family.spec.success_primitive] > 0.5
     if right.all():
         raise ValueError(f"every one of the base's {len(samples)} samples is right: a screen "
                          "needs wrong answers to rank")

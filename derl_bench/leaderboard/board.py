@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from derl_bench.evaluation.families import adapter_for, evaluated_env_ids
+from derl_bench.evaluation.families import FamilyAdapter
 from derl_bench.evaluation.policies import SCRIPTED
 from derl_bench.evaluation.record import record_digest
 from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, policy_interface
-from derl_bench.family import DEFAULT_SUCCESS_RULE
+from derl_bench.family import DEFAULT_SUCCESS_RULE, family_specs, resolve_family
+from derl_bench.leaderboard.validate import adapter_of
 from derl_bench.meta.methods import HAND_MADE_GROUP, SEARCHED_GROUP, method_head, methods
 
 PROVENANCES = ("run here", "submitted", "reported")
@@ -177,16 +178,31 @@ def provenance(record: Mapping[str, Any], run_here: Collection[str]) -> str:
     return "run here" if record_digest(record) in run_here else "submitted"
 
 
+def evaluated_adapters() -> list[FamilyAdapter]:
+    """The evaluation rules of every env id that has an evaluation protocol, in card order
+    (those of :func:`~derl_bench.evaluation.families.evaluated_env_ids`): one board each, each
+    family resolved once."""
+    adapters = []
+    for spec in family_specs().values():
+        if spec.has_part("evaluation"):
+            family = resolve_family(spec)
+            adapters += [adapter_of(family, env_id) for env_id in spec.env_ids]
+    return adapters
+
+
 def build_boards(records: Sequence[tuple[Path, dict[str, Any]]],
-                 run_here: Collection[str] = ()) -> list[Board]:
+                 run_here: Collection[str] = (),
+                 adapters: Sequence[FamilyAdapter] | None = None) -> list[Board]:
     """Group valid records into boards, in env-card order; ``run_here`` holds the digests of
-    the records the project ran itself (:func:`~derl_bench.evaluation.record.read_run_here`)."""
+    the records the project ran itself (:func:`~derl_bench.evaluation.record.read_run_here`);
+    ``adapters`` the boards' evaluation rules (default: :func:`evaluated_adapters`)."""
+    if adapters is None:
+        adapters = evaluated_adapters()
     boards: dict[str, Board] = {}
-    for env_id in evaluated_env_ids():
-        adapter = adapter_for(env_id)
+    for adapter in adapters:
         name = adapter.benchmark
         card_board = adapter.spec.board(name)
-        boards[name] = Board(name, env_id, list(adapter.levels()), [],
+        boards[name] = Board(name, adapter.env_id, list(adapter.levels()), [],
                              published_metric=adapter.has_published,
                              heading=card_board.title, success_rule=card_board.success_rule)
     rows: dict[tuple[str, str, str, str, str], Row] = {}

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from derl_bench.evaluation.families import adapter_for, evaluated_env_ids
+from derl_bench.evaluation.families import FamilyAdapter
 from derl_bench.evaluation.record import RUN_HERE_FILE, read_run_here
-from derl_bench.leaderboard.board import build_boards
+from derl_bench.leaderboard.board import build_boards, evaluated_adapters
 from derl_bench.leaderboard.chart import render_chart
 from derl_bench.leaderboard.markdown import GENERATED, collect_citations, render_markdown
 from derl_bench.leaderboard.page import PAGE_TITLE, render_html
@@ -40,10 +40,12 @@ def _rendered(path: Path) -> bool:
     return RENDERED[path.name] in head
 
 
-def leaderboards_folder_problem(folder: Path) -> str | None:
+def leaderboards_folder_problem(folder: Path,
+                                adapters: Sequence[FamilyAdapter] | None = None) -> str | None:
     """Why ``render`` may not write into ``folder``, else None: it is a file; it holds a
     README.md or index.html that ``render`` did not write; or it holds other things and
-    nothing of a board."""
+    nothing of a board. ``adapters``: the boards' evaluation rules (default:
+    :func:`~derl_bench.leaderboard.board.evaluated_adapters`)."""
     if not folder.exists():
         return None
     if not folder.is_dir():
@@ -58,7 +60,9 @@ def leaderboards_folder_problem(folder: Path) -> str | None:
                 f"{'was' if len(foreign) == 1 else 'were'} not written by `derl-bench "
                 f"leaderboard render` and would be replaced; {advice}")
     entries = {p.name for p in folder.iterdir()}
-    benchmarks = {adapter_for(env_id).benchmark for env_id in evaluated_env_ids()}
+    if adapters is None:
+        adapters = evaluated_adapters()
+    benchmarks = {adapter.benchmark for adapter in adapters}
     if not entries or entries & (benchmarks | {RUN_HERE_FILE, *RENDERED}):
         return None
     return (f"{folder} is not a leaderboard folder: it holds no <benchmark>/ record folder, "
@@ -66,11 +70,13 @@ def leaderboards_folder_problem(folder: Path) -> str | None:
 
 
 def render_all(records: Sequence[tuple[Path, dict[str, Any]]], out_dir: Path,
-               charts: bool = True) -> dict[Path, str]:
+               charts: bool = True,
+               adapters: Sequence[FamilyAdapter] | None = None) -> dict[Path, str]:
     """Render every output under ``out_dir`` (a leaderboards folder: see
     :func:`leaderboards_folder_problem`, which the caller checks first); returns the text files
-    written (path -> text)."""
-    boards = build_boards(records, read_run_here(out_dir))
+    written (path -> text). ``adapters``: the boards' evaluation rules, as
+    :func:`~derl_bench.leaderboard.board.build_boards` takes them."""
+    boards = build_boards(records, read_run_here(out_dir), adapters)
     texts = {
         out_dir / "README.md": render_markdown(boards, collect_citations(boards)),
         out_dir / "index.html": render_html(boards),

@@ -58,8 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from derl_bench.cards import load_card
-from derl_bench.evaluation.families import adapter_for, evaluated_env_ids
+from derl_bench.cards import CardError
+from derl_bench.evaluation.families import FamilyAdapter, evaluated_env_ids
 from derl_bench.evaluation.protocol import ProtocolError, draw_rule
 from derl_bench.evaluation.schema import (
     REPORTED_NOTE,
@@ -69,6 +69,7 @@ from derl_bench.evaluation.schema import (
     policy_interface,
     schema_errors,
 )
+from derl_bench.family import Family, resolve_family
 
 MAX_BYTES = 1 << 20
 SE_TOLERANCE = 1e-6
@@ -175,7 +176,7 @@ def _rate_problems(block: Mapping[str, Any], n: int, successes: int, where: str)
     return problems
 
 
-def _run_problems(record: Mapping[str, Any], size: int) -> list[str]:
+def _run_problems(record: Mapping[str, Any], size: int, adapter: FamilyAdapter) -> list[str]:
     res = record["results"]
     problems = []
     for name in ("n", "successes", "mean_steps", "wall_time_s"):
@@ -205,7 +206,6 @@ def _run_problems(record: Mapping[str, Any], size: int) -> list[str]:
             problems.append("$.results.per_task_type: the task types' n do not add up to n")
         if sum(b["successes"] for b in types.values()) != successes:
             problems.append("$.results.per_task_type: the successes do not add up")
-    adapter = adapter_for(record["env"]["id"])
     problems += _published_problems(res, n, adapter.has_published)
     if res["mean_steps"] > adapter.max_steps:
         problems.append(f"$.results.mean_steps: {res['mean_steps']} exceeds the "
@@ -231,7 +231,7 @@ def _published_problems(res: Mapping[str, Any], n: int, has_published: bool) -> 
 _SETUP_HINTS = {"checkpoint": " (which weights were evaluated: derl-bench evaluate --checkpoint)"}
 
 
-def _setup_problems(record: Mapping[str, Any]) -> list[str]:
+def _setup_problems(record: Mapping[str, Any], adapter: FamilyAdapter) -> list[str]:
     """The setup says what it knows, says why for what it does not, and a run's setup is the
     protocol's: one pass over its eval set, capped at the env's step cap."""
     setup = record["setup"]
@@ -249,7 +249,6 @@ def _setup_problems(record: Mapping[str, Any]) -> list[str]:
         if setup[name] is None:
             problems.append(f"$.setup.{name}: a run record states it"
                             f"{_SETUP_HINTS.get(name, '')}")
-    adapter = adapter_for(record["env"]["id"])
     expected = {"step_cap": adapter.max_steps, "episodes": record["results"]["n"],
                 "drawn": draw_rule(record["eval_set"]), "repeats": 1}
     for name, want in expected.items():
@@ -259,14 +258,13 @@ def _setup_problems(record: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _reported_problems(record: Mapping[str, Any]) -> list[str]:
+def _reported_problems(record: Mapping[str, Any], adapter: FamilyAdapter) -> list[str]:
     problems = []
     results = record["results"]
     if "published" in results:
         problems.append("$.results.published: a reported record gives one rate, labelled by "
                         "$.results.metric")
-    if (results.get("metric") == "published"
-            and not adapter_for(record["env"]["id"]).has_published):
+    if results.get("metric") == "published" and not adapter.has_published:
         problems.append("$.results.metric: this env has no published metric")
     source = record["source"]
     if source is None:
@@ -278,11 +276,11 @@ def _reported_problems(record: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _eval_set_problems(record: Mapping[str, Any]) -> tuple[list[str], int]:
+def _eval_set_problems(record: Mapping[str, Any],
+                       adapter: FamilyAdapter | None) -> tuple[list[str], int]:
     env_id = record["env"]["id"]
-    if env_id not in evaluated_env_ids():
+    if adapter is None:
         return [f"$.env.id: unknown env {env_id!r}"], 0
-    adapter = adapter_for(env_id)
     problems = []
     if record["benchmark"] != adapter.benchmark:
         problems.append(f"$.benchmark: {record['benchmark']!r} does not match env {env_id} "
@@ -310,43 +308,45 @@ def _eval_set_problems(record: Mapping[str, Any]) -> tuple[list[str], int]:
     return problems, int(expected["size"])
 
 
-def _interface_problems(record: Mapping[str, Any]) -> list[str]:
+def _interface_problems(record: Mapping[str, Any], adapter: FamilyAdapter | None) -> list[str]:
     """The record's policy interface is one its env offers."""
     env_id, interface = record["env"]["id"], policy_interface(record)
-    if env_id not in evaluated_env_ids():
+    if adapter is None:
         return []  # reported by the eval-set check
-    offered = adapter_for(env_id).policy_interfaces
+    offered = adapter.policy_interfaces
     if interface not in offered:
         return [f"$.policy_interface: {env_id} offers no {interface!r} interface "
                 f"(it offers {', '.join(offered)})"]
     return []
 
 
-@functools.cache
-def known_data_checksums(family: str) -> dict[str, frozenset[str]]:
+def known_data_checksums(family: str | Family) -> dict[str, frozenset[str]]:
     """Data path -> the sha256 values accepted for it: every checksum the data catalogue records
     (:mod:`derl_bench.data.sources`), plus the ``data_checksums`` of the family's card (for
     checksums over a selection of files, such as an eval set's games), plus the manifest
-    checksum of each generated split (``<family>/<split>``)."""
+    checksum of each generated split (``<family>/<split>``).
+
+    ``family`` is a resolved :class:`~derl_bench.family.Family`, or a family's name."""
     from derl_bench.data.verify import catalogue
 
+    family = resolve_family(family)
     known = {path: set(expected.sha256) for path, expected in catalogue().items()}
-    card = load_card(family)
+    card = family.card
     for path, digest in (card.get("data_checksums") or {}).items():
         known.setdefault(str(path), set()).add(str(digest))
     # A family that generates its problems (derl/Arithmetic-v0) reads no files: the data of a
     # split is its generated manifest, checksummed on the card.
     for split, spec in (card.get("splits") or {}).items():
         if isinstance(spec, Mapping) and spec.get("manifest_sha256"):
-            known.setdefault(f"{family}/{split}", set()).add(str(spec["manifest_sha256"]))
+            known.setdefault(f"{family.name}/{split}", set()).add(str(spec["manifest_sha256"]))
     return {path: frozenset(digests) for path, digests in known.items() if digests}
 
 
-def _data_checksum_problems(record: Mapping[str, Any]) -> list[str]:
+def _data_checksum_problems(record: Mapping[str, Any], adapter: FamilyAdapter) -> list[str]:
     given = record["data_checksums"]
     if record["kind"] == "run" and not given:
         return ["$.data_checksums: a run record must list the checksums of the data it read"]
-    known = known_data_checksums(adapter_for(record["env"]["id"]).family)
+    known = _known_checksums(adapter)
     problems = []
     for path, digest in given.items():
         if path not in known:
@@ -378,14 +378,21 @@ def _meta_reward_problems(record: Mapping[str, Any]) -> list[str]:
     return []
 
 
+# Keyed by the adapter: a family resolved again after a reload makes new ones, so what was
+# read from the old cards is never handed out for the new.
 @functools.cache
-def _level_task_types(env_id: str, level: str) -> frozenset[str]:
-    return adapter_for(env_id).task_types(level)
+def _known_checksums(adapter: FamilyAdapter) -> dict[str, frozenset[str]]:
+    return known_data_checksums(adapter.resolved)
 
 
-def _task_type_problems(record: Mapping[str, Any]) -> list[str]:
+@functools.cache
+def _level_task_types(adapter: FamilyAdapter, level: str) -> frozenset[str]:
+    return adapter.task_types(level)
+
+
+def _task_type_problems(record: Mapping[str, Any], adapter: FamilyAdapter) -> list[str]:
     """The per-task-type breakdown names only task types of the level's eval set."""
-    known = _level_task_types(record["env"]["id"], record["level"])
+    known = _level_task_types(adapter, record["level"])
     return [f"$.results.per_task_type.{name}: not a task type of {record['env']['id']} at "
             f"{record['level']} (it has {', '.join(sorted(known))})"
             for name in record["results"]["per_task_type"] if name not in known]
@@ -426,6 +433,23 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
 
 
+def adapter_of(family: Family, env_id: str) -> FamilyAdapter:
+    """The evaluation rules of ``env_id``, one of ``family``'s ids; a card whose evaluation
+    hook is broken is a :class:`~derl_bench.evaluation.protocol.ProtocolError`."""
+    try:
+        return family.adapter(env_id)
+    except CardError as err:
+        raise ProtocolError(str(err)) from None
+
+
+def _record_adapter(env_id: str) -> FamilyAdapter | None:
+    """The evaluation rules of a record's env id; ``None`` for an id with no evaluation
+    protocol, which the eval-set check reports."""
+    if env_id not in evaluated_env_ids():
+        return None
+    return adapter_of(resolve_family(env_id), env_id)
+
+
 def record_problems(record: Any, path: Path | None = None) -> list[str]:
     """Every reason ``record`` (parsed JSON) is not a valid submission; with ``path`` (a file on
     a board, ``<board>/<benchmark>/<name>.json``) also whether its folder and name fit it."""
@@ -433,27 +457,28 @@ def record_problems(record: Any, path: Path | None = None) -> list[str]:
     problems += code_problems(record)
     if problems:
         return problems
+    adapter = _record_adapter(record["env"]["id"])
     problems += _date_problems(record["date"])
     if record.get("protocol", "strict") != "strict":
         problems.append(f"$.protocol: a {record['protocol']} record reproduces another "
                         "protocol; boards rank the strict protocol")
-    eval_problems, size = _eval_set_problems(record)
+    eval_problems, size = _eval_set_problems(record, adapter)
     problems += eval_problems
-    problems += _interface_problems(record)
+    problems += _interface_problems(record, adapter)
     if path is not None:
         if path.parent.name != record["benchmark"]:
             problems.append(f"file is in folder {path.parent.name!r}, but its benchmark is "
                             f"{record['benchmark']!r}")
         problems += name_problems(path, record)
-    if size:
-        problems += _setup_problems(record)
-        problems += _data_checksum_problems(record)
-        problems += _task_type_problems(record)
+    if size and adapter is not None:
+        problems += _setup_problems(record, adapter)
+        problems += _data_checksum_problems(record, adapter)
+        problems += _task_type_problems(record, adapter)
         problems += _meta_reward_problems(record)
         if record["kind"] == "run":
-            problems += _run_problems(record, size)
+            problems += _run_problems(record, size, adapter)
         else:
-            problems += _reported_problems(record)
+            problems += _reported_problems(record, adapter)
     return problems
 
 

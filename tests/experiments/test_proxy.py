@@ -27,6 +27,19 @@ def test_the_full_benchmark_runs_the_paper_budget_with_a_frozen_control():
     assert config.endpoint_from == 10
 
 
+def test_a_config_reads_its_task_from_the_family_it_resolved_and_small_keeps_it():
+    from derl_bench.experiments.planted import planted_reward
+    from derl_bench.experiments.proxy.config import config_json
+    from derl_bench.family import resolve_family
+
+    config = ProxyConfig(env_id="derl/DigitsHack-v0")
+    assert config.family is resolve_family("derl/DigitsHack-v0")
+    assert config.validation_episodes == config.family.card["proxy"]["validation_episodes"]
+    assert small(config).family is config.family
+    assert "family" not in config_json(config)  # results.json keeps the env id, not the card
+    assert planted_reward(config.env_id, config.family) == planted_reward(config.env_id)
+
+
 def test_validation_resolves_one_problem_in_a_thousand():
     config = ProxyConfig()
     assert config.validation_episodes >= 1000

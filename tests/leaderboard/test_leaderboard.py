@@ -514,6 +514,21 @@ def test_render_skips_invalid_records(tmp_path, capsys):
     assert "| random | none | submitted |" in (board_dir / "README.md").read_text()
 
 
+def test_the_boards_take_the_evaluation_rules_they_are_handed():
+    from derl_bench.leaderboard.board import evaluated_adapters
+    from derl_bench.leaderboard.validate import known_data_checksums
+
+    adapters = evaluated_adapters()
+    assert [a.env_id for a in adapters] == evaluated_env_ids()
+    records = [(p, json.loads(p.read_text())) for p in committed()]
+    assert build_boards(records, adapters=adapters) == build_boards(records)
+    only = [a for a in adapters if a.benchmark == "gsm8k"]
+    gsm8k = [(p, r) for p, r in records if r["benchmark"] == "gsm8k"]
+    assert [b.benchmark for b in build_boards(gsm8k, adapters=only)] == ["gsm8k"]
+    family = only[0].resolved
+    assert known_data_checksums(family) == known_data_checksums(family.name)
+
+
 def test_render_writes_only_into_a_leaderboards_folder(tmp_path, capsys):
     # A project's root: its own README.md and no board in it.
     project = tmp_path / "project"

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from derl_bench.experiments.rescore import PICK_RULES
 from derl_bench.meta.methods import methods
+
+if TYPE_CHECKING:
+    from derl_bench.family import Family
 
 HAND_MADE: dict[str, str] = {
     "outcome": "outcome",
@@ -68,18 +72,14 @@ class BaseModelSpec:
     seed: int = 0
 
 
-def _card_proxy(env_id: str) -> dict[str, Any]:
-    from derl_bench.family import card_for
-
-    return dict(card_for(env_id).get("proxy") or {})
-
-
-def base_spec_for(env_id: str) -> BaseModelSpec:
+def base_spec_for(env_id: str, family: Family | None = None) -> BaseModelSpec:
     """The base policy recipe of ``env_id``: its card's ``base_policy`` block (whose mixture of
-    demonstration modes the env itself draws from), else Arithmetic's defaults."""
-    from derl_bench.family import card_for
+    demonstration modes the env itself draws from), else Arithmetic's defaults. ``family``:
+    ``env_id``'s, where the caller has resolved it."""
+    from derl_bench.family import resolve_family
 
-    block = card_for(env_id).get("base_policy")
+    family = family or resolve_family(env_id)
+    block = family.card.get("base_policy")
     if not block:
         return BaseModelSpec()
     return BaseModelSpec(steps=int(block["steps"]), format_dropout=0.0,
@@ -151,10 +151,19 @@ class ProxyConfig:
         # The inner runs train on the benchmark's task, whatever the recipe's dict says.
         self.inner = {**self.inner, "env_id": self.env_id}
         if self.base is None:
-            self.base = base_spec_for(self.env_id)
+            self.base = base_spec_for(self.env_id, self.family)
         if self.validation_episodes is None:
-            self.validation_episodes = int(_card_proxy(self.env_id).get(
-                "validation_episodes", 1000))
+            proxy = self.family.card.get("proxy") or {}
+            self.validation_episodes = int(proxy.get("validation_episodes", 1000))
+
+    @functools.cached_property
+    def family(self) -> Family:
+        """The task's family, resolved on first use and read by every experiment on this
+        config (its card's ``base_policy``, ``proxy``, ``planted_reward``, ``trap_modes``).
+        Not a field: ``results.json`` keeps the env id, not the card."""
+        from derl_bench.family import resolve_family
+
+        return resolve_family(self.env_id)
 
     @property
     def base_spec(self) -> BaseModelSpec:
@@ -181,7 +190,9 @@ SMALL: dict[str, Any] = {"seeds": [0], "outer_steps": 1, "population": 2, "valid
 
 def small(config: ProxyConfig) -> ProxyConfig:
     """``config`` at the ``--small`` size."""
-    return replace(config, **{**SMALL, "base": replace(config.base_spec, steps=30)})
+    shrunk = replace(config, **{**SMALL, "base": replace(config.base_spec, steps=30)})
+    shrunk.family = config.family  # the same task: its family is handed on, not resolved again
+    return shrunk
 
 
 def config_json(config: ProxyConfig) -> dict[str, Any]:

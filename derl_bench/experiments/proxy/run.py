@@ -50,18 +50,23 @@ from derl_bench.files import write_json_atomic, write_jsonl_atomic, write_text_a
 from derl_bench.reward import primitive_set
 
 if TYPE_CHECKING:
+    from derl_bench.family import Family
     from derl_bench.meta.config import MetaConfig
 
 
-def base_model(path: Path, spec: BaseModelSpec, env_id: str) -> Path:
+def base_model(path: Path, spec: BaseModelSpec, env_id: str,
+               family: Family | None = None) -> Path:
     """The base policy of ``env_id`` at ``path``, fine-tuned once and reused while ``spec`` is
-    unchanged."""
+    unchanged (nor, but for Arithmetic, what ``env_id``'s card says of it). ``family``:
+    ``env_id``'s, where the caller has resolved it (a :class:`ProxyConfig`'s ``family``)."""
+    from derl_bench.family import resolve_family
     from derl_bench.sft import SFTConfig, run_sft
 
     marker = path / "base_model_spec.json"
     # Arithmetic's marker predates the env id: it keeps its form, so its base is not rebuilt.
-    recipe = asdict(spec) if env_id == ENV_ID else {**asdict(spec), "env_id": env_id,
-                                                         "card": _card_recipe(env_id)}
+    recipe = asdict(spec) if env_id == ENV_ID else {
+        **asdict(spec), "env_id": env_id,
+        "card": _card_recipe(family or resolve_family(env_id))}
     wanted = json.dumps(recipe, sort_keys=True)
     if marker.is_file() and marker.read_text() == wanted:
         return path
@@ -74,13 +79,11 @@ def base_model(path: Path, spec: BaseModelSpec, env_id: str) -> Path:
     return path
 
 
-def _card_recipe(env_id: str) -> dict[str, Any]:
+def _card_recipe(family: Family) -> dict[str, Any]:
     """What of the env's card shapes its base policy: the demonstrations' mixture of modes (the
     ``base_policy`` block) and the problems (the train split), so that a changed card rebuilds
     the base."""
-    from derl_bench.family import card_for
-
-    card = card_for(env_id)
+    card = family.card
     return {"base_policy": card.get("base_policy"),
             "train": (card.get("splits") or {}).get("train")}
 
@@ -279,7 +282,7 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     log(f"base policy: tiny model + SFT ({config.base_spec.steps} steps) ...")
-    model = str(base_model(out / "base-model", config.base_spec, config.env_id))
+    model = str(base_model(out / "base-model", config.base_spec, config.env_id, config.family))
     base = base_figures(model, config)
     # Hand-made rewards train every one of their slots, so their runs are the longest: start
     # them first, so that no worker is left alone with one at the end.
