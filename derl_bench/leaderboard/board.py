@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from derl_bench.evaluation.families import FamilyAdapter
+from derl_bench.evaluation.families import FamilyAdapter, resolve_adapter
 from derl_bench.evaluation.policies import SCRIPTED
 from derl_bench.evaluation.record import record_digest
 from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, policy_interface
 from derl_bench.family import DEFAULT_SUCCESS_RULE, family_specs, resolve_family
-from derl_bench.leaderboard.validate import adapter_of
 from derl_bench.meta.methods import HAND_MADE_GROUP, SEARCHED_GROUP, method_head, methods
 
 PROVENANCES = ("run here", "submitted", "reported")
@@ -186,7 +185,7 @@ def evaluated_adapters() -> list[FamilyAdapter]:
     for spec in family_specs().values():
         if spec.has_part("evaluation"):
             family = resolve_family(spec)
-            adapters += [adapter_of(family, env_id) for env_id in spec.env_ids]
+            adapters += [resolve_adapter(env_id, family) for env_id in spec.env_ids]
     return adapters
 
 

@@ -58,8 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from derl_bench.cards import CardError
-from derl_bench.evaluation.families import FamilyAdapter, evaluated_env_ids
+from derl_bench.evaluation.families import FamilyAdapter, evaluated_env_ids, resolve_adapter
 from derl_bench.evaluation.protocol import ProtocolError, draw_rule
 from derl_bench.evaluation.schema import (
     REPORTED_NOTE,
@@ -433,21 +432,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
 
 
-def adapter_of(family: Family, env_id: str) -> FamilyAdapter:
-    """The evaluation rules of ``env_id``, one of ``family``'s ids; a card whose evaluation
-    hook is broken is a :class:`~derl_bench.evaluation.protocol.ProtocolError`."""
-    try:
-        return family.adapter(env_id)
-    except CardError as err:
-        raise ProtocolError(str(err)) from None
-
-
 def _record_adapter(env_id: str) -> FamilyAdapter | None:
     """The evaluation rules of a record's env id; ``None`` for an id with no evaluation
     protocol, which the eval-set check reports."""
     if env_id not in evaluated_env_ids():
         return None
-    return adapter_of(resolve_family(env_id), env_id)
+    return resolve_adapter(env_id)
 
 
 def record_problems(record: Any, path: Path | None = None) -> list[str]:
