@@ -92,7 +92,8 @@ def run_train(args: argparse.Namespace) -> int:
                 # agent recipes to it.
                 from derl_bench.integrations.trl import train_trl_agent
 
-                history = train_trl_agent(config, resume=args.resume, reward=reward)
+                history = train_trl_agent(config, resume=args.resume, reward=reward,
+                                          family=family)
             else:
                 history, _model = run_training(config, resume=args.resume, reward=reward,
                                                family=family)

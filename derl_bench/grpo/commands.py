@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from derl_bench.family import Family, resolve_family
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.update import DivergedError
 from derl_bench.reward import MetaReward
@@ -143,12 +144,13 @@ def make_envs(config: CommandGRPOConfig, split: str, n: int) -> list[Any]:
 
 
 def train_commands(config: CommandGRPOConfig, log: Any = None,
-                   reward: MetaReward | None = None) -> list[dict[str, Any]]:
+                   reward: MetaReward | None = None,
+                   family: Family | None = None) -> list[dict[str, Any]]:
     """Run the inner GRPO run ``config`` describes; write the model, ``metrics.jsonl`` and
     ``result.json`` to ``output_dir``; return the per-step metrics (the last row holds the
     validation score). ``reward`` is ``config.meta_reward`` compiled where the run started
-    (else it is compiled here)."""
-    from derl_bench.family import family_spec
+    (else it is compiled here), and ``family`` the env's family, resolved there (else
+    here)."""
     from derl_bench.policies import load_model_and_tokenizer
     from derl_bench.policies.commands import CommandPolicy, chosen_log_probs, command_log_probs
     from derl_bench.progress import quiet_transformers
@@ -166,7 +168,9 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
                                                             DERL):
         raise ValueError(f"the Meta-Reward handed to the run, {reward!r}, is not its "
                          f"config's: {config.meta_reward!r} over {config.env_id!r}")
-    state = family_spec(config.env_id).part("commands").state
+    family = family or resolve_family(config.env_id)
+    # a card without a commands hook is refused, naming the hook (CardError)
+    state = (family.commands or family.spec.part("commands")).state
     model, tokenizer = load_model_and_tokenizer(config.model)
     model.eval()
     policy = CommandPolicy(model, tokenizer)

@@ -44,15 +44,15 @@ def run_training(config: TrainConfig, resume: bool = False, reward: MetaReward |
 
     ``reward`` is the run's Meta-Reward, compiled where the run started
     (:func:`~derl_bench.grpo.config.compile_run_reward`); without it the trainer compiles
-    ``config.meta_reward``; ``family`` is the run's family, resolved where it started (the
-    compact trainer takes it; else it resolves ``config.env_id``'s). The path is the
+    ``config.meta_reward``; ``family`` is the run's family, resolved where it started (both
+    trainers take it; else the trainer resolves ``config.env_id``'s). The path is the
     checkpoint this very run wrote after its last step (never an older one left in the run
     directory). Data that differs from the catalogue is
     refused first (:func:`check_data`).
     """
     check_data(config, family)
     if config.trainer == "trl":
-        history = resolve(TRL_TRAINER)(config, resume=resume, reward=reward)
+        history = resolve(TRL_TRAINER)(config, resume=resume, reward=reward, family=family)
         return history, config.run_dir / "final-model"
     from derl_bench.grpo.checkpoint import checkpoints_dir
     from derl_bench.grpo.trainer import initial_model_path, train

@@ -45,7 +45,7 @@ from typing import Any, cast
 
 import torch
 
-from derl_bench.family import family_spec, resolve_family
+from derl_bench.family import Family, resolve_family
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.checkpoint import checkpoints_dir, quiet_transformers, save_checkpoint
 from derl_bench.grpo.config import TINY_MODEL, TrainConfig
@@ -86,8 +86,9 @@ MEMBER_FIELDS = frozenset({"meta_reward", "name", "output_dir", "seed", "data_of
 """Fields in which the members of one population may differ; every other field is shared."""
 
 
-def population_support(config: TrainConfig) -> str | None:
-    """Why runs of ``config`` cannot train as a population (``None``: they can)."""
+def population_support(config: TrainConfig, family: Family | None = None) -> str | None:
+    """Why runs of ``config`` cannot train as a population (``None``: they can); ``family``:
+    ``config.env_id``'s, resolved by the caller (else here, where a reason needs it)."""
     if config.trainer != "compact":
         return f"trainer {config.trainer!r} (only the compact trainer trains populations)"
     if config.backend != "transformers":
@@ -96,7 +97,7 @@ def population_support(config: TrainConfig) -> str | None:
         return "env_actors (a multi-turn setting)"
     if config.lora is not None:
         return "lora (a population stacks whole models; LoRA inner runs train separately)"
-    if family_spec(config.env_id).multi_turn:
+    if (family or resolve_family(config.env_id)).multi_turn:
         return f"{config.env_id} is multi-turn (populations train single-step envs)"
     if config.model != TINY_MODEL:
         from transformers import AutoConfig
@@ -366,7 +367,7 @@ def member_optimizer_state(optimizer: torch.optim.Optimizer, index: int) -> dict
             "param_groups": copy.deepcopy(state["param_groups"])}
 
 
-def _check(configs: Sequence[TrainConfig]) -> None:
+def _check(configs: Sequence[TrainConfig], family: Family | None) -> None:
     if not configs:
         raise ValueError("a population needs at least one run")
     keys = [population_key(c) for c in configs]
@@ -375,7 +376,7 @@ def _check(configs: Sequence[TrainConfig]) -> None:
                          if k not in MEMBER_FIELDS and configs[0].to_dict()[k] != v})
         raise ValueError("runs of one population must share their start model and recipe; "
                          f"these differ: {', '.join(differ) or 'seed (tiny model)'}")
-    reason = population_support(configs[0])
+    reason = population_support(configs[0], family)
     if reason is not None:
         raise ValueError(f"these runs cannot train as a population: {reason}")
     dirs = [c.run_dir.resolve() for c in configs]
@@ -393,15 +394,17 @@ def _start_models(configs: Sequence[TrainConfig]) -> str:
 
 
 def train_population(configs: Sequence[TrainConfig],
-                     meta_rewards: Sequence[MetaReward] | None = None) -> PopulationRun:
+                     meta_rewards: Sequence[MetaReward] | None = None,
+                     family: Family | None = None) -> PopulationRun:
     """Train every run of ``configs`` (one start model, one recipe, their own rewards, seeds
     and run directories) as one population; see the module docstring. ``meta_rewards`` are
     the runs' Meta-Rewards compiled where they started (else each config's is compiled
-    here)."""
-    _check(configs)
+    here); ``family`` is their env's family, resolved where they started (else here, once
+    for the population, and handed down)."""
+    _check(configs, family)
     first = configs[0]
     first.check_machine()
-    family = resolve_family(first.env_id)  # once for the population, handed down
+    family = family or resolve_family(first.env_id)
     spec = family.spec
     members = len(configs)
     if meta_rewards is not None and len(meta_rewards) != members:

@@ -54,7 +54,6 @@ from derl_bench.family import (
     Family,
     FamilySpec,
     UnknownFamilyError,
-    family_spec,
     on_reload,
     resolve,
     resolve_family,
@@ -120,7 +119,7 @@ def check_env_id(env_id: str) -> FamilySpec:
                 else f"the derl-bench ids are {', '.join(known)}")
         raise TaskError(f"unknown env id {env_id!r}; {hint}")
     try:
-        return family_spec(env_id)
+        return resolve_family(env_id).spec
     except UnknownFamilyError as exc:
         raise TaskError(f"{env_id!r} is not a derl-bench env: {exc}") from None
 
@@ -149,9 +148,10 @@ class Task:
     semantics: str = "derl"
     env_kwargs: tuple[tuple[str, Any], ...] = field(default=())
 
-    @property
+    @functools.cached_property
     def family(self) -> Family:
-        """The env's family, resolved once per process."""
+        """The env's family, resolved once per task (and kept by :meth:`with_parameters`,
+        which never changes the env id)."""
         return resolve_family(check_env_id(self.env_id))
 
     @property
@@ -179,7 +179,10 @@ class Task:
             steps = given["max_episode_steps"]
             if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
                 raise TaskError(f"max_episode_steps must be a positive integer, not {steps!r}")
-        return replace(self, **given)
+        task = replace(self, **given)
+        if "family" in self.__dict__:  # the same env id: its family carries over
+            task.__dict__["family"] = self.__dict__["family"]
+        return task
 
     def make_kwargs(self) -> dict[str, Any]:
         """``gymnasium.make``'s keyword arguments for this task (checked: :class:`TaskError`
@@ -229,7 +232,7 @@ class Task:
             return env
         if (self.action_format or ACTION_FORMATS[0]) == "command":
             return CommandWrapper(env)
-        return ThinkActionWrapper(env, self.spec.part("action_parser"))
+        return ThinkActionWrapper(env, self.family.action_parser)
 
     def items(self) -> list[str]:
         """The item ids of the task's split, in the order ``reset(index=i)`` plays them."""

@@ -227,7 +227,7 @@ def load_environment(env_id: str = DEFAULT_ENV_ID, reward: str | None = None,
         return DerlSingleTurnEnv(task, dataset=Dataset.from_list(rows),
                                  system_prompt=system_prompt or MATH_INSTRUCTION,
                                  env_id=env_id, env_args=args)
-    intro = getattr(spec.part("prompt"), "intro", "") if spec.has_part("prompt") else ""
+    intro = getattr(task.family.prompt, "intro", "")  # None where the card names no prompt
     prompt = system_prompt or f"{intro}\n{ANSWER_FORMAT}".strip()
     chosen = list(seeds) if seeds is not None else list(range(count))
     rows = [{"prompt": [{"role": "system", "content": prompt},

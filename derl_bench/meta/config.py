@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from derl_bench.family import Family, find_family
 from derl_bench.grpo.config import (
     ConfigError,
     TrainConfig,
@@ -66,16 +67,6 @@ PLACEMENT_FIELDS = ("executor", "ray_address", "workers", "num_cpus", "num_gpus"
                     "progress")
 """Fields that say where and how visibly a run executes, not what it computes: a resumed run
 may change them (move to a cluster, say)."""
-
-
-def _has_commands(env_id: str) -> bool:
-    """Whether ``env_id``'s card has a ``commands`` hook (what a command policy needs)."""
-    from derl_bench.family import UnknownFamilyError, family_spec
-
-    try:
-        return family_spec(env_id).has_part("commands")
-    except UnknownFamilyError:  # an env without a card has no command policies
-        return False
 
 
 @dataclass
@@ -239,8 +230,10 @@ class MetaConfig:
                 raise ConfigError(f"inner: {err}") from None
         elif not isinstance(self.inner, TrainConfig):
             raise ConfigError("inner must be a mapping of TrainConfig fields")
+        # once for the checks below; an env without a card has no card to check against
+        family = find_family(self.inner.env_id)
         if self.inner_commands is not None:
-            self._check_inner_commands()
+            self._check_inner_commands(family)
         if isinstance(self.optimizer, dict):
             unknown = sorted(set(self.optimizer) - {f.name for f in fields(OptimizerConfig)})
             if unknown:
@@ -248,18 +241,18 @@ class MetaConfig:
             self.optimizer = OptimizerConfig(**self.optimizer)
         elif not isinstance(self.optimizer, OptimizerConfig):
             raise ConfigError("optimizer must be a mapping of OptimizerConfig fields")
-        self.eval_levels = self._eval_levels()
+        self.eval_levels = self._eval_levels(family)
         if self.optimizer.decoder == "whitelist" or self.protocol == "derl-official":
             from derl_bench.reward import MetaRewardError, primitive_set
             from derl_bench.reward.semantics import official_primitives
 
             try:
-                official_primitives(primitive_set(self.inner.env_id))
+                official_primitives(primitive_set(self.inner.env_id, family))
             except MetaRewardError as err:
                 raise ConfigError(f"{self.inner.env_id}: the official prompt and protocol "
                                   f"write formulas over g1..g4: {err}") from None
 
-    def _check_inner_commands(self) -> None:
+    def _check_inner_commands(self, family: Family | None) -> None:
         from derl_bench.grpo.commands import CommandGRPOConfig
 
         if not isinstance(self.inner_commands, dict):
@@ -273,7 +266,8 @@ class MetaConfig:
         if unknown:
             raise ConfigError(f"inner_commands: unknown or run-set fields {', '.join(unknown)}"
                               f" (allowed: {', '.join(sorted(allowed))})")
-        if not _has_commands(self.inner.env_id):
+        # a command policy reads the state tracker of the card's ``commands`` hook
+        if family is None or not family.spec.has_part("commands"):
             raise ConfigError(f"inner_commands trains a command policy, which needs the inner "
                               f"env's card to have a 'commands' hook; the card of "
                               f"{self.inner.env_id} has none")
@@ -289,14 +283,13 @@ class MetaConfig:
         except ValueError as err:
             raise ConfigError(f"inner_commands: {err}") from None
 
-    def _eval_levels(self) -> list[str]:
-        """The recipe's ``eval_levels``, every one checked against the inner env's card (all of
-        the card's levels when the recipe gives none)."""
+    def _eval_levels(self, family: Family | None) -> list[str]:
+        """The recipe's ``eval_levels``, every one checked against the inner env's card, that
+        of ``family`` (all of the card's levels when the recipe gives none; none for an env
+        without a card: ``family`` None)."""
         from derl_bench.envs.items import eval_splits, level_problems
-        from derl_bench.family import find_family
 
         env_id, kwargs = self.inner.env_id, self.inner.env_kwargs
-        family = find_family(env_id)
         if self.eval_levels is None:  # an env without a card has no eval sets
             return [] if family is None else list(eval_splits(family, env_id, **kwargs))
         levels = self.eval_levels

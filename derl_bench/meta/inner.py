@@ -20,7 +20,7 @@ from typing import cast
 import gymnasium as gym
 
 from derl_bench.envs.items import eval_splits, split_items
-from derl_bench.family import Family, FamilySpec, family_spec, resolve_family
+from derl_bench.family import Family, FamilySpec, resolve_family
 from derl_bench.grpo.checkpoint import quiet_transformers
 from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
 from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
@@ -93,16 +93,17 @@ class EvalSplitOverlapError(ConfigError):
     """A meta run would select Meta-Rewards on items of an eval set."""
 
 
-def check_validation_split(meta: MetaConfig) -> None:
+def check_validation_split(meta: MetaConfig, family: Family | None = None) -> None:
     """Refuse a run whose validation split shares an item with any level's eval set of the env.
 
     Selecting rewards by their policies' score on eval items makes the eval score of the
     selected reward an optimistic estimate (the released DERL code scores its candidates on
     MATH's test split). The check compares item ids (:mod:`derl_bench.envs.items`), so it reads
-    the cards and the split lists only: no model, no env, no rollout.
+    the cards and the split lists only: no model, no env, no rollout. ``family``: the inner
+    env's family, resolved where the run started (else here).
     """
     env_id = meta.inner.env_id
-    family = resolve_family(env_id)
+    family = family or resolve_family(env_id)
     kwargs = validation_config(meta, meta.inner).env_make_kwargs()
     split, level = str(kwargs.pop("split")), kwargs.pop("level", None)
     try:
@@ -135,11 +136,14 @@ class FixedItem(gym.Wrapper):
         return self.env.reset(seed=seed, options={**(options or {}), "index": self.index})
 
 
-def validation_envs(meta: MetaConfig, config: TrainConfig) -> list[gym.Env]:
+def validation_envs(meta: MetaConfig, config: TrainConfig, family: Family | None = None,
+                    ) -> list[gym.Env]:
     """A multi-turn env's fixed validation set: one env per item, the first
-    ``validation_episodes`` items of the validation split, each once."""
+    ``validation_episodes`` items of the validation split, each once (``family``: the run's
+    resolved family, else ``config.env_id``'s, resolved here)."""
     scoring = validation_config(meta, config)
-    return [FixedItem(make_env(scoring), i) for i in range(meta.validation_episodes)]
+    family = family or resolve_family(config.env_id)
+    return [FixedItem(make_env(scoring, family), i) for i in range(meta.validation_episodes)]
 
 
 def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConfig,
@@ -156,14 +160,14 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
                                     seed=meta.validation_seed),
             history_window=config.history_window)
     if not spec.multi_turn:
-        env = _validation_env(meta, config)
+        env = _validation_env(meta, config, family)
         try:
             episodes = rollout_single_step(env, policy, list(range(meta.validation_episodes)), 1,
                                            by_index=True)
         finally:
             env.close()
     else:
-        envs = validation_envs(meta, config)
+        envs = validation_envs(meta, config, family)
         try:
             # Each env plays its own item; the seeds only seed the env's RNG.
             seeds = [meta.validation_seed + i for i in range(len(envs))]
@@ -186,10 +190,10 @@ def validation_figures(episodes: Sequence[Episode], spec: FamilySpec,
     return success_rate(episodes, spec), metrics
 
 
-def _validation_env(meta: MetaConfig, config: TrainConfig) -> gym.Env:
+def _validation_env(meta: MetaConfig, config: TrainConfig, family: Family) -> gym.Env:
     """A single-step env's validation split, checked to hold the validation set."""
     scoring = validation_config(meta, config)
-    env = make_env(scoring)
+    env = make_env(scoring, family)
     count = len(env.unwrapped.problems)
     if meta.validation_episodes > count:
         env.close()
@@ -210,9 +214,9 @@ def train_and_score(meta: MetaConfig, reward: MetaReward, run_dir: Path,
     if run_dir.exists():
         shutil.rmtree(run_dir)
     config = inner_config(meta, reward.expr, run_dir, start_model, data_offset, seed)
-    if meta.inner_commands is not None:
-        return _train_and_score_commands(meta, config, reward)
     family = resolve_family(config.env_id)  # once for the run's training and its scoring
+    if meta.inner_commands is not None:
+        return _train_and_score_commands(meta, config, reward, family)
     history, checkpoint = run_training(config, reward=reward, family=family)
     score, metrics = validation_score(checkpoint, meta, config, family)
     last_reward = float(history[-1]["reward/mean"]) if history else float("nan")
@@ -232,10 +236,10 @@ def command_config(meta: MetaConfig, config: TrainConfig) -> CommandGRPOConfig:
 
 
 def _train_and_score_commands(meta: MetaConfig, config: TrainConfig,
-                              reward: MetaReward) -> InnerResult:
+                              reward: MetaReward, family: Family) -> InnerResult:
     # The command policy draws its training games by seed from the games its base was not
     # taught on, so a warm start's data offset has nothing to continue: each run draws anew.
-    history = train_commands(command_config(meta, config), reward=reward)
+    history = train_commands(command_config(meta, config), reward=reward, family=family)
     steps = [row for row in history if row["step"] != "validation"]
     last_reward = float(steps[-1]["reward/mean"]) if steps else float("nan")
     return InnerResult(float(history[-1]["score"]), last_reward,
@@ -254,19 +258,21 @@ class InnerSpec:
 
 
 def population_validation(run: PopulationRun, meta: MetaConfig, config: TrainConfig,
-                          ) -> list[tuple[float, dict[str, float]]]:
+                          family: Family | None = None) -> list[tuple[float, dict[str, float]]]:
     """:func:`validation_score` of every member of a trained population, decoded together:
-    the same validation problems, each member with the generator its own policy would use."""
+    the same validation problems, each member with the generator its own policy would use
+    (``family``: the population's resolved family, else ``config.env_id``'s, resolved here)."""
     import torch
 
-    spec = family_spec(config.env_id)
+    family = family or resolve_family(config.env_id)
+    spec = family.spec
     if spec.multi_turn:
         raise ValueError("population validation covers single-step envs")
     population = run.population
-    policy = LLMPolicy(population.template, run.tokenizer, spec)
+    policy = LLMPolicy(population.template, run.tokenizer, family)
     backend = cast(TransformersBackend, policy.backend)  # populations need it
     indices = list(range(meta.validation_episodes))
-    env = _validation_env(meta, config)
+    env = _validation_env(meta, config, family)
     try:
         prompts = single_step_prompts(env, policy, indices, 1, by_index=True)
         device = population.weights.embed.device
@@ -291,8 +297,10 @@ def train_and_score_population(meta: MetaConfig, runs: Sequence[InnerSpec],
             shutil.rmtree(spec.run_dir)
     configs = [inner_config(meta, s.reward.expr, s.run_dir, s.start_model, s.data_offset,
                             s.seed) for s in runs]
-    run = train_population(configs, [s.reward for s in runs])
-    figures = population_validation(run, meta, configs[0])
+    # once for the population's training and its scoring
+    family = resolve_family(configs[0].env_id) if configs else None
+    run = train_population(configs, [s.reward for s in runs], family)
+    figures = population_validation(run, meta, configs[0], family)
     return [InnerResult(score, float(history[-1]["reward/mean"]) if history else float("nan"),
                         checkpoint, metrics)
             for (score, metrics), history, checkpoint

@@ -51,7 +51,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from derl_bench.family import family_spec
+from derl_bench.family import Family, resolve_family
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.trainer import make_env
 from derl_bench.meta.config import MetaConfig
@@ -224,24 +224,27 @@ evaluation stage provides one (:func:`derl_bench.evaluation.batched.headline_eva
 
 
 def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool = False,
-             executor: Executor | None = None) -> MetaResult:
+             executor: Executor | None = None, family: Family | None = None) -> MetaResult:
     """Run reward discovery as ``config`` says (see the module docstring); ``evaluate``
     computes the headline of the best policy (none without it). ``resume`` continues the run
-    in ``config.run_dir`` from its last checkpoint; ``executor`` overrides the recipe's."""
+    in ``config.run_dir`` from its last checkpoint; ``executor`` overrides the recipe's.
+    ``family`` is the inner env's family, resolved where the run started (else here, once;
+    each inner run resolves its own where it runs)."""
     config.check_machine()  # before anything is trained or written
-    check_validation_split(config)
     env_id = config.inner.env_id
+    family = family or resolve_family(env_id)
+    check_validation_split(config, family)
     out = config.run_dir
     state = start_run(config, resume)
     log = out / LOG_FILE
     # A missing dataset or a bad env setting is the run's problem, not a candidate's: fail now.
-    make_env(inner_config(config, "0", out / "inner" / "check", None)).close()
+    make_env(inner_config(config, "0", out / "inner" / "check", None), family).close()
     shutil.rmtree(out / "inner" / "check", ignore_errors=True)
     # Proposals use, and compile against, exactly the primitives the inner env emits.
     proposer = make_proposer(config, env_id, cold_start=state is None)
     # Single-step rewards are keyed by behaviour; a probe episode has one step, so it cannot
     # tell trajectory terms apart (mean and last agree on it): agents keep the canonical hash.
-    probe = None if family_spec(env_id).multi_turn else probe_set(env_id)
+    probe = None if family.multi_turn else probe_set(env_id, family=family)
     learns = config.search_method.learns
     result = MetaResult()
     first = 0
@@ -314,7 +317,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
             **advantage,
             **(stats or {}),
         })
-        write_report(config, result)
+        write_report(config, result, family)
 
     # The end: the trained Meta-Optimizer, and the best policy's headline on the eval sets.
     if learns:
@@ -340,7 +343,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
                                     out / "results" / "retrained-from-base",
                                     f"{config.method} (retrained)"),
                 }
-    write_summary(config, result)
+    write_summary(config, result, family)
     return result
 
 

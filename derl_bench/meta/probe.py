@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from derl_bench.family import family_spec
+from derl_bench.family import Family, resolve_family
 from derl_bench.reward import MetaReward, primitive_set
 
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
@@ -113,11 +113,13 @@ def _response_columns(env_id: str, problems: int, seed: int) -> dict[str, list[f
         env.close()
 
 
-def _range_columns(env_id: str, size: int, seed: int) -> dict[str, list[float]]:
+def _range_columns(env_id: str, family: Family, size: int, seed: int,
+                   ) -> dict[str, list[float]]:
     rng = np.random.default_rng(seed)
     columns = {}
-    for name in primitive_set(env_id).names:
-        low, high = primitive_set(env_id).range(name)
+    declared = primitive_set(env_id, family)
+    for name in declared.names:
+        low, high = declared.range(name)
         low = 0.0 if not math.isfinite(low) else low
         high = low + 100.0 if not math.isfinite(high) else high
         draw = rng.choice(3, size=size, p=[0.35, 0.35, 0.3])
@@ -126,15 +128,17 @@ def _range_columns(env_id: str, size: int, seed: int) -> dict[str, list[float]]:
     return columns
 
 
-def probe_set(env_id: str, problems: int = 32, seed: int = 0) -> ProbeSet:
+def probe_set(env_id: str, problems: int = 32, seed: int = 0,
+              family: Family | None = None) -> ProbeSet:
     """The probe set of ``env_id`` (see the module docstring): graded responses to
     ``problems`` training problems where the env offers reference solutions, else
-    ``14 * problems`` vectors drawn from the declared ranges. Seeded."""
-    spec = family_spec(env_id)
-    columns = None if spec.multi_turn else _response_columns(env_id, problems, seed)
+    ``14 * problems`` vectors drawn from the declared ranges. Seeded. ``family``: the env's
+    family, resolved by the caller (else here)."""
+    family = family or resolve_family(env_id)
+    columns = None if family.multi_turn else _response_columns(env_id, problems, seed)
     source = "responses"
     if columns is None:
-        columns, source = _range_columns(env_id, 14 * problems, seed), "ranges"
+        columns, source = _range_columns(env_id, family, 14 * problems, seed), "ranges"
     return ProbeSet(env_id, {k: np.asarray(v, dtype=np.float64) for k, v in columns.items()},
                     source)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from derl_bench.family import family_spec
+from derl_bench.family import Family
 from derl_bench.files import write_json_atomic
 from derl_bench.meta.config import MetaConfig
 from derl_bench.meta.types import MetaResult
@@ -68,12 +68,13 @@ def structure_table(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_summary(config: MetaConfig, result: MetaResult) -> None:
-    """``summary.json``: the run's best reward and policy, its counts and every generation."""
+def write_summary(config: MetaConfig, result: MetaResult, family: Family) -> None:
+    """``summary.json``: the run's best reward and policy, its counts and every generation;
+    ``family`` is the inner env's."""
     env_id = config.inner.env_id
     write_json_atomic(config.run_dir / "summary.json", {
         "name": config.name, "method": config.method, "env_id": env_id,
-        "domain": family_spec(env_id).domain,
+        "domain": family.spec.domain,
         "best_expr": result.best_expr,
         "best_validation_score": result.best_score if result.best_expr is not None else None,
         "best_checkpoint": result.best_checkpoint,
@@ -85,10 +86,11 @@ def write_summary(config: MetaConfig, result: MetaResult) -> None:
     })
 
 
-def write_report(config: MetaConfig, result: MetaResult) -> None:
-    """Everything a finished generation updates: the summary, the curve, the structure table."""
+def write_report(config: MetaConfig, result: MetaResult, family: Family) -> None:
+    """Everything a finished generation updates: the summary, the curve, the structure table
+    (``family``: the inner env's)."""
     out = config.run_dir
-    write_summary(config, result)
+    write_summary(config, result, family)
     plot_curve(out / "curve.png", result.generations, f"{config.name} ({config.method})")
     rows = structure_table(result.candidates)
     write_json_atomic(out / "structure.json", rows)

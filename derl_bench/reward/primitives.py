@@ -14,6 +14,13 @@ reward may read primitives only one of them emits)::
     False
     >>> primitive_set("math").aliases["g1"]
     'outcome'
+
+A stage that has resolved the env's family already hands it over, and nothing is looked up::
+
+    >>> from derl_bench.family import resolve_family
+    >>> family = resolve_family("derl/ALFWorld-v0")
+    >>> primitive_set("derl/ALFWorld-v0", family) == primitive_set("derl/ALFWorld-v0")
+    True
 """
 
 from __future__ import annotations
@@ -24,7 +31,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from derl_bench.family import DOMAINS as CARD_DOMAINS
-from derl_bench.family import UnknownFamilyError, family_spec, family_specs, on_reload
+from derl_bench.family import (
+    Family,
+    FamilySpec,
+    family_specs,
+    find_family,
+    on_reload,
+    resolve_family,
+)
 from derl_bench.reward.errors import UnknownDomainError
 from derl_bench.reward.functions import Interval
 
@@ -74,11 +88,20 @@ class PrimitiveSet:
         return PrimitiveSet(self.name, ranges, self.aliases)
 
 
-@functools.cache
-def family_primitives(family: str) -> PrimitiveSet:
-    """The primitive set a family's card declares (its :class:`~derl_bench.family.FamilySpec`)."""
-    spec = family_spec(family)
+def family_primitives(family: str | FamilySpec | Family) -> PrimitiveSet:
+    """The primitive set a family's card declares: ``family`` as the caller resolved it (a
+    :class:`~derl_bench.family.Family` or its :class:`~derl_bench.family.FamilySpec`), or
+    named (a family, one of its env ids or boards; looked up once per process)."""
+    if isinstance(family, str):
+        return _named_family_primitives(family)
+    spec = family.spec if isinstance(family, Family) else family
     return PrimitiveSet(spec.name, dict(spec.primitives), dict(spec.aliases))
+
+
+@functools.cache
+def _named_family_primitives(name: str) -> PrimitiveSet:
+    spec = family_specs().get(name) or resolve_family(name).spec
+    return family_primitives(spec)
 
 
 @functools.cache
@@ -96,9 +119,23 @@ def _domain_primitives(domain: str) -> PrimitiveSet:
     return PrimitiveSet(domain, ranges, aliases)
 
 
-def primitive_set(source: str | PrimitiveSet) -> PrimitiveSet:
-    """The primitives of an env id, a card family or a historical domain (see the module)."""
-    return source if isinstance(source, PrimitiveSet) else _named_set(source)
+def primitive_set(source: str | PrimitiveSet,
+                  family: FamilySpec | Family | None = None) -> PrimitiveSet:
+    """The primitives of an env id, a card family or a historical domain (see the module).
+
+    ``family``: the family of the env id ``source``, resolved by the caller; without it the
+    id's family is found here (:class:`UnknownDomainError` for an id no card defines)."""
+    if isinstance(source, PrimitiveSet):
+        return source
+    if family is not None and "/" in source:
+        return _env_set(source, family)
+    return _named_set(source)
+
+
+def _env_set(env_id: str, family: FamilySpec | Family) -> PrimitiveSet:
+    # named by the env id: a reward compiled against it names that id as its domain
+    declared = family_primitives(family)
+    return PrimitiveSet(env_id, declared.ranges, declared.aliases)
 
 
 @functools.cache
@@ -108,12 +145,10 @@ def _named_set(source: str) -> PrimitiveSet:
     if source in family_specs():
         return family_primitives(source)
     if "/" in source:
-        try:
-            family = family_spec(source).name
-        except UnknownFamilyError:
-            raise UnknownDomainError(f"{source!r} is not a derl-bench env id") from None
-        return PrimitiveSet(source, family_primitives(family).ranges,
-                            family_primitives(family).aliases)
+        family = find_family(source)
+        if family is None:
+            raise UnknownDomainError(f"{source!r} is not a derl-bench env id")
+        return _env_set(source, family)
     raise UnknownDomainError(
         f"{source!r}; give an env id, a family ({', '.join(family_specs())}) or a domain "
         f"({', '.join(domain_families())})"
@@ -140,5 +175,5 @@ ALIASES: Mapping[str, Mapping[str, str]] = {d: primitive_set(d).aliases for d in
 
 @on_reload
 def _forget() -> None:
-    for cache in (domain_families, family_primitives, _domain_primitives, _named_set):
+    for cache in (domain_families, _named_family_primitives, _domain_primitives, _named_set):
         cache.cache_clear()

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from derl_bench.family import Family, resolve_family
 from derl_bench.rollout.commands import CommandEpisode, CommandStep
 
 
@@ -135,11 +136,12 @@ def _summary(episodes: list[CommandEpisode]) -> dict[str, Any]:
             "states": sum(e.length for e in episodes)}
 
 
-def run_dagger(config: DaggerConfig, log: Any = None) -> dict[str, Any]:
+def run_dagger(config: DaggerConfig, log: Any = None,
+               family: Family | None = None) -> dict[str, Any]:
     """Build the base as ``config`` says and write it to ``config.output`` (a model folder
     any loader reads, plus ``dagger.json``); returns the record. The folder appears whole or
-    not at all."""
-    from derl_bench.family import family_spec
+    not at all. ``family``: the env's family, resolved where the command started (else
+    here)."""
     from derl_bench.policies.command_model import (
         CommandModelSpec,
         CommandParts,
@@ -149,7 +151,9 @@ def run_dagger(config: DaggerConfig, log: Any = None) -> dict[str, Any]:
     from derl_bench.progress import quiet_transformers
     from derl_bench.rollout.commands import game_count, play
 
-    parts: CommandParts = family_spec(config.env_id).part("commands")
+    family = family or resolve_family(config.env_id)
+    # a card without a commands hook is refused, naming the hook (CardError)
+    parts: CommandParts = family.commands or family.spec.part("commands")
     output = Path(config.output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise FileExistsError(f"{output} exists and is not an empty folder")

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from derl_bench.family import family_spec
+from derl_bench.family import Family, resolve_family
 from derl_bench.grpo.config import ConfigError, TrainConfig, run_reward
 from derl_bench.grpo.runlog import METRICS_FILE, plot_curve
 from derl_bench.grpo.trainer import (
@@ -49,11 +49,12 @@ TRL_METRICS = {
 """TRL's log keys -> the compact trainer's metric names."""
 
 
-def _replay_reward(config: TrainConfig, reward: MetaReward | None = None) -> tuple[Any, Any]:
+def _replay_reward(config: TrainConfig, family: Family, reward: MetaReward | None = None,
+                   ) -> tuple[Any, Any]:
     """Reward functions for TRL: the Meta-Reward (``reward`` as handed down, else
     ``config``'s compiled here), and the success rate (logged, weight 0)."""
     reward = run_reward(config, reward)
-    env = make_env(config)
+    env = make_env(config, family)
 
     def primitives(completions: Sequence[Any], reset_seed: Sequence[int]) -> list[dict]:
         out = []
@@ -75,11 +76,11 @@ def _replay_reward(config: TrainConfig, reward: MetaReward | None = None) -> tup
     return meta_reward, success
 
 
-def _dataset(config: TrainConfig) -> Any:
+def _dataset(config: TrainConfig, family: Family) -> Any:
     from datasets import Dataset
 
-    env = make_env(config)
-    prompt = family_spec(config.env_id).part("prompt")  # the card's, as LLMPolicy uses it
+    env = make_env(config, family)
+    prompt = family.prompt  # the card's, as LLMPolicy uses it
     rows = []
     for step in range(config.steps):
         for seed in step_seeds(config, step):
@@ -138,11 +139,12 @@ def trl_peft_config(config: TrainConfig) -> Any:
 
 
 def train_trl(config: TrainConfig, resume: bool = False, reward: MetaReward | None = None,
-              ) -> list[dict[str, float]]:
+              family: Family | None = None) -> list[dict[str, float]]:
     """Run single-step math GRPO with TRL; returns the per-step metrics (compact-trainer names).
     ``reward`` is the run's Meta-Reward compiled where the run started (else it is compiled
-    here)."""
-    if family_spec(config.env_id).multi_turn:
+    here); ``family`` is the run's family, resolved where it started (else here)."""
+    family = family or resolve_family(config.env_id)
+    if family.multi_turn:
         raise ConfigError(f"train_trl handles single-step math envs, not {config.env_id!r}; "
                           "agents train with TRL through derl_bench.integrations.trl")
     config.check_machine()
@@ -153,12 +155,12 @@ def train_trl(config: TrainConfig, resume: bool = False, reward: MetaReward | No
     last = get_last_checkpoint(str(trl_dir)) if trl_dir.is_dir() else None
     if resume and last is None:
         raise ResumeError(f"--resume: no checkpoint under {trl_dir}")
-    meta_reward, success = _replay_reward(config, reward)
+    meta_reward, success = _replay_reward(config, family, reward)
     record_config(config, resume)
     start_path = initial_model_path(config)
     _, tokenizer = load_model_and_tokenizer(start_path)
     trainer = GRPOTrainer(model=start_path, reward_funcs=[meta_reward, success],
-                          args=trl_args(config, trl_dir), train_dataset=_dataset(config),
+                          args=trl_args(config, trl_dir), train_dataset=_dataset(config, family),
                           processing_class=tokenizer, peft_config=trl_peft_config(config))
     trainer.train(resume_from_checkpoint=last if resume else None)
     return finish_trl_run(trainer, config)
