@@ -25,7 +25,9 @@ from typing import Any
 
 import yaml
 
+from derl_bench.family import Family
 from derl_bench.reward.meta_reward import MetaReward, compile_reward
+from derl_bench.reward.primitives import primitive_set
 from derl_bench.reward.semantics import SEMANTICS
 from derl_bench.settings import (
     COUNT,
@@ -349,23 +351,25 @@ def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
     return config_from_dict({**asdict(config), **changes})
 
 
-def compile_run_reward(config: TrainConfig, domain: str | None = None) -> MetaReward:
+def compile_run_reward(config: TrainConfig, domain: str | None = None,
+                       family: Family | None = None) -> MetaReward:
     """``config.meta_reward`` compiled under ``config.reward_semantics``, against the
-    primitives ``config.env_id`` declares (or those of ``domain``, a family, for an env that is
-    not a derl id). Where a run starts (the ``train`` command, a meta loop's inner runs) it is
-    compiled once, and the :class:`~derl_bench.reward.MetaReward` is handed down to the
-    trainer."""
-    return compile_reward(config.meta_reward, domain or config.env_id,
-                          semantics=config.reward_semantics)
+    primitives ``config.env_id`` declares (its ``family``'s card, where the caller resolved
+    it; or those of ``domain``, a family, for an env that is not a derl id). Where a run
+    starts (the ``train`` command, a meta loop's inner runs) it is compiled once, and the
+    :class:`~derl_bench.reward.MetaReward` is handed down to the trainer."""
+    source = domain or (config.env_id if family is None
+                        else primitive_set(config.env_id, family))
+    return compile_reward(config.meta_reward, source, semantics=config.reward_semantics)
 
 
 def run_reward(config: TrainConfig, reward: MetaReward | None = None,
-               domain: str | None = None) -> MetaReward:
+               domain: str | None = None, family: Family | None = None) -> MetaReward:
     """The Meta-Reward a run of ``config`` trains on: ``reward``, as handed down, checked to be
     the config's (its text, semantics and primitives: ``config.yaml`` records the text), or
     the config's compiled here (:func:`compile_run_reward`) when none was handed down."""
     if reward is None:
-        return compile_run_reward(config, domain)
+        return compile_run_reward(config, domain, family)
     expected = (config.meta_reward, config.reward_semantics, domain or config.env_id)
     if (reward.expr, reward.semantics, reward.domain) != expected:
         raise ConfigError(f"the Meta-Reward handed to the run, {reward!r} over "

@@ -410,7 +410,8 @@ def train_population(configs: Sequence[TrainConfig],
     if meta_rewards is not None and len(meta_rewards) != members:
         raise ValueError(f"{members} runs but {len(meta_rewards)} Meta-Rewards")
     # A bad expression fails before any write.
-    scores = [meta_reward_fn(c, reward=None if meta_rewards is None else meta_rewards[i])
+    scores = [meta_reward_fn(c, reward=None if meta_rewards is None else meta_rewards[i],
+                             family=family)
               for i, c in enumerate(configs)]
     for config in configs:
         record_config(config, resume=False)

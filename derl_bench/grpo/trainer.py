@@ -161,11 +161,11 @@ def prepare_lora(model: Any, config: TrainConfig, base_path: str) -> Any:
 
 
 def meta_reward_fn(config: TrainConfig, domain: str | None = None,
-                   reward: MetaReward | None = None) -> RewardFn:
+                   reward: MetaReward | None = None, family: Family | None = None) -> RewardFn:
     """Score episodes with the run's Meta-Reward (``reward`` as handed down, else
     ``config``'s compiled here; see :func:`~derl_bench.grpo.config.run_reward`) over their
     per-step primitives."""
-    reward = run_reward(config, reward, domain)
+    reward = run_reward(config, reward, domain, family)
 
     def score(episodes: Sequence[Episode]) -> np.ndarray:
         return np.asarray(reward.episodic_from_steps([e.primitive_steps for e in episodes]),
@@ -289,7 +289,7 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     config.check_machine()
     # A bad expression fails before any write.
     score = reward_fn or meta_reward_fn(config, None if env_factory is None else spec.domain,
-                                        reward)
+                                        reward, parts)
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
         raise ResumeError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")

@@ -127,8 +127,9 @@ def meta_reward_funcs(config: TrainConfig, reward: MetaReward | None = None,
     ``config``'s compiled here) over each episode's recorded primitives, and the success rate
     (logged with weight 0) of the success primitive of ``family`` (the run's, else resolved
     here)."""
-    reward = run_reward(config, reward)
-    success_name = (family or resolve_family(config.env_id)).spec.success_primitive
+    family = family or resolve_family(config.env_id)
+    reward = run_reward(config, reward, family=family)
+    success_name = family.spec.success_primitive
 
     def meta_reward(environments: Sequence[AgentToolEnv], **_: Any) -> list[float]:
         steps = [env.primitive_steps for env in environments]

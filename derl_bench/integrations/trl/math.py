@@ -53,7 +53,7 @@ def _replay_reward(config: TrainConfig, family: Family, reward: MetaReward | Non
                    ) -> tuple[Any, Any]:
     """Reward functions for TRL: the Meta-Reward (``reward`` as handed down, else
     ``config``'s compiled here), and the success rate (logged, weight 0)."""
-    reward = run_reward(config, reward)
+    reward = run_reward(config, reward, family=family)
     env = make_env(config, family)
 
     def primitives(completions: Sequence[Any], reset_seed: Sequence[int]) -> list[dict]:

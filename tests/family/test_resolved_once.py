@@ -1,0 +1,193 @@
+"""A family is resolved where a command starts and handed down: outside ``derl_bench/cli/``,
+``derl_bench/families/`` and the two modules that define the lookups (``cards.py`` and
+``family.py``), no code calls ``family_spec``, ``adapter_for``, ``card_for`` or ``load_card``.
+A stage reads what it needs from the :class:`~derl_bench.family.Family` it was given (its
+``spec``, ``card`` and ``adapter(env_id)``).
+
+``resolve_family`` and ``find_family`` are how a stage's public entry resolves an env id it
+was given as a string; their calls are counted and kept to the entries listed here, so that a
+new lookup deep in a stage shows up as a change to this list."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from derl_bench import family as family_module
+from derl_bench.family import Family, resolve_family
+
+PACKAGE = Path(__file__).resolve().parents[2] / "derl_bench"
+LOOKUPS = frozenset({"family_spec", "adapter_for", "card_for", "load_card"})
+RESOLVERS = frozenset({"resolve_family", "find_family"})
+ALLOWED = ("cli", "families", "family.py", "cards.py")
+ENV = "derl/Arithmetic-v0"
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def calls(source: str, names: frozenset[str]) -> list[tuple[int, str, str]]:
+    """``(line, called name, enclosing function)`` of each call of one of ``names``.
+
+    >>> calls("def f(e):\\n    return family_spec(e).name\\n", LOOKUPS)
+    [(2, 'family_spec', 'f')]
+    """
+    found = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = where
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inner = f"{where}.{child.name}" if where else child.name
+            elif isinstance(child, ast.ClassDef):
+                inner = f"{where}.{child.name}" if where else child.name
+            if isinstance(child, ast.Call) and _called_name(child) in names:
+                found.append((child.lineno, str(_called_name(child)), where))
+            visit(child, inner)
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def stage_modules() -> list[Path]:
+    return sorted(path for path in PACKAGE.rglob("*.py")
+                  if path.relative_to(PACKAGE).parts[0] not in ALLOWED)
+
+
+def test_the_scan_finds_a_lookup_and_where_it_is():
+    source = ("class Board:\n"
+              "    def rows(self, env_id):\n"
+              "        return adapter_for(env_id).levels(), cards.load_card('x')\n")
+    assert calls(source, LOOKUPS) == [(3, "adapter_for", "Board.rows"),
+                                      (3, "load_card", "Board.rows")]
+    assert calls("family.card['levels']\nspec.name\n", LOOKUPS) == []
+
+
+def test_no_stage_looks_a_family_up():
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line} {name} (in {where or 'module'})"
+             for path in stage_modules()
+             for line, name, where in calls(path.read_text(encoding="utf-8"), LOOKUPS)]
+    assert not found, ("a stage looks its family up instead of being handed the resolved "
+                       "Family:\n" + "\n".join(found))
+
+
+def test_stages_resolve_an_env_id_only_at_their_entries():
+    counted = Counter()
+    for path in stage_modules():
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        for _, _, where in calls(path.read_text(encoding="utf-8"), RESOLVERS):
+            counted[f"{module}:{where}"] += 1
+    assert dict(counted) == ENTRIES, (
+        "resolve_family/find_family calls moved; an entry that resolves an env id given as a "
+        "string belongs here, a helper below it takes the Family instead")
+
+
+ENTRIES: dict[str, int] = {
+    # each resolves only when its caller hands it no family: a user's call with an env id
+    "derl_bench.evaluation.commands:evaluate_commands": 1,
+    "derl_bench.evaluation.families:resolve_adapter": 1,
+    "derl_bench.experiments.planted:planted_parts": 1,
+    "derl_bench.experiments.planted:planted_reward": 1,
+    "derl_bench.experiments.proxy.config:ProxyConfig.family": 1,
+    "derl_bench.experiments.proxy.config:base_spec_for": 1,
+    "derl_bench.experiments.proxy.run:base_model": 1,
+    "derl_bench.grpo.commands:train_commands": 1,
+    "derl_bench.grpo.config:TrainConfig.__post_init__": 1,
+    "derl_bench.grpo.dispatch:check_data": 1,
+    "derl_bench.grpo.population:population_support": 1,
+    "derl_bench.grpo.population:train_population": 1,
+    "derl_bench.grpo.trainer:make_env": 1,
+    "derl_bench.grpo.trainer:train": 1,
+    "derl_bench.integrations.sessions:Task.family": 1,
+    "derl_bench.integrations.sessions:check_env_id": 1,
+    "derl_bench.integrations.trl.agent:AgentToolEnv.__init__": 1,
+    "derl_bench.integrations.trl.agent:agent_trainer": 1,
+    "derl_bench.integrations.trl.agent:environment_factory": 1,
+    "derl_bench.integrations.trl.agent:meta_reward_funcs": 1,
+    "derl_bench.integrations.trl.agent:train_trl_agent": 1,
+    "derl_bench.integrations.trl.math:train_trl": 1,
+    "derl_bench.leaderboard.board:evaluated_adapters": 1,
+    "derl_bench.leaderboard.validate:known_data_checksums": 1,
+    "derl_bench.meta.config:MetaConfig.__post_init__": 1,
+    "derl_bench.meta.inner:check_validation_split": 1,
+    "derl_bench.meta.inner:population_validation": 1,
+    "derl_bench.meta.inner:train_and_score": 1,
+    "derl_bench.meta.inner:train_and_score_population": 1,
+    "derl_bench.meta.inner:validation_envs": 1,
+    "derl_bench.meta.inner:validation_score": 1,
+    "derl_bench.meta.loop:run_meta": 1,
+    "derl_bench.meta.probe:probe_set": 1,
+    "derl_bench.policies.command_model:init_command_model": 1,
+    "derl_bench.policies.policy:LLMPolicy.__init__": 1,
+    "derl_bench.reward.primitives:_named_family_primitives": 1,
+    "derl_bench.reward.primitives:_named_set": 1,
+    "derl_bench.rollout.commands:command_envs": 1,
+    "derl_bench.sft.__init__:SFTConfig.__post_init__": 1,
+    "derl_bench.sft.dagger:run_dagger": 1,
+}
+"""Each stage entry that resolves an env id it was given as a string, and how many times."""
+
+
+@pytest.fixture
+def no_lookups(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """From here on, any lookup of a family by name fails the test (``resolve_family``,
+    ``find_family`` and ``card_for`` go through ``family_spec``; a Family handed down needs
+    none). Yields the names asked for."""
+    asked: list[str] = []
+    real = family_module.family_spec
+
+    def refuse(name: object) -> object:
+        if getattr(refuse, "paused", False):
+            return real(name)  # type: ignore[arg-type]
+        asked.append(str(name))
+        raise AssertionError(f"looked the family of {name!r} up again")
+
+    monkeypatch.setattr(family_module, "family_spec", refuse)
+    yield asked
+    assert not asked, f"looked up: {asked}"
+
+
+@contextlib.contextmanager
+def no_lookups_paused(asked: list[str]) -> Iterator[None]:
+    refuse = family_module.family_spec
+    refuse.paused = True  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        refuse.paused = False  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def family() -> Family:
+    return resolve_family(ENV)
+
+
+def test_a_training_run_handed_its_family_looks_nothing_up(tmp_path, family, no_lookups):
+    from derl_bench.grpo.config import TrainConfig
+    from derl_bench.grpo.dispatch import run_training
+
+    with no_lookups_paused(no_lookups):  # the config checks its settings where it is made
+        config = TrainConfig(env_id=ENV, model="tiny", steps=1, group_size=2,
+                             prompts_per_step=1, max_new_tokens=8, tensorboard=False,
+                             progress=False, output_dir=str(tmp_path / "run"))
+    history, checkpoint = run_training(config, family=family)
+    assert len(history) == 1 and checkpoint.is_dir()
+
+
+def test_an_evaluation_handed_its_family_looks_nothing_up(family, no_lookups):
+    from derl_bench.evaluation import evaluate
+
+    record, results = evaluate(ENV, "L0", "oracle", limit=3, family=family)
+    assert record["env"]["id"] == ENV and len(results) == record["setup"]["episodes"] == 3
+    assert record["results"]["success_rate"]["mean"] == 1.0
