@@ -189,10 +189,16 @@ def test_the_climb_is_recomputed_from_every_neighbours_scores():
              "neighbours": [row("a * c", [0.9, 0.9]), row("c * b", [0.3, 0.2]),
                             row("c", [0.1, 0.1], draws=3)]}
     lines = climb_figures(climb)
-    assert "planted 85.0; best hand-made (outcome) 15.0" in lines[1]
+    assert "planted 85.0; outcome 15.0; best hand-made (outcome) 15.0" in lines[1]
     assert "2 of 3 classes, 40.0% of the 5 trained draws" in lines[2]
     assert "reaching the planted reward: 20.0%" in lines[2]
     assert lines[-1].startswith("  verdict: passes")
+    # a hand-made reward above outcome (outcome + format on a gate) does not raise the bar:
+    # a neighbour between outcome and the planted reward climbs
+    climb["hand_made"]["outcome + format"] = row("outcome + format_boxed", [0.5, 0.5])
+    lines = climb_figures(climb)
+    assert "outcome 15.0; best hand-made (outcome + format) 50.0" in lines[1]
+    assert "2 of 3 classes, 40.0% of the 5 trained draws" in lines[2]
     climb["neighbours"][1]["scores"] = [0.1, 0.1]
     assert climb_figures(climb)[-1].startswith("  verdict: fails")
 
@@ -212,7 +218,8 @@ def test_the_recall_sparse_checks_the_docs_state_are_what_its_evidence_gives():
     assert (f"{share.group(1)} of the {share.group(2)} raw draws, {share.group(3)}% (95% "
             f"Clopper-Pearson [{share.group(4)}, {share.group(5)}]%)") in docs
     # check 3: the climbing classes
-    climb = re.search(r"climbing: (\d+) of (\d+) classes, (\S+)% of the (\d+) trained", lines)
+    climb = re.search(r"climbing above outcome: (\d+) of (\d+) classes, (\S+)% of the (\d+) "
+                      r"trained", lines)
     assert climb is not None
     assert (f"{climb.group(1)} of {climb.group(2)} classes climbs above outcome "
             f"({climb.group(3)}% of the {climb.group(4)} trained draws") in docs

@@ -102,8 +102,10 @@ def test_the_climb_trains_neighbours_of_the_planted_reward_and_judges_by_draws(t
     weights = [r["draws"] for r in result["neighbours"]]
     assert len(weights) == result["classes"] == 2
     assert sum(weights) + drawn["constant"] + drawn["same"] == drawn["draws"]
-    bar = result["hand_made"][result["best_hand_made"]]["mean"]
-    assert bar == max(r["mean"] for r in result["hand_made"].values())
+    best = result["hand_made"][result["best_hand_made"]]["mean"]
+    assert best == max(r["mean"] for r in result["hand_made"].values())
+    assert result["bar"] == "outcome"
+    bar = result["hand_made"]["outcome"]["mean"]
     for r in result["neighbours"]:
         assert r["climbs"] == (r["mean"] > bar) and r["expr"] != result["planted"]["expr"]
     share = sum(r["draws"] for r in result["neighbours"] if r["climbs"]) / sum(weights)
