@@ -161,8 +161,8 @@ def climb_figures(climb: dict[str, Any]) -> list[str]:
         f"  planted {_pct(top)}; {bar} {_pct(hand[bar])}; best hand-made ({best}) "
         f"{_pct(hand[best])}",
         f"  climbing above {bar}: {len(climbing)} of {len(rows)} classes, {_pct(share)}% of "
-        f"the {draws} trained draws (95% Clopper-Pearson over classes [{_pct(low)}, {_pct(high)}]%); "
-        f"reaching the planted reward: {_pct(reaching)}%",
+        f"the {draws} trained draws (95% Clopper-Pearson over classes "
+        f"[{_pct(low)}, {_pct(high)}]%); reaching the planted reward: {_pct(reaching)}%",
         f"  verdict: {'passes' if share >= climb['threshold'] else 'fails'} "
         f"(at least {100 * climb['threshold']:.0f}% must climb)",
     ]
