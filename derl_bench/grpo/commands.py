@@ -152,9 +152,11 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     (else it is compiled here), and ``family`` the env's family, resolved there (else
     here)."""
     from derl_bench.policies import load_model_and_tokenizer
+    from derl_bench.policies.command_model import command_parts
     from derl_bench.policies.commands import CommandPolicy, chosen_log_probs, command_log_probs
     from derl_bench.progress import quiet_transformers
     from derl_bench.reward import compile_reward
+    from derl_bench.reward.primitives import primitive_set
     from derl_bench.rollout.commands import game_count, play
 
     out = Path(config.output_dir)
@@ -162,15 +164,15 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    if reward is None:
-        reward = compile_reward(config.meta_reward, env=config.env_id)
+    family = family or resolve_family(config.env_id)
+    if reward is None:  # over the handed family's primitives: no second lookup by env id
+        reward = compile_reward(config.meta_reward, primitive_set(config.env_id, family))
     elif (reward.expr, reward.domain, reward.semantics) != (config.meta_reward, config.env_id,
                                                             DERL):
         raise ValueError(f"the Meta-Reward handed to the run, {reward!r}, is not its "
                          f"config's: {config.meta_reward!r} over {config.env_id!r}")
-    family = family or resolve_family(config.env_id)
     # a card without a commands hook is refused, naming the hook (CardError)
-    state = (family.commands or family.spec.part("commands")).state
+    state = command_parts(family).state
     model, tokenizer = load_model_and_tokenizer(config.model)
     model.eval()
     policy = CommandPolicy(model, tokenizer)

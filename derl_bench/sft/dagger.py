@@ -146,6 +146,7 @@ def run_dagger(config: DaggerConfig, log: Any = None,
         CommandModelSpec,
         CommandParts,
         build_command_model,
+        command_parts,
     )
     from derl_bench.policies.commands import CommandPolicy
     from derl_bench.progress import quiet_transformers
@@ -153,7 +154,7 @@ def run_dagger(config: DaggerConfig, log: Any = None,
 
     family = family or resolve_family(config.env_id)
     # a card without a commands hook is refused, naming the hook (CardError)
-    parts: CommandParts = family.commands or family.spec.part("commands")
+    parts: CommandParts = command_parts(family)
     output = Path(config.output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise FileExistsError(f"{output} exists and is not an empty folder")
