@@ -38,7 +38,6 @@ from derl_bench.family import (
     FamilySpec,
     UnknownFamilyError,
     family_specs,
-    on_reload,
     resolve_family,
 )
 
@@ -221,15 +220,11 @@ def resolve_adapter(env_id: str, family: Family | None = None) -> FamilyAdapter:
         raise ProtocolError(str(err)) from None
 
 
-@functools.cache
 def adapter_for(env_id: str) -> FamilyAdapter:
-    """The evaluation rules for ``env_id`` (:func:`resolve_adapter`), made once per env id
-    (:func:`derl_bench.family.reload` forgets them): where a command starts from an env id;
-    what it calls takes the adapter, or its :attr:`FamilyAdapter.resolved` family."""
+    """The evaluation rules for ``env_id`` (:func:`resolve_adapter`), made once per env id by
+    its family (:func:`derl_bench.family.reload` forgets them): where a command starts from an
+    env id; what it calls takes the adapter, or its :attr:`FamilyAdapter.resolved` family."""
     return resolve_adapter(env_id)
-
-
-on_reload(adapter_for.cache_clear)
 
 
 def evaluated_env_ids() -> list[str]:
