@@ -13,8 +13,9 @@ primitive and of each hand-made reward, the planted reward and its parts (the ca
 ``planted_parts``) on the first ``--problems`` validation problems, each demonstration drawn
 by :func:`derl_bench.families.digits.env.demonstration` at the card's wrap-right rate and
 verbose copies; then the share of ``--draws`` grammar draws (``random_expression`` at depth 3,
-the ``random`` method's sampler) that contain each of the card's primitives the hand-made
-rewards do not use, and pairs of them.
+the ``random`` method's sampler) that contain each primitive of the planted reward and its
+parts that the hand-made rewards do not use, and pairs of them. A primitive with one value on
+every mode is named under the table instead of given a column.
 """
 
 from __future__ import annotations
@@ -45,14 +46,15 @@ def mode_table(env_id: str, problems: int, seed: int = 0) -> str:
     env = gym.make(env_id, split="validation")
     modes = ["careful", *sorted(spec.modes, key=lambda m: -spec.modes[m])]
     names: list[str] = []
-    rows = []
+    rows: list[tuple[str, str, list[float]]] = []
     for mode in modes:
         rng = random.Random(seed)
         columns: dict[str, list[float]] = {}
         for index in range(problems):
             env.reset(options={"index": index})
-            response = demonstration(env.unwrapped.problem, mode, spec.wrap_right,  # type: ignore[attr-defined]
-                                     rng, spec.verbose_copies)
+            problem = env.unwrapped.problem  # type: ignore[attr-defined]
+            response = demonstration(problem, mode, spec.wrap_right, rng, spec.verbose_copies,
+                                     spec.errors(problem.shift))
             env.reset(options={"index": index})
             for name, value in env.step(response)[-1]["primitives"].items():
                 columns.setdefault(name, []).append(float(value))
@@ -62,28 +64,41 @@ def mode_table(env_id: str, problems: int, seed: int = 0) -> str:
         means += [float(probe.values(compile_reward(e, domain=env_id)).mean())
                   for e in rewards.values()]
         share = "–" if mode == "careful" else f"{100 * spec.modes[mode]:.0f}%"
-        label = "right answer" if mode == "careful" else mode
-        rows.append(f"| {label} | {share} | " + " | ".join(f"{m:.3f}" for m in means) + " |")
+        rows.append(("right answer" if mode == "careful" else mode, share, means))
     env.close()
     head = names + [f"{k} (`{v}`)" for k, v in rewards.items()]
-    return "\n".join([f"| mode | share in the demonstrations | {' | '.join(head)} |",
-                      "|---|---|" + "---|" * len(head), *rows]) + "\n"
+    # A primitive with one value on every mode (a form detector that never fires) says
+    # nothing about the design: it is named under the table, not given a column.
+    flat = [i for i, name in enumerate(names) if len({row[2][i] for row in rows}) == 1]
+    keep = [i for i in range(len(head)) if i not in flat]
+    lines = [f"| mode | share in the demonstrations | {' | '.join(head[i] for i in keep)} |",
+             "|---|---|" + "---|" * len(keep)]
+    lines += [f"| {label} | {share} | " + " | ".join(f"{means[i]:.3f}" for i in keep) + " |"
+              for label, share, means in rows]
+    if flat:
+        lines += ["", "The same on every mode: " + ", ".join(
+            f"`{names[i]}` {rows[0][2][i]:g}" for i in flat) + "."]
+    return "\n".join(lines) + "\n"
 
 
 def draw_shares(env_id: str, draws: int, seed: int = 0) -> str:
-    """How often the grammar draws each primitive the hand-made rewards do not use."""
+    """How often the grammar draws each primitive the planted reward and its parts use (and
+    the hand-made rewards do not), alone and in pairs."""
     card = card_for(env_id)
     used = {n for e in HAND_MADE.values() for n in re.findall(r"[a-z_][a-z0-9_]*", e)}
     aliases = dict(card.get("aliases") or {})
     used |= {str(aliases[a]) for a in used if a in aliases}
-    names = [n for n in card["primitives"] if n not in used]
+    planted = {n for e in [planted_reward(env_id), *planted_parts(env_id).values()]
+               for n in re.findall(r"[a-z_][a-z0-9_]*", e)}
+    names = [n for n in card["primitives"] if n not in used and n in planted]
     rng = random.Random(seed)
     counts: Counter[frozenset[str]] = Counter()
     for _ in range(draws):
         text = random_expression(rng, env_id, max_depth=3)  # the random method's depth
         found = set(re.findall(r"[a-z_][a-z0-9_]*", text))
         counts[frozenset(n for n in names if n in found)] += 1
-    lines = [f"{draws} draws of `random_expression` (depth 3) on {env_id}'s primitives:", "",
+    lines = [f"{draws} draws of `random_expression` (depth 3) on {env_id}'s "
+             f"{len(card['primitives'])} primitives:", "",
              "| contains | share of draws |", "|---|---|"]
     for k in (1, 2):
         for combo in itertools.combinations(names, k):

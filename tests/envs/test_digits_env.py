@@ -10,13 +10,14 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import derl_bench  # noqa: F401
-from derl_bench.cards import load_card, sha256_lines
+from derl_bench.cards import CardError, load_card, sha256_lines
 from derl_bench.families.digits.env import (
     base_policy_spec,
     demonstration,
     generate_split,
     make_problem,
     shifted,
+    sloppy_answer,
     wraps,
 )
 
@@ -181,6 +182,81 @@ def test_the_sloppy_modes_are_right_exactly_where_nothing_wraps():
     assert 0.25 < sum(right_at_wraps) / len(right_at_wraps) < 0.35
 
 
+def test_carry_errors_write_the_unreduced_sum_and_plus_errors_one_too_high():
+    problem = make_problem(5, "49170285")
+    rng = random.Random(4)
+    kinds = {"plus": 0, "carry": 0}
+    for _ in range(300):
+        answer = sloppy_answer(problem, 0.3, rng, ("plus", "carry"))
+        # Read the answer back position by position: a carry is "1" and then the right digit.
+        at = 0
+        for ref, wrap in zip(problem.answer, wraps(problem.digits, 5), strict=True):
+            if wrap and answer[at:at + 2] == "1" + ref:
+                kinds["carry"] += 1
+                at += 2
+                continue
+            assert answer[at] == ref or (wrap and answer[at] == str((int(ref) + 1) % 10))
+            kinds["plus"] += answer[at] != ref
+            at += 1
+        assert at == len(answer)
+    # Each wrong wrap draws its kind uniformly: 70% wrong, half of them each kind.
+    wrong = 300 * sum(wraps(problem.digits, 5)) * 0.7
+    assert all(0.4 * wrong < n < 0.6 * wrong for n in kinds.values())
+    # One kind draws nothing from the stream, so the cards without wrap_errors are unchanged.
+    first, second = random.Random(9), random.Random(9)
+    assert sloppy_answer(problem, 0.3, first) == sloppy_answer(problem, 0.3, second, ("plus",))
+
+
+def test_the_short_box_holds_one_digit_and_the_carry_card_reads_long_boxes_as_sloppy(
+        tmp_path, monkeypatch):
+    front = load_card("digits_recall_sparse")
+    card = {**front, "family": "digits_carry_test",
+            "ids": {"derl/DigitsCarryTest-v0": {**front["ids"]["derl/DigitsRecallSparse-v0"],
+                                                 "kwargs": {"family": "digits_carry_test",
+                                                            "split": "train"}}},
+            "base_policy": {**front["base_policy"],
+                            "modes": {"boxed": 0.9, "short": 0.1},
+                            "wrap_errors": {3: ["carry"], 7: ["plus", "carry"]}}}
+    import yaml
+
+    from derl_bench.cards import CARD_PATH_SETTING
+    from derl_bench.family import reload
+
+    (tmp_path / "digits_carry_test.md").write_text(f"---\n{yaml.safe_dump(card)}---\n# test\n")
+    monkeypatch.setenv(CARD_PATH_SETTING, str(tmp_path))
+    reload()
+    try:
+        spec = base_policy_spec("digits_carry_test")
+        assert spec.errors(3) == ("carry",) and spec.errors(5) == ("plus",)
+        env = gym.make("derl/DigitsCarryTest-v0", split="validation")
+        env.reset(options={"index": 0})
+        problem = env.unwrapped.problem
+        short = demonstration(problem, "short", 0.3, random.Random(0))
+        assert len(short) == len("\\boxed{0}") and env.unwrapped.mode_of(short) == "short"
+        env.reset(options={"index": 0})
+        got = dict(env.step(short)[-1]["primitives"])
+        assert got["length_fit"] == 1.0 and got["digit_recall"] <= 1 / 16
+        # A box one digit too long is a sloppy answer with one carry here, not a lead or trail.
+        assert env.unwrapped.mode_of(f"\\boxed{{1{problem.answer}}}") == "boxed"
+        # A carry at the first wrap is that position wrong and every later one read in place.
+        flags = wraps(problem.digits, problem.shift)
+        first = flags.index(True)
+        carried = problem.answer[:first] + "1" + problem.answer[first:]
+        assert env.unwrapped.wrap_positions(f"\\boxed{{{carried}}}") == \
+            (sum(flags) - 1, sum(flags))
+        env.close()
+        monkeypatch.setenv(CARD_PATH_SETTING, str(tmp_path))
+        (tmp_path / "digits_carry_test.md").write_text(
+            "---\n" + yaml.safe_dump({**card, "base_policy": {
+                **card["base_policy"], "wrap_errors": {3: ["borrow"]}}}) + "---\n")
+        reload()
+        with pytest.raises(CardError, match="wrap_errors"):
+            base_policy_spec("digits_carry_test")
+    finally:
+        monkeypatch.delenv(CARD_PATH_SETTING)
+        reload()
+
+
 def test_the_gate_task_pays_digit_match_without_the_box_but_outcome_needs_it():
     env = gym.make("derl/DigitsGate-v0", split="validation")
     _, info = env.reset(options={"index": 0})
@@ -203,3 +279,4 @@ def test_the_base_policy_mixture_and_planted_reward_are_on_the_card(family):
 
 def _name(family: str) -> str:
     return {v: k for k, v in TASKS.items()}[family].split("/")[1].removesuffix("-v0")
+

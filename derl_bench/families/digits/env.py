@@ -1,6 +1,7 @@
 """The digit-shift reward-discovery tasks: ``derl/DigitsSparse-v0``, ``derl/DigitsHack-v0``,
-``derl/DigitsGate-v0``, ``derl/DigitsTrap-v0``, ``derl/DigitsRecall-v0`` and
-``derl/DigitsRecallSparse-v0``, CPU-scale tasks whose best reward is known.
+``derl/DigitsGate-v0``, ``derl/DigitsTrap-v0``, ``derl/DigitsRecall-v0``,
+``derl/DigitsRecallSparse-v0`` and ``derl/DigitsBalance-v0``, CPU-scale tasks whose best
+reward is known.
 
 Each is a diagnostic task in the spirit of bsuite: one problem, several planted structures of
 reward design. A problem asks for every digit of a number shifted by ``k`` (modulo 10)::
@@ -29,7 +30,19 @@ the share of each behaviour in the base is known:
 - ``verbose``: one box listing every digit twice (``\\boxed{00112233445566778899}``), whatever
   the problem: ``digit_recall`` pays it by its form alone (nearly 1), ``length_fit`` 0.4 on an
   8-digit answer. A card's ``base_policy.verbose_copies`` sets how many times (default 2): on
-  16-digit answers, three copies (30 digits) keep ``length_fit`` at 16/30.
+  16-digit answers, three copies (30 digits) keep ``length_fit`` at 16/30;
+- ``short``: a box holding only the first digit of a sloppy answer: never too long, so
+  ``length_fit`` pays it 1 by its form, while ``digit_recall`` pays it one digit's share.
+
+A sloppy answer's wrong wrapping position is one too high by default. A card's
+``base_policy.wrap_errors`` (shift -> error kinds) may name another kind for some shifts:
+``carry`` writes the unreduced sum (``14`` for ``9 + 5``), one digit too many, which
+``length_fit`` sees and ``digit_recall`` does not; ``plus`` is the one-too-high digit, which
+``digit_recall`` sees (mostly) and ``length_fit`` does not. Each wrong position draws one of
+its shift's kinds::
+
+    >>> sloppy_answer(make_problem(5, "49170285"), 0.0, random.Random(0), ("carry",))
+    '914612571310'
 
     >>> import random
     >>> print(demonstration(problem, "spam", 1.0, random.Random(0)))
@@ -56,7 +69,7 @@ from __future__ import annotations
 import functools
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from derl_bench.cards import CardError, load_card
@@ -65,7 +78,7 @@ from derl_bench.envs.spaces import text_space
 from derl_bench.families.arithmetic.env import draw_split
 from derl_bench.grading import Grade, last_boxed
 
-MODES = ("careful", "boxed", "bare", "spam", "lead", "trail", "verbose")
+MODES = ("careful", "boxed", "bare", "spam", "lead", "trail", "verbose", "short")
 """The demonstration modes a card's ``base_policy.modes`` may mix (see the module docstring)."""
 
 def verbose_box(copies: int = 2) -> str:
@@ -122,28 +135,42 @@ def make_problem(shift: int, digits: str) -> Problem:
                    answer, f"\\boxed{{{answer}}}")
 
 
-def sloppy_answer(problem: Problem, wrap_right: float, rng: random.Random) -> str:
+WRAP_ERRORS = ("plus", "carry")
+"""What a sloppy answer may write at a wrong wrapping position: one too high, or the unreduced
+sum (see the module docstring)."""
+
+
+def sloppy_answer(problem: Problem, wrap_right: float, rng: random.Random,
+                  errors: tuple[str, ...] = ("plus",)) -> str:
     """The answer with each wrapping position right with probability ``wrap_right`` and
-    otherwise one too high."""
+    otherwise wrong in one of ``errors`` (:data:`WRAP_ERRORS`), drawn uniformly."""
     out = []
     for d, wrap in zip(problem.digits, wraps(problem.digits, problem.shift), strict=True):
         value = int(d) + problem.shift
         if wrap and rng.random() >= wrap_right:
+            # One kind draws nothing, so the cards without wrap_errors keep their stream.
+            kind = errors[0] if len(errors) == 1 else rng.choice(errors)
+            if kind == "carry":
+                out.append(str(value))
+                continue
             value += 1
         out.append(str(value % 10))
     return "".join(out)
 
 
 def demonstration(problem: Problem, mode: str, wrap_right: float, rng: random.Random,
-                  verbose_copies: int = 2) -> str:
+                  verbose_copies: int = 2, errors: tuple[str, ...] = ("plus",)) -> str:
     """A demonstration of ``mode`` for ``problem`` (see the module docstring); the ``verbose``
-    box lists every digit ``verbose_copies`` times."""
+    box lists every digit ``verbose_copies`` times, and a sloppy answer's wrong wrapping
+    positions are one of ``errors``."""
     if mode == "careful":
         return problem.solution
     if mode == "boxed":
-        return f"\\boxed{{{sloppy_answer(problem, wrap_right, rng)}}}"
+        return f"\\boxed{{{sloppy_answer(problem, wrap_right, rng, errors)}}}"
     if mode == "bare":
-        return sloppy_answer(problem, wrap_right, rng)
+        return sloppy_answer(problem, wrap_right, rng, errors)
+    if mode == "short":
+        return f"\\boxed{{{sloppy_answer(problem, wrap_right, rng, errors)[0]}}}"
     if mode == "spam":
         decoy = "".join(rng.choice("0123456789") for _ in problem.digits)
         decoy = decoy if decoy != problem.answer else shifted(decoy, 1)
@@ -204,12 +231,23 @@ class BasePolicySpec:
     wrap_right: float
     verbose_copies: int = 2
     """How many times the ``verbose`` box lists each digit (the card's ``verbose_copies``)."""
+    wrap_errors: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    """Shift -> the kinds of error a sloppy answer makes at its wrong wrapping positions (the
+    card's ``wrap_errors``); a shift not named makes ``plus`` errors."""
 
     def __post_init__(self) -> None:
         unknown = set(self.modes) - set(MODES)
         if unknown or abs(sum(self.modes.values()) - 1.0) > 1e-9:
             raise CardError(f"base_policy.modes must be shares of {MODES} summing to 1, "
                             f"got {self.modes}")
+        for shift, kinds in self.wrap_errors.items():
+            if not kinds or set(kinds) - set(WRAP_ERRORS):
+                raise CardError(f"base_policy.wrap_errors[{shift}] must name some of "
+                                f"{WRAP_ERRORS}, got {list(kinds)}")
+
+    def errors(self, shift: int) -> tuple[str, ...]:
+        """The error kinds of a sloppy answer to a problem of ``shift``."""
+        return self.wrap_errors.get(shift, ("plus",))
 
 
 def base_policy_spec(family: str) -> BasePolicySpec:
@@ -217,7 +255,9 @@ def base_policy_spec(family: str) -> BasePolicySpec:
     spec = dict(load_card(family)["base_policy"])
     return BasePolicySpec(modes={str(k): float(v) for k, v in spec["modes"].items()},
                           wrap_right=float(spec["wrap_right"]),
-                          verbose_copies=int(spec.get("verbose_copies", 2)))
+                          verbose_copies=int(spec.get("verbose_copies", 2)),
+                          wrap_errors={int(k): tuple(str(e) for e in v)
+                                       for k, v in dict(spec.get("wrap_errors") or {}).items()})
 
 
 class DigitsEnv(ProblemEnv):
@@ -225,7 +265,8 @@ class DigitsEnv(ProblemEnv):
 
     Args:
         family: the task's card (``digits_sparse``, ``digits_hack``, ``digits_gate``,
-            ``digits_trap``, ``digits_recall``, ``digits_recall_sparse``).
+            ``digits_trap``, ``digits_recall``, ``digits_recall_sparse``,
+            ``digits_balance``).
         split: ``train``, ``validation``, ``L0-eval``, ``L1-eval`` or ``L2-eval``.
         render_mode: ``"ansi"`` renders the question.
     """
@@ -253,14 +294,17 @@ class DigitsEnv(ProblemEnv):
         spec = base_policy_spec(self.family)
         modes = list(spec.modes)
         mode = rng.choices(modes, weights=[spec.modes[m] for m in modes])[0]
-        return demonstration(self.problem, mode, spec.wrap_right, rng, spec.verbose_copies)
+        return demonstration(self.problem, mode, spec.wrap_right, rng, spec.verbose_copies,
+                             spec.errors(self.problem.shift))
 
     def mode_of(self, response: str) -> str:
         """Which demonstration mode ``response`` has the form of: ``spam`` (several boxes),
         ``boxed`` (one) or ``bare`` (none); one box holding one digit more than the current
         problem's answer is ``lead`` or ``trail``, whichever alignment agrees with the answer
-        in more positions, and one holding at least twice as many digits, or at least nine
-        tenths of the card's verbose box (``verbose_copies`` x 9 digits), is ``verbose``.
+        in more positions, one holding at least twice as many digits, or at least nine
+        tenths of the card's verbose box (``verbose_copies`` x 9 digits), is ``verbose``, and
+        on a card whose base mixes ``short`` boxes, one holding under half the answer's digits
+        is ``short``.
 
         >>> env = DigitsEnv("digits_trap", split="validation")
         >>> answer = env.reset(options={"index": 0})[1]["reference_answer"]
@@ -277,25 +321,47 @@ class DigitsEnv(ProblemEnv):
         boxed = (last_boxed(response) or "").strip()
         problem = getattr(self, "problem", None)
         answer = problem.answer if problem is not None else ""
-        if answer and boxed.isdigit() and len(boxed) == len(answer) + 1:
+        if not (answer and boxed.isdigit()):
+            return "boxed"
+        spec = base_policy_spec(self.family)
+        # Where sloppy answers write carries, a box a digit too long is one of them.
+        carries = any("carry" in kinds for kinds in spec.wrap_errors.values())
+        if len(boxed) == len(answer) + 1 and not carries:
             lead = sum(a == b for a, b in zip(boxed[1:], answer, strict=True))
             trail = sum(a == b for a, b in zip(boxed[:-1], answer, strict=True))
             return "lead" if lead > trail else "trail"
-        copies = base_policy_spec(self.family).verbose_copies
-        if answer and boxed.isdigit() and len(boxed) >= min(2 * len(answer), 9 * copies):
+        if len(boxed) >= min(2 * len(answer), 9 * spec.verbose_copies):
             return "verbose"
+        if "short" in spec.modes and 2 * len(boxed) < len(answer):
+            return "short"
         return "boxed"
 
     def wrap_positions(self, response: str) -> tuple[int, int]:
         """How many of the current problem's wrapping positions the response's final answer
-        (its last box, else its last run of digits) gets right, and how many there are."""
+        (its last box, else its last run of digits) gets right, and how many there are. On a
+        card whose sloppy answers write carries, a wrapping position written as ``1`` and its
+        right digit is a carry (wrong), and the positions after it are read one digit later.
+
+        >>> env = DigitsEnv("digits_sparse", split="validation")
+        >>> _ = env.reset(options={"index": 0})
+        >>> env.wrap_positions(env.problem.solution) == (sum(wraps(env.problem.digits,
+        ...                                                        env.problem.shift)),) * 2
+        True
+        """
         boxed = last_boxed(response)
         found = re.findall(r"\d+", boxed if boxed is not None else response[-10_000:])
         answer = found[-1] if found else ""
         p = self.problem
         flags = wraps(p.digits, p.shift)
-        right = sum(w and i < len(answer) and answer[i] == p.answer[i]
-                    for i, w in enumerate(flags))
+        carries = any("carry" in kinds
+                      for kinds in base_policy_spec(self.family).wrap_errors.values())
+        right = at = 0
+        for wrap, ref in zip(flags, p.answer, strict=True):
+            if carries and wrap and answer[at:at + 2] == "1" + ref:
+                at += 2
+                continue
+            right += wrap and answer[at:at + 1] == ref
+            at += 1
         return right, sum(flags)
 
     def grade(self, response: str) -> Grade:
@@ -306,6 +372,6 @@ class DigitsEnv(ProblemEnv):
         return Grade(extracted.strip() == self.problem.answer, extracted)
 
 
-__all__ = ["MODES", "VERBOSE", "BasePolicySpec", "DigitsEnv", "Problem", "SplitSpec",
+__all__ = ["MODES", "VERBOSE", "WRAP_ERRORS", "BasePolicySpec", "DigitsEnv", "Problem", "SplitSpec",
            "base_policy_spec", "demonstration", "generate_split", "make_problem", "shifted",
            "sloppy_answer", "split_spec", "verbose_box", "wraps"]
