@@ -151,7 +151,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--env", default="derl/Arithmetic-v0",
                         help="the task (default derl/Arithmetic-v0; derl/DigitsSparse-v0, "
                         "derl/DigitsHack-v0, derl/DigitsGate-v0, derl/DigitsTrap-v0, "
-                        "derl/DigitsRecall-v0, derl/DigitsRecallSparse-v0: "
+                        "derl/DigitsRecall-v0, derl/DigitsRecallSparse-v0, "
+                        "derl/DigitsBalance-v0: "
                         "docs/tasks.md)")
     parser.add_argument("--output", default="runs/proxy", help="output directory")
     parser.add_argument("--records", default=None, metavar="DIR",

@@ -20,11 +20,13 @@ from derl_bench.families.digits.env import (
     sloppy_answer,
     wraps,
 )
+from derl_bench.observers.form import DETECTORS
 
 TASKS = {"derl/DigitsSparse-v0": "digits_sparse", "derl/DigitsHack-v0": "digits_hack",
          "derl/DigitsGate-v0": "digits_gate", "derl/DigitsTrap-v0": "digits_trap",
          "derl/DigitsRecall-v0": "digits_recall",
-         "derl/DigitsRecallSparse-v0": "digits_recall_sparse"}
+         "derl/DigitsRecallSparse-v0": "digits_recall_sparse",
+         "derl/DigitsBalance-v0": "digits_balance"}
 SPLITS = ("train", "validation", "L0-eval", "L1-eval", "L2-eval")
 
 
@@ -56,9 +58,10 @@ def test_the_env_passes_gymnasiums_checker_and_grades_the_reference(env_id):
     _, info = env.reset(options={"index": 3})
     _, reward, terminated, truncated, info = env.step(info["reference_solution"])
     assert (reward, terminated, truncated) == (1.0, True, False)
-    # Every graded primitive pays the reference in full (numbered steps and length aside).
+    # Every graded primitive pays the reference in full (numbered steps, length and the form
+    # detectors aside).
     graded = {k: v for k, v in info["primitives"].items()
-              if k not in ("cot_steps", "response_length")}
+              if k not in ("cot_steps", "response_length", *DETECTORS)}
     assert len(graded) == 5 and set(graded.values()) == {1.0}
 
 
@@ -280,3 +283,37 @@ def test_the_base_policy_mixture_and_planted_reward_are_on_the_card(family):
 def _name(family: str) -> str:
     return {v: k for k, v in TASKS.items()}[family].split("/")[1].removesuffix("-v0")
 
+
+def test_the_balance_traps_each_fool_one_part_and_its_errors_each_cost_one():
+    env = gym.make("derl/DigitsBalance-v0", split="validation")
+    spec = base_policy_spec("digits_balance")
+    rng = random.Random(5)
+    means: dict[str, dict[str, list[float]]] = {}
+    for index in range(100):
+        env.reset(options={"index": index})
+        problem = env.unwrapped.problem
+        for mode in ("careful", "boxed", "verbose", "short"):
+            response = demonstration(problem, mode, spec.wrap_right, rng, spec.verbose_copies,
+                                     spec.errors(problem.shift))
+            assert env.unwrapped.mode_of(response) == ("boxed" if mode == "careful" else mode)
+            env.reset(options={"index": index})
+            got = dict(env.step(response)[-1]["primitives"])
+            # The form detectors never fire on this task's answers: one box, one line, markup.
+            assert {k: got[k] for k in DETECTORS} == {
+                k: float(k in ("box_count", "line_count", "starts_with_box", "has_latex"))
+                for k in DETECTORS}
+            for name in ("digit_recall", "length_fit"):
+                means.setdefault(mode, {}).setdefault(name, []).append(got[name])
+            if mode == "boxed" and problem.shift == 3:  # carries only: recall untouched
+                assert got["digit_recall"] == 1.0
+            if mode == "boxed" and problem.shift == 7:  # one too high only: never too long
+                assert got["length_fit"] == 1.0
+    avg = {m: {k: sum(v) / len(v) for k, v in d.items()} for m, d in means.items()}
+    sloppy, verbose, short = avg["boxed"], avg["verbose"], avg["short"]
+    # Each trap earns one part more than a sloppy answer does, by its form alone ...
+    assert verbose["digit_recall"] > sloppy["digit_recall"] and short["length_fit"] == 1.0
+    assert short["length_fit"] > sloppy["length_fit"]
+    # ... and the planted product with its squared brevity pays each trap less.
+    for trap in (verbose, short):
+        assert trap["digit_recall"] * trap["length_fit"] ** 2 < \
+            sloppy["digit_recall"] * sloppy["length_fit"] ** 2 - 0.2

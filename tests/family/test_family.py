@@ -60,7 +60,8 @@ def test_the_families_as_the_cards_declare_them():
                    "digits_gate": (False, "math", "outcome", 1),
                    "digits_trap": (False, "math", "outcome", 1),
                    "digits_recall": (False, "math", "outcome", 1),
-                   "digits_recall_sparse": (False, "math", "outcome", 1)}
+                   "digits_recall_sparse": (False, "math", "outcome", 1),
+                   "digits_balance": (False, "math", "outcome", 1)}
 
 
 @pytest.mark.parametrize("name", card_families())

@@ -3,7 +3,9 @@
 The math family's primitives (``outcome``, ``format_boxed``, ``cot_steps``,
 ``loose_outcome``, ``response_length``), Arithmetic's ``digit_match`` (share of the
 reference's digits the final answer has in the same place), and a step-by-step progress
-signal; ``derl/DigitsRecall-v0`` has a recall and a brevity signal instead. The graded ones
+signal; ``derl/DigitsRecall-v0`` has a recall and a brevity signal instead, and
+``derl/DigitsBalance-v0`` adds the general form detectors (:mod:`derl_bench.observers.form`)
+to those. The graded ones
 read the response's final answer (its last ``\\boxed{}``, else its last number), so none asks
 for the box: the gate task is about exactly that.
 
@@ -56,6 +58,7 @@ from derl_bench.families.math.observers import (
     ResponseLength,
 )
 from derl_bench.observers.base import Observer, Transition
+from derl_bench.observers.form import FormDetectors
 
 
 def progress(answer: str | None, reference: str) -> float:
@@ -139,3 +142,10 @@ def recall_observers(env: gym.Env) -> list[Observer]:
     ``digit_recall`` and ``length_fit`` in place of ``progress`` and ``digit_match``."""
     return [Outcome(), FormatBoxed(), CotSteps(), LooseOutcome(), DigitRecall(), LengthFit(),
             ResponseLength()]
+
+
+def balance_observers(env: gym.Env) -> list[Observer]:
+    """``derl/DigitsBalance-v0``'s primitives, in its card's order: DigitsRecall's, then the
+    general form detectors (:mod:`derl_bench.observers.form`), none of which fires on this
+    task's answers."""
+    return [*recall_observers(env), FormDetectors()]
