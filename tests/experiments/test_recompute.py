@@ -242,3 +242,27 @@ def test_best_so_far_counts_inner_runs_spent_and_the_runs_to_reach_the_planted_s
     lines = best_so_far_figures(REPO / "leaderboards/digitshack")
     assert "planted reward's confirmed 90.3%" in lines[0]
     assert len(lines) == 6 and all("reached on" in x for x in lines[1:])
+
+
+def test_the_balance_checks_the_docs_state_are_what_its_evidence_gives():
+    docs = " ".join((REPO / "docs/tasks.md").read_text().split())
+    lines = "\n".join(task_figures(REPO / "leaderboards/digitsbalance"))
+    # check 1: every comparison of the planted reward, as the docs state it
+    for label in ("outcome", "outcome \\+ format", "average", "digit_recall \\(part\\)",
+                  "length_fit \\(part\\)", "their sum \\(part\\)"):
+        found = re.search(rf"planted − {label}: (\S+) \[(\S+), (\S+)\]", lines)
+        assert found is not None, label
+        stated = f"{found.group(1)} [{found.group(2).replace('-', '−')}, {found.group(3)}]"
+        assert stated in docs, stated
+    # check 2: the share of raw draws by its rule, and its interval
+    share = re.search(r"(\d+) of (\d+) raw draws \((\S+)%, 95% Clopper-Pearson \[(\S+), (\S+)\]%",
+                      lines)
+    assert share is not None
+    assert (f"{share.group(1)} of the {share.group(2)} raw draws, {share.group(3)}% (95% "
+            f"Clopper-Pearson [{share.group(4)}, {share.group(5)}]%)") in docs
+    # check 3: the climbing classes and draws
+    climb = re.search(r"climbing above outcome: (\d+) of (\d+) classes, (\S+)% of the (\d+) "
+                      r"trained", lines)
+    assert climb is not None
+    assert (f"{climb.group(1)} of {climb.group(2)} classes climbs above outcome "
+            f"({climb.group(3)}% of the {climb.group(4)} trained draws") in docs
