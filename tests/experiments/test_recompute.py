@@ -203,26 +203,35 @@ def test_the_climb_is_recomputed_from_every_neighbours_scores():
     assert climb_figures(climb)[-1].startswith("  verdict: fails")
 
 
-def test_the_recall_sparse_checks_the_docs_state_are_what_its_evidence_gives():
-    docs = " ".join((REPO / "docs/tasks.md").read_text().split())
-    lines = "\n".join(task_figures(REPO / "leaderboards/digitsrecallsparse"))
-    # check 1: the planted reward minus the sum, as the docs state it
-    sum_line = re.search(r"planted − their sum \(part\): (\S+) \[(\S+), (\S+)\]", lines)
-    assert sum_line is not None
-    assert f"{sum_line.group(1)} [{sum_line.group(2).replace('-', '−')}, {sum_line.group(3)}]" \
-        in docs
-    # check 2: the share of raw draws by its rule, and its interval
+def _checks_2_and_3_are_stated(lines: str, docs: str) -> None:
+    """Check 2's share of raw draws with its interval, and check 3's climbing classes, as the
+    docs state them."""
     share = re.search(r"(\d+) of (\d+) raw draws \((\S+)%, 95% Clopper-Pearson \[(\S+), (\S+)\]%",
                       lines)
     assert share is not None
     assert (f"{share.group(1)} of the {share.group(2)} raw draws, {share.group(3)}% (95% "
             f"Clopper-Pearson [{share.group(4)}, {share.group(5)}]%)") in docs
-    # check 3: the climbing classes
     climb = re.search(r"climbing above outcome: (\d+) of (\d+) classes, (\S+)% of the (\d+) "
                       r"trained", lines)
     assert climb is not None
     assert (f"{climb.group(1)} of {climb.group(2)} classes climbs above outcome "
             f"({climb.group(3)}% of the {climb.group(4)} trained draws") in docs
+
+
+def _stated(board: str) -> tuple[str, str]:
+    """docs/tasks.md on one line, and the figures recomputed from ``board``'s evidence."""
+    return (" ".join((REPO / "docs/tasks.md").read_text().split()),
+            "\n".join(task_figures(REPO / "leaderboards" / board)))
+
+
+def test_the_recall_sparse_checks_the_docs_state_are_what_its_evidence_gives():
+    docs, lines = _stated("digitsrecallsparse")
+    # check 1: the planted reward minus the sum, as the docs state it
+    sum_line = re.search(r"planted − their sum \(part\): (\S+) \[(\S+), (\S+)\]", lines)
+    assert sum_line is not None
+    assert f"{sum_line.group(1)} [{sum_line.group(2).replace('-', '−')}, {sum_line.group(3)}]" \
+        in docs
+    _checks_2_and_3_are_stated(lines, docs)
 
 
 def test_best_so_far_counts_inner_runs_spent_and_the_runs_to_reach_the_planted_score():
@@ -245,8 +254,7 @@ def test_best_so_far_counts_inner_runs_spent_and_the_runs_to_reach_the_planted_s
 
 
 def test_the_balance_checks_the_docs_state_are_what_its_evidence_gives():
-    docs = " ".join((REPO / "docs/tasks.md").read_text().split())
-    lines = "\n".join(task_figures(REPO / "leaderboards/digitsbalance"))
+    docs, lines = _stated("digitsbalance")
     # check 1: every comparison of the planted reward, as the docs state it
     for label in ("outcome", "outcome \\+ format", "average", "digit_recall \\(part\\)",
                   "length_fit \\(part\\)", "their sum \\(part\\)"):
@@ -254,15 +262,4 @@ def test_the_balance_checks_the_docs_state_are_what_its_evidence_gives():
         assert found is not None, label
         stated = f"{found.group(1)} [{found.group(2).replace('-', '−')}, {found.group(3)}]"
         assert stated in docs, stated
-    # check 2: the share of raw draws by its rule, and its interval
-    share = re.search(r"(\d+) of (\d+) raw draws \((\S+)%, 95% Clopper-Pearson \[(\S+), (\S+)\]%",
-                      lines)
-    assert share is not None
-    assert (f"{share.group(1)} of the {share.group(2)} raw draws, {share.group(3)}% (95% "
-            f"Clopper-Pearson [{share.group(4)}, {share.group(5)}]%)") in docs
-    # check 3: the climbing classes and draws
-    climb = re.search(r"climbing above outcome: (\d+) of (\d+) classes, (\S+)% of the (\d+) "
-                      r"trained", lines)
-    assert climb is not None
-    assert (f"{climb.group(1)} of {climb.group(2)} classes climbs above outcome "
-            f"({climb.group(3)}% of the {climb.group(4)} trained draws") in docs
+    _checks_2_and_3_are_stated(lines, docs)
