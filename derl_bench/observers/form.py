@@ -1,7 +1,7 @@
 """Form detectors: a general library of signals about how a text response looks.
 
 A reward designer's library holds many such detectors (does the response use a code block,
-a list, units, a question back to the user, ...), and on any one task most of them say
+a list, a link, a question back to the user, ...), and on any one task most of them say
 nothing: the task's answers never have that form. ``derl/DigitsBalance-v0`` puts this library
 beside its two informative primitives, so that a reward built at random rarely holds them, as
 with a real library (docs/tasks.md). Each detector reads the response text alone:

@@ -298,7 +298,7 @@ def test_the_balance_traps_each_fool_one_part_and_its_errors_each_cost_one():
             assert env.unwrapped.mode_of(response) == ("boxed" if mode == "careful" else mode)
             env.reset(options={"index": index})
             got = dict(env.step(response)[-1]["primitives"])
-            # The form detectors never fire on this task's answers: one box, one line, markup.
+            # The form detectors never fire on this task's demonstrations (one box, one line).
             assert {k: got[k] for k in DETECTORS} == {
                 k: float(k in ("box_count", "line_count", "starts_with_box", "has_latex"))
                 for k in DETECTORS}

@@ -147,5 +147,5 @@ def recall_observers(env: gym.Env) -> list[Observer]:
 def balance_observers(env: gym.Env) -> list[Observer]:
     """``derl/DigitsBalance-v0``'s primitives, in its card's order: DigitsRecall's, then the
     general form detectors (:mod:`derl_bench.observers.form`), none of which fires on this
-    task's answers."""
+    task's demonstrations."""
     return [*recall_observers(env), FormDetectors()]
