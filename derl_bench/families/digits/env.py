@@ -245,6 +245,11 @@ class BasePolicySpec:
                 raise CardError(f"base_policy.wrap_errors[{shift}] must name some of "
                                 f"{WRAP_ERRORS}, got {list(kinds)}")
 
+    @property
+    def carries(self) -> bool:
+        """Whether some shift's sloppy answers write carries (a digit too many)."""
+        return any("carry" in kinds for kinds in self.wrap_errors.values())
+
     def errors(self, shift: int) -> tuple[str, ...]:
         """The error kinds of a sloppy answer to a problem of ``shift``."""
         return self.wrap_errors.get(shift, ("plus",))
@@ -325,8 +330,7 @@ class DigitsEnv(ProblemEnv):
             return "boxed"
         spec = base_policy_spec(self.family)
         # Where sloppy answers write carries, a box a digit too long is one of them.
-        carries = any("carry" in kinds for kinds in spec.wrap_errors.values())
-        if len(boxed) == len(answer) + 1 and not carries:
+        if len(boxed) == len(answer) + 1 and not spec.carries:
             lead = sum(a == b for a, b in zip(boxed[1:], answer, strict=True))
             trail = sum(a == b for a, b in zip(boxed[:-1], answer, strict=True))
             return "lead" if lead > trail else "trail"
@@ -353,8 +357,7 @@ class DigitsEnv(ProblemEnv):
         answer = found[-1] if found else ""
         p = self.problem
         flags = wraps(p.digits, p.shift)
-        carries = any("carry" in kinds
-                      for kinds in base_policy_spec(self.family).wrap_errors.values())
+        carries = base_policy_spec(self.family).carries
         right = at = 0
         for wrap, ref in zip(flags, p.answer, strict=True):
             if carries and wrap and answer[at:at + 2] == "1" + ref:
