@@ -57,8 +57,14 @@ def _proxy(args: argparse.Namespace) -> int:
         from derl_bench.experiments.planted import PlantedConfig, run_planted
 
         try:
-            check = (PlantedConfig(proxy=config, pilot_seeds=2, seeds=2, max_seeds=2)
-                     if args.small else PlantedConfig(proxy=config))
+            stated: dict[str, int] = {} if args.confirm_offset is None else {
+                "confirm_offset": args.confirm_offset}
+            if args.small:
+                stated.update(pilot_seeds=2, seeds=2, max_seeds=2)
+            elif args.confirm_seeds is not None:
+                stated.update(seeds=args.confirm_seeds,
+                              max_seeds=max(args.confirm_seeds, PlantedConfig.max_seeds))
+            check = PlantedConfig(proxy=config, **stated)
             found = run_planted(check)
         except ValueError as err:
             raise CommandError(str(err)) from err
@@ -190,6 +196,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="instead, prove the task: its card's planted reward against every "
                         "hand-made reward, a pilot then a confirmation on fresh seeds "
                         "(derl_bench.experiments.planted)")
+    parser.add_argument("--confirm-seeds", type=int, default=None, metavar="N",
+                        help="--planted: the confirmation's smallest size (default 8; the pilot "
+                        "may plan more)")
+    parser.add_argument("--confirm-offset", type=int, default=None, metavar="K",
+                        help="--planted: the confirmation's seeds start at fresh seed K "
+                        "(default 1000; 8000 for a further confirmation on seeds none saw)")
     parser.add_argument("--screen", action="store_true",
                         help="instead, screen 2000 random draws on the base policy's own "
                         "samples, no inner run: which pay right answers, dense progress or a "

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 PILOT_OFFSET = 0
 CONFIRM_OFFSET = 1_000
 """Where the pilot's and the confirmation's fresh seeds start (disjoint ranges)."""
+RECONFIRM_OFFSET = 8_000
+"""Where a further confirmation's seeds start (``--confirm-offset``): one stated after a first
+confirmation, with a size planned from its spread (docs/tasks.md)."""
 
 
 @dataclass
@@ -65,11 +68,19 @@ class PlantedConfig:
     max_seeds: int = 32
     margin: float = 3.0
     """The planted reward must beat every hand-made one by ``margin`` x the planned MDE."""
+    confirm_offset: int = CONFIRM_OFFSET
+    """Where the confirmation's fresh seeds start. A confirmation stated after an earlier one
+    (a larger size planned from its spread) starts elsewhere, so that none of its seeds was
+    seen; the pilot's seeds stay those of ``PILOT_OFFSET``."""
 
     def __post_init__(self) -> None:
         if self.pilot_seeds < 2 or self.seeds < 2 or self.max_seeds < self.seeds:
             raise ValueError("the pilot and the confirmation need at least 2 seeds each, and "
                              "max_seeds at least seeds")
+        if not self.pilot_seeds <= self.confirm_offset - PILOT_OFFSET:
+            raise ValueError(f"confirm_offset {self.confirm_offset} would reuse the pilot's "
+                             f"seeds (offsets {PILOT_OFFSET} to "
+                             f"{PILOT_OFFSET + self.pilot_seeds - 1})")
 
     @property
     def output(self) -> Path:
@@ -152,7 +163,7 @@ def run_planted(config: PlantedConfig, log: Any = print) -> dict[str, Any]:
                    for name, expr in HAND_MADE.items()}
     n = planned_seeds(differences, config.seeds, config.max_seeds, config.margin)
     mde = {name: planned_mde(d, n) for name, d in differences.items()}
-    seeds = fresh_seeds(n, CONFIRM_OFFSET)
+    seeds = fresh_seeds(n, config.confirm_offset)
     log(f"planned: {n} seeds; MDE per comparison: "
         + ", ".join(f"{k} {100 * v:.2f}" for k, v in mde.items()))
     confirm = _scores(config, model, exprs, seeds, "confirm", log)
@@ -228,5 +239,5 @@ def planted_markdown(result: dict[str, Any]) -> str:
     return "\n".join([*lines, "", verdict]) + "\n"
 
 
-__all__ = ["CONFIRM_OFFSET", "PILOT_OFFSET", "PlantedConfig", "planned_mde", "planned_seeds",
-           "planted_markdown", "planted_parts", "planted_reward", "run_planted"]
+__all__ = ["CONFIRM_OFFSET", "PILOT_OFFSET", "RECONFIRM_OFFSET", "PlantedConfig", "planned_mde",
+           "planned_seeds", "planted_markdown", "planted_parts", "planted_reward", "run_planted"]

@@ -6,9 +6,16 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 from derl_bench.experiments.climb import ClimbConfig
 from derl_bench.experiments.landscape import LANDSCAPE_OFFSET, LandscapeConfig
-from derl_bench.experiments.planted import CONFIRM_OFFSET, PILOT_OFFSET, PlantedConfig
+from derl_bench.experiments.planted import (
+    CONFIRM_OFFSET,
+    PILOT_OFFSET,
+    RECONFIRM_OFFSET,
+    PlantedConfig,
+)
 from derl_bench.experiments.proxy import ProxyConfig
 from derl_bench.experiments.proxy.run import RETRAIN_OFFSET
 from derl_bench.meta.search import SEED_STRIDE, fresh_seeds, slot_seed
@@ -31,6 +38,7 @@ def _every_fresh_seed() -> dict[str, list[int]]:
     return {
         "planted pilot": fresh_seeds(planted.pilot_seeds, PILOT_OFFSET),
         "planted confirmation": fresh_seeds(planted.seeds, CONFIRM_OFFSET),
+        "planted further confirmation": fresh_seeds(planted.max_seeds, RECONFIRM_OFFSET),
         "landscape": landscape.seeds,
         "landscape confirmation": landscape.confirm_seeds,
         "climb": ClimbConfig().seeds,
@@ -57,6 +65,12 @@ def test_fresh_seeds_never_coincide_with_a_search_slot_or_with_each_other():
     assert LANDSCAPE_OFFSET not in (PILOT_OFFSET, CONFIRM_OFFSET, RETRAIN_OFFSET)
 
 
+def test_a_confirmation_that_would_reuse_the_pilots_seeds_is_refused():
+    with pytest.raises(ValueError, match="reuse the pilot's seeds"):
+        PlantedConfig(confirm_offset=PILOT_OFFSET + 1)
+    assert PlantedConfig(confirm_offset=RECONFIRM_OFFSET).confirm_offset == RECONFIRM_OFFSET
+
+
 def test_rescoring_and_the_primary_endpoint_use_at_least_three_fresh_seeds():
     assert len(_rescore_module().rescore_seeds()) >= 3
     assert ProxyConfig().retrain_seeds >= 3
@@ -70,9 +84,13 @@ def test_the_planted_check_runs_end_to_end_and_writes_its_verdict(tmp_path):
     # DigitsTrap's card also names the planted reward's parts, which the check must beat too.
     out = tmp_path / "trap"
     assert main(["proxy", "--env", "derl/DigitsTrap-v0", "--planted", "--small",
-                 "--workers", "1", "--output", str(out)]) == 0
+                 "--confirm-offset", str(RECONFIRM_OFFSET), "--workers", "1",
+                 "--output", str(out)]) == 0
     result = json.loads((out / "planted" / "planted.json").read_text())
     assert result["planted"] == "digit_match * progress"
+    # a further confirmation's seeds start where --confirm-offset says; the pilot's do not move
+    assert result["confirm"]["seeds"] == fresh_seeds(2, RECONFIRM_OFFSET)
+    assert result["pilot"]["seeds"] == fresh_seeds(2, PILOT_OFFSET)
     parts = {"digit_match", "progress", "their sum"}
     assert set(result["comparisons"]) == {"outcome", "outcome + format", "average"} | parts
     assert all(s >= 1_000_000_000 for s in result["confirm"]["seeds"])
