@@ -9,8 +9,10 @@ arithmetic proxy) the probe responses are the reference solutions of ``problems`
 fixed edits of them that every grader distinguishes: unboxed, a near or far wrong answer, the
 answer alone, no answer, padding, numbered steps; each is graded by the real env and its
 observers, so the vectors carry the env's own correlations (a correct answer is also parsed and
-formatted). Other envs get vectors drawn from each primitive's declared range (values at both
-ends and in between), which keeps the check well defined but ignores correlations.
+formatted). A card whose ``probe`` is ``modes`` takes its env's own ``probe_responses`` instead
+(the digit tasks: every demonstration mode, in the task's alphabet). Other envs get vectors
+drawn from each primitive's declared range (values at both ends and in between), which keeps
+the check well defined but ignores correlations.
 
     >>> probe = probe_set("derl/Arithmetic-v0", problems=4)
     >>> len(probe), sorted(set(probe.columns["outcome"].tolist()))
@@ -23,14 +25,21 @@ ends and in between), which keeps the check well defined but ignores correlation
 from __future__ import annotations
 
 import math
+import random
 import re
 from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 
+from derl_bench.cards import CardError
 from derl_bench.family import Family, resolve_family
 from derl_bench.reward import MetaReward, primitive_set
+
+PROBES = ("edits", "modes")
+"""What a card's ``probe`` may say its probe responses are: ``edits`` (the default) are fixed
+edits of each problem's reference solution; ``modes`` are the env's own ``probe_responses`` (what
+a policy of the task can write: the digit tasks' demonstration modes)."""
 
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
@@ -93,17 +102,25 @@ class ProbeSet:
         return ProbeSet(self.env_id, columns, self.source)
 
 
-def _response_columns(env_id: str, problems: int, seed: int) -> dict[str, list[float]] | None:
+def _response_columns(env_id: str, problems: int, seed: int, own: bool,
+                      ) -> dict[str, list[float]] | None:
     env = gym.make(env_id, split="train")
     try:
         rng = np.random.default_rng(seed)
+        own_responses = getattr(env.unwrapped, "probe_responses", None) if own else None
+        if own and own_responses is None:
+            raise CardError(f"{env_id}'s card asks for probe: modes, and its env has no "
+                            "probe_responses")
         columns: dict[str, list[float]] = {}
         for _ in range(problems):
             _, info = env.reset(seed=int(rng.integers(2**31)))
-            if "reference_solution" not in info or "reference_answer" not in info:
+            if own_responses is not None:
+                responses = own_responses(random.Random(int(rng.integers(2**31))))
+            elif "reference_solution" in info and "reference_answer" in info:
+                responses = _edits(str(info["reference_solution"]), str(info["reference_answer"]))
+            else:
                 return None
-            for response in _edits(str(info["reference_solution"]),
-                                   str(info["reference_answer"])):
+            for response in responses:
                 env.reset(options={"index": info["index"]})
                 step_info = env.step(response)[4]
                 for name, value in step_info["primitives"].items():
@@ -135,7 +152,12 @@ def probe_set(env_id: str, problems: int = 32, seed: int = 0,
     ``14 * problems`` vectors drawn from the declared ranges. Seeded. ``family``: the env's
     family, resolved by the caller (else here)."""
     family = family or resolve_family(env_id)
-    columns = None if family.multi_turn else _response_columns(env_id, problems, seed)
+    probe = family.card.get("probe", "edits")
+    if probe not in PROBES:
+        raise CardError(f"{env_id}'s card: probe must be one of {', '.join(PROBES)}, got "
+                        f"{probe!r}")
+    columns = None if family.multi_turn else _response_columns(env_id, problems, seed,
+                                                               own=probe == "modes")
     source = "responses"
     if columns is None:
         columns, source = _range_columns(env_id, family, 14 * problems, seed), "ranges"

@@ -12,6 +12,7 @@ from gymnasium.utils.env_checker import check_env
 import derl_bench  # noqa: F401
 from derl_bench.cards import CardError, load_card, sha256_lines
 from derl_bench.families.digits.env import (
+    MODES,
     base_policy_spec,
     demonstration,
     generate_split,
@@ -317,3 +318,30 @@ def test_the_balance_traps_each_fool_one_part_and_its_errors_each_cost_one():
     for trap in (verbose, short):
         assert trap["digit_recall"] * trap["length_fit"] ** 2 < \
             sloppy["digit_recall"] * sloppy["length_fit"] ** 2 - 0.2
+
+
+def test_the_balance_probe_is_its_own_responses_where_only_the_box_moves_a_detector():
+    from derl_bench.meta.probe import behaviour_key, probe_set
+    from derl_bench.reward import compile_reward
+
+    env = gym.make("derl/DigitsBalance-v0", split="train")
+    env.reset(options={"index": 0})
+    responses = env.unwrapped.probe_responses(random.Random(0))
+    # one response of every demonstration mode, and the empty one; no English anywhere
+    assert len(responses) == len(MODES) + 1 and responses[-1] == ""
+    assert all(set(r.replace("\\boxed", "")) <= set("0123456789{}. \n") for r in responses)
+    probe = probe_set("derl/DigitsBalance-v0", problems=8)
+    assert len(probe) == 8 * (len(MODES) + 1)
+    moved = {k for k in DETECTORS if len(set(probe.columns[k].tolist())) > 1}
+    # a box (or two, or none) is what this task's responses vary in form
+    assert moved == {"box_count", "line_count", "starts_with_box", "has_latex"}
+
+    def key(expr: str) -> str | None:
+        return behaviour_key(compile_reward(expr, env="derl/DigitsBalance-v0"), probe)
+
+    # a reward that multiplies a part by a detector no response of the task moves trains
+    # nothing; on the generic probe's English edits it looked informative
+    assert key("digit_recall * (-has_uppercase)") is None
+    assert key("word_count**3") is None
+    assert key("digit_recall") is not None and key("length_fit") is not None
+    assert key("digit_recall * length_fit**2") not in (key("digit_recall"), key("length_fit"))

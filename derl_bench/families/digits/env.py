@@ -302,6 +302,18 @@ class DigitsEnv(ProblemEnv):
         return demonstration(self.problem, mode, spec.wrap_right, rng, spec.verbose_copies,
                              spec.errors(self.problem.shift))
 
+    def probe_responses(self, rng: random.Random) -> list[str]:
+        """What a policy of this task can write for the current problem, for a card whose
+        ``probe`` is ``modes`` (:mod:`derl_bench.meta.probe`): one response of every
+        demonstration mode of :data:`MODES` (the card's errors and verbose box), whether or
+        not the card's base mixes it, and the empty response. None of them holds a letter
+        outside ``\\boxed``: the generic probe's English edits would make a primitive that only
+        English text moves (a form detector) look informative on a task whose policies never
+        write English."""
+        spec = base_policy_spec(self.family)
+        return [*(demonstration(self.problem, mode, spec.wrap_right, rng, spec.verbose_copies,
+                                spec.errors(self.problem.shift)) for mode in MODES), ""]
+
     def mode_of(self, response: str) -> str:
         """Which demonstration mode ``response`` has the form of: ``spam`` (several boxes),
         ``boxed`` (one) or ``bare`` (none); one box holding one digit more than the current
