@@ -45,7 +45,7 @@ from derl_bench.experiments.proxy.report import (
     summarize,
     summary_markdown,
 )
-from derl_bench.experiments.proxy.run import RUNS
+from derl_bench.experiments.proxy.run import RUNS, evidence_result
 from derl_bench.experiments.stats import (
     above_zero,
     clopper_pearson,
@@ -184,24 +184,14 @@ def modes_figures(modes: dict[str, Any]) -> list[str]:
 
 def board_result(board: Path) -> dict[str, Any] | None:
     """The result ``summary.md`` was rendered from, rebuilt from ``evidence/runs.json`` and
-    ``evidence/generations.json``; ``None`` for a board without ``runs.json``."""
-    runs, generations = _read(board / EVIDENCE / RUNS), _read(board / EVIDENCE /
-                                                              "generations.json")
-    if runs is None or generations is None:
+    ``evidence/generations.json`` (:func:`~derl_bench.experiments.proxy.run.evidence_result`);
+    ``None`` for a board without ``runs.json``."""
+    result = evidence_result(board)
+    if result is None:
         return None
-    config = runs["config"]
-    per_run = {(g["method"], g["seed"]): g for g in generations["runs"]}
-    proposals: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for line in (board / EVIDENCE / "candidates.jsonl").read_text().splitlines():
-        c = json.loads(line)
-        proposals.setdefault((c.pop("method"), c.pop("seed")), []).append(c)
-    rows = [{**r, **per_run[r["method"], r["seed"]],
-             "candidates": proposals.get((r["method"], r["seed"]), [])} for r in runs["runs"]]
-    start = config["endpoint_from"]
-    return {"config": config, "env_id": runs["env_id"], "wall_time_s": runs["wall_time_s"],
-            "base": runs["base"], "summary": summarize(rows, runs["base"], start),
-            "comparisons": comparisons(rows, config["methods"], start),
-            "generations": generations["table"], "runs": rows}
+    rows, start = result["runs"], result["config"]["endpoint_from"]
+    return {**result, "summary": summarize(rows, result["base"], start),
+            "comparisons": comparisons(rows, result["config"]["methods"], start)}
 
 
 def _old_board_rows(board: Path) -> list[dict[str, Any]]:

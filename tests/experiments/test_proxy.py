@@ -207,3 +207,38 @@ def test_the_small_landscape_writes_its_table_plot_and_verdict(tmp_path):
     assert "measurably better" in text and "Clopper-Pearson" in text
     share = found["better_each_share"]
     assert share["draws"] == found["drawn"]["draws"] and 0 <= share["share"] <= 1
+
+
+def test_a_board_grows_by_seeds_from_its_evidence_and_a_rerun_keeps_finished_runs(tmp_path):
+    from dataclasses import replace
+
+    from derl_bench.experiments.recompute import board_result, summary_renders
+
+    board = tmp_path / "board"
+    first = small(ProxyConfig(output=str(tmp_path / "a"), workers=1,
+                              methods=["outcome", "random"]))
+    run_proxy(first, records=board, log=lambda *_: None)
+    assert {r["seed"] for r in board_result(board)["runs"]} == {0}
+    # Another folder, another seed: the board's committed runs are taken from its evidence,
+    # not trained again, and the result holds both seeds.
+    logged: list[str] = []
+    second = replace(first, output=str(tmp_path / "b"), seeds=[1])
+    second.family = first.family
+    result = run_proxy(second, records=board, log=logged.append)
+    assert [(r["method"], r["seed"]) for r in result["runs"]] == [
+        ("outcome", 0), ("outcome", 1), ("random", 0), ("random", 1)]
+    assert result["config"]["seeds"] == [0, 1]
+    assert {p.name for p in board.glob("*-s1-L0.json")} == {"outcome-s1-L0.json",
+                                                            "random-s1-L0.json"}
+    assert summary_renders(board) is True
+    assert board_result(board)["summary"] == result["summary"]
+    # Run again in the same folder: the two finished runs are kept, none is trained.
+    logged.clear()
+    again = run_proxy(second, records=board, log=logged.append)
+    assert "2 runs finished before with the same settings: kept" in logged
+    assert any(line.startswith("0 runs") for line in logged)
+    assert again["summary"] == result["summary"]
+    # A run with other settings takes nothing from either.
+    other = replace(second, output=str(tmp_path / "c"), outer_steps=2)
+    other.family = first.family
+    assert run_proxy(other, log=lambda *_: None)["config"]["seeds"] == [1]

@@ -200,8 +200,9 @@ def config_json(config: ProxyConfig) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(config), default=str))
 
 
-RERUN_FREE = ("methods", "workers", "output")
-"""Settings that may differ between runs whose rows are merged into one result."""
+RERUN_FREE = ("methods", "seeds", "workers", "output")
+"""Settings that may differ between runs whose rows are merged into one result: a board grows
+by methods and by seeds, one (method, seed) run at a time."""
 
 
 def slug(method: str) -> str:

@@ -288,27 +288,42 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
     # them first, so that no worker is left alone with one at the end.
     jobs = sorted(((method, seed) for seed in config.seeds for method in config.methods),
                   key=lambda job: WARM_STARTED.get(job[0], job[0]) not in HAND_MADE)
-    rows: list[dict[str, Any]] = []
+    # A run killed half way keeps the (method, seed) runs it finished: run again with the same
+    # settings, it takes their rows instead of training them again.
+    rows = [row for row in (_finished_row(out, config, m, s) for m, s in jobs) if row]
+    if rows:
+        log(f"{len(rows)} runs finished before with the same settings: kept")
+    jobs = [job for job in jobs if (job[0], job[1]) not in {(r["method"], r["seed"])
+                                                             for r in rows}]
     log(f"{len(jobs)} runs ({len(config.methods)} methods x {len(config.seeds)} seeds), "
         f"{config.workers} at a time; search budget {config.budget} inner runs")
+
+    def finished(row: dict[str, Any]) -> None:
+        write_json_atomic(_row_path(out, row["method"], row["seed"]),
+                          {"settings": _settings(config), "row": row})
+        rows.append(row)
+        log(_progress(row))
+
     if config.workers == 1:
         for method, seed in jobs:
-            rows.append(run_job(config, method, seed, model))
-            log(_progress(rows[-1]))
+            finished(run_job(config, method, seed, model))
     else:
         context = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(config.workers, mp_context=context,
                                                     initializer=worker_init) as pool:
             futures = [pool.submit(run_job, config, m, s, model) for m, s in jobs]
             for future in concurrent.futures.as_completed(futures):
-                rows.append(future.result())
-                log(_progress(rows[-1]))
+                finished(future.result())
     wall = round(time.perf_counter() - started, 1)
-    earlier = _earlier_run(out, config)
-    if earlier is not None:  # methods run before with the same settings stay in the results
-        rows += [r for r in earlier["runs"] if r["method"] not in config.methods]
-        config = replace(config, methods=[m for m in proxy_methods()
-                                          if m in {r["method"] for r in rows}])
+    earlier = _earlier_run(out, config, records)
+    if earlier is not None:
+        # runs made before with the same settings stay in the results: other methods, other
+        # seeds (a board grows run by run, from this folder or from the board's evidence)
+        here = {(r["method"], r["seed"]) for r in rows}
+        rows += [r for r in earlier["runs"] if (r["method"], r["seed"]) not in here]
+        config = replace(config,
+                         methods=[m for m in proxy_methods() if m in {r["method"] for r in rows}],
+                         seeds=sorted({int(r["seed"]) for r in rows}))
         wall = round(wall + earlier["wall_time_s"], 1)
     order = proxy_methods()
     rows.sort(key=lambda r: (order.index(r["method"]), r["seed"]))
@@ -390,6 +405,8 @@ def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[P
     written = []
     for row in rows:
         for level, figures in row["eval"].items():
+            if "record" not in figures:  # a run rebuilt from the board's evidence: already there
+                continue
             record = json.loads(Path(figures["record"]).read_text())
             record["method"] = f"{row['method']} (seed {row['seed']})"
             path = records / f"{slug(row['method'])}-s{row['seed']}-{level}.json"
@@ -400,21 +417,71 @@ def copy_records(rows: list[dict[str, Any]], out: Path, records: Path) -> list[P
     return written
 
 
-def _earlier_run(out: Path, config: ProxyConfig) -> dict[str, Any] | None:
-    """The ``results.json`` an earlier run with the same settings left in ``out``: a run of
-    further methods adds its rows to it instead of replacing it."""
-    path = out / "results.json"
-    if not path.is_file():
-        return None
+def _settings(config: ProxyConfig | dict[str, Any]) -> dict[str, Any]:
+    """What two runs must share for their rows to be one result (all but :data:`RERUN_FREE`)."""
+    found = config_json(config) if isinstance(config, ProxyConfig) else config
+    return {k: v for k, v in found.items() if k not in RERUN_FREE}
+
+
+def _row_path(out: Path, method: str, seed: int) -> Path:
+    return out / "runs" / f"{slug(method)}-s{seed}" / "row.json"
+
+
+def _finished_row(out: Path, config: ProxyConfig, method: str, seed: int,
+                  ) -> dict[str, Any] | None:
+    """The row a (method, seed) run with the same settings finished in ``out``, if any."""
+    path = _row_path(out, method, seed)
     try:
-        earlier = json.loads(path.read_text())
+        kept = json.loads(path.read_text()) if path.is_file() else None
     except ValueError:
         return None
-    mine = {k: v for k, v in config_json(config).items() if k not in RERUN_FREE}
-    theirs = {k: v for k, v in earlier.get("config", {}).items() if k not in RERUN_FREE}
-    return earlier if mine == theirs else None
+    return kept["row"] if kept and kept.get("settings") == _settings(config) else None
+
+
+def _earlier_run(out: Path, config: ProxyConfig, records: Path | None = None,
+                 ) -> dict[str, Any] | None:
+    """The result an earlier run with the same settings left: ``results.json`` in ``out``,
+    else the evidence of the board ``records`` (its committed runs, rebuilt by
+    :func:`evidence_result`). A run of further methods or seeds adds its rows to it instead of
+    replacing it."""
+    path = out / "results.json"
+    earlier = None
+    if path.is_file():
+        try:
+            earlier = json.loads(path.read_text())
+        except ValueError:
+            earlier = None
+    if earlier is None and records is not None:
+        earlier = evidence_result(records)
+    if earlier is None or _settings(earlier.get("config", {})) != _settings(config):
+        return None
+    return earlier
+
+
+def evidence_result(board: Path) -> dict[str, Any] | None:
+    """A board's runs rebuilt from its evidence (``evidence/runs.json``, ``generations.json``
+    and ``candidates.jsonl``): the config, the base policy's figures, the wall time, the
+    generation table and every run's row, as ``results.json`` holds them but for the local
+    paths of the runs' records; ``None`` for a board without ``runs.json``."""
+    evidence = board / EVIDENCE
+    if not (evidence / RUNS).is_file() or not (evidence / "generations.json").is_file():
+        return None
+    runs = json.loads((evidence / RUNS).read_text())
+    generations = json.loads((evidence / "generations.json").read_text())
+    per_run = {(g["method"], g["seed"]): g for g in generations["runs"]}
+    proposals: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    candidates = evidence / "candidates.jsonl"
+    for line in (candidates.read_text().splitlines() if candidates.is_file() else []):
+        c = json.loads(line)
+        proposals.setdefault((c.pop("method"), c.pop("seed")), []).append(c)
+    rows = [{**r, **per_run[r["method"], r["seed"]],
+             "candidates": proposals.get((r["method"], r["seed"]), [])} for r in runs["runs"]]
+    return {"config": runs["config"], "env_id": runs["env_id"],
+            "wall_time_s": runs["wall_time_s"], "base": runs["base"],
+            "generations": generations["table"], "runs": rows}
 
 
 __all__ = ["CANDIDATE_FIELDS", "RETRAIN_OFFSET", "RUNS", "base_figures", "base_model",
-           "copy_records", "meta_config_for", "rescore_run", "retrain_picked", "run_job",
-           "run_proxy", "runs_evidence", "score_rewards", "worker_init", "write_evidence"]
+           "copy_records", "evidence_result", "meta_config_for", "rescore_run", "retrain_picked",
+           "run_job", "run_proxy", "runs_evidence", "score_rewards", "worker_init",
+           "write_evidence"]
