@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -11,18 +10,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.scripts import REPO, load_script
+
 SCRIPT = REPO / "benchmarks" / "compare.py"
-
-
-def _load_compare():
-    spec = importlib.util.spec_from_file_location("benchmarks_compare", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-compare = _load_compare()
+compare = load_script("benchmarks/compare.py")
 
 
 def run_json(path: Path, ratios: dict[str, list[float]]) -> Path:

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.scripts import load_script
 
 
 def _plan_module():
-    spec = importlib.util.spec_from_file_location("plan_board", REPO / "scripts/plan_board.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/plan_board.py")
 
 
 def _landscape(winners: int) -> dict:

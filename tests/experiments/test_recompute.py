@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -16,18 +15,14 @@ from derl_bench.experiments.proxy.report import summarize
 from derl_bench.experiments.proxy.run import write_evidence
 from derl_bench.experiments.recompute import MISSING, summary_renders, task_figures
 from derl_bench.experiments.rescore import fresh_endpoint, pick, top_rewards
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 METHODS = ["derl", "derl-frozen", "outcome"]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("recompute_tasks",
-                                                  REPO / "scripts/recompute_tasks.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/recompute_tasks.py")
 
 
 def _candidates(method: str, seed: int) -> list[dict]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -19,16 +17,11 @@ from derl_bench.experiments.planted import (
 from derl_bench.experiments.proxy import ProxyConfig
 from derl_bench.experiments.proxy.run import RETRAIN_OFFSET
 from derl_bench.meta.search import SEED_STRIDE, fresh_seeds, slot_seed
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.scripts import load_script
 
 
 def _rescore_module():
-    spec = importlib.util.spec_from_file_location("rescore", REPO / "scripts/rescore_proposals.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/rescore_proposals.py")
 
 
 def _every_fresh_seed() -> dict[str, list[int]]:
