@@ -293,8 +293,8 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
     rows = [row for row in (_finished_row(out, config, m, s) for m, s in jobs) if row]
     if rows:
         log(f"{len(rows)} runs finished before with the same settings: kept")
-    jobs = [job for job in jobs if (job[0], job[1]) not in {(r["method"], r["seed"])
-                                                             for r in rows}]
+    kept = {(r["method"], r["seed"]) for r in rows}
+    jobs = [job for job in jobs if job not in kept]
     log(f"{len(jobs)} runs ({len(config.methods)} methods x {len(config.seeds)} seeds), "
         f"{config.workers} at a time; search budget {config.budget} inner runs")
 
