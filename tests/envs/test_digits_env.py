@@ -3,6 +3,7 @@ primitives that behave as each card plants them."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import gymnasium as gym
@@ -21,6 +22,7 @@ from derl_bench.families.digits.env import (
     sloppy_answer,
     wraps,
 )
+from derl_bench.family import resolve_family
 from derl_bench.observers.form import DETECTORS
 
 TASKS = {"derl/DigitsSparse-v0": "digits_sparse", "derl/DigitsHack-v0": "digits_hack",
@@ -345,3 +347,8 @@ def test_the_balance_probe_is_its_own_responses_where_only_the_box_moves_a_detec
     assert key("word_count**3") is None
     assert key("digit_recall") is not None and key("length_fit") is not None
     assert key("digit_recall * length_fit**2") not in (key("digit_recall"), key("length_fit"))
+    # a card's probe is one of the known kinds
+    family = resolve_family("derl/DigitsBalance-v0")
+    bad = dataclasses.replace(family, card={**family.card, "probe": "samples"})
+    with pytest.raises(CardError, match="probe must be one of edits, modes"):
+        probe_set("derl/DigitsBalance-v0", problems=2, family=bad)
