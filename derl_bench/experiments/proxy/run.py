@@ -427,14 +427,19 @@ def _row_path(out: Path, method: str, seed: int) -> Path:
     return out / "runs" / f"{slug(method)}-s{seed}" / "row.json"
 
 
+def _json_or_none(path: Path) -> Any:
+    """What the JSON file ``path`` holds; ``None`` when it is missing or unreadable (a run
+    killed while writing it leaves it so)."""
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except ValueError:
+        return None
+
+
 def _finished_row(out: Path, config: ProxyConfig, method: str, seed: int,
                   ) -> dict[str, Any] | None:
     """The row a (method, seed) run with the same settings finished in ``out``, if any."""
-    path = _row_path(out, method, seed)
-    try:
-        kept = json.loads(path.read_text()) if path.is_file() else None
-    except ValueError:
-        return None
+    kept = _json_or_none(_row_path(out, method, seed))
     return kept["row"] if kept and kept.get("settings") == _settings(config) else None
 
 
@@ -444,13 +449,7 @@ def _earlier_run(out: Path, config: ProxyConfig, records: Path | None = None,
     else the evidence of the board ``records`` (its committed runs, rebuilt by
     :func:`evidence_result`). A run of further methods or seeds adds its rows to it instead of
     replacing it."""
-    path = out / "results.json"
-    earlier = None
-    if path.is_file():
-        try:
-            earlier = json.loads(path.read_text())
-        except ValueError:
-            earlier = None
+    earlier = _json_or_none(out / "results.json")
     if earlier is None and records is not None:
         earlier = evidence_result(records)
     if earlier is None or _settings(earlier.get("config", {})) != _settings(config):
