@@ -289,10 +289,17 @@ def _plot_bands(path: Path, series: dict[str, tuple[list[int], list[dict[str, An
         decorate(ax)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=7)
+    _legend(ax, fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _legend(ax: Any, **kwargs: Any) -> None:
+    # A run with one generation, or no learning method, draws no labelled line on some axes:
+    # matplotlib would warn for an empty legend.
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
 
 
 def _plt() -> Any:
@@ -344,8 +351,8 @@ def plot_composition(table: dict[str, list[dict[str, Any]]], path: Path,
         low.set_xlabel("generation")
     axes[0][0].set_ylabel("share by structure")
     axes[1][0].set_ylabel("share using primitive")
-    axes[0][-1].legend(fontsize=6)
-    axes[1][-1].legend(fontsize=5)
+    _legend(axes[0][-1], fontsize=6)
+    _legend(axes[1][-1], fontsize=5)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -371,8 +378,8 @@ def plot_optimizer(table: dict[str, list[dict[str, Any]]], path: Path) -> None:
     # while an update moves it by thousandths: only a log scale shows both.
     right.set_yscale("symlog", linthresh=1e-3)
     right.set_ylabel("KL per token (symmetric log scale)")
-    left.legend(fontsize=7)
-    right.legend(fontsize=6)
+    _legend(left, fontsize=7)
+    _legend(right, fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

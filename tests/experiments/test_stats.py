@@ -118,3 +118,16 @@ def test_the_board_says_no_test_for_a_floor_and_prints_the_corrected_mde():
     c = next(c for c in result["comparisons"] if c["minus"] == "outcome")
     assert c["picked_L0"]["mde_holm"] == pytest.approx(corrected_mde(c["picked_L0"], 4))
     assert f"MDE {100 * c['picked_L0']['mde_holm']:.1f} under the correction" in line
+
+
+def test_the_optimizer_plot_of_a_board_without_a_learning_method_draws_without_a_warning(
+        tmp_path):
+    import warnings
+
+    from derl_bench.experiments.evidence import plot_optimizer
+
+    table = {"random": [{"generation": 0, "mean_score": 0.1}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns for a legend with nothing in it
+        plot_optimizer(table, tmp_path / "optimizer.png")
+    assert (tmp_path / "optimizer.png").stat().st_size > 0
