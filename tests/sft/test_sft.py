@@ -47,3 +47,45 @@ def test_cli_refuses_to_overwrite_and_leaves_no_partial_output(tmp_path, capsys)
     with pytest.raises(ValueError, match="format_dropout"):
         SFTConfig(env_id="derl/Arithmetic-v0", output=str(tmp_path / "y"), format_dropout=2)
     assert not (tmp_path / "x").exists() and not list(tmp_path.glob(".x-*"))
+
+
+def test_prefetched_batches_keep_the_stream_order_raise_its_error_and_stop_when_closed():
+    import threading
+    from contextlib import closing
+
+    from derl_bench.sft import _prefetch
+
+    def failing():
+        yield from range(5)
+        raise ValueError("the stream broke")
+
+    items = _prefetch(failing(), depth=2)
+    assert [next(items) for _ in range(5)] == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="the stream broke"):
+        next(items)
+
+    def endless():
+        n = 0
+        while True:
+            yield n
+            n += 1
+
+    with closing(_prefetch(endless(), depth=3)) as items:
+        assert [next(items) for _ in range(10)] == list(range(10))
+    assert not any(t.name == "sft-prefetch" for t in threading.enumerate())
+
+
+def test_the_fine_tuned_weights_do_not_depend_on_prefetching(tmp_path, monkeypatch):
+    import hashlib
+
+    import derl_bench.sft as sft
+
+    def weights(folder):
+        return hashlib.sha256(b"".join(p.read_bytes() for p in
+                                       sorted(folder.glob("*.safetensors")))).hexdigest()
+
+    config = {"env_id": "derl/Arithmetic-v0", "steps": 6, "batch_size": 4}
+    run_sft(SFTConfig(output=str(tmp_path / "prefetched"), **config))
+    monkeypatch.setattr(sft, "_prefetch", lambda items, depth=2: items)
+    run_sft(SFTConfig(output=str(tmp_path / "inline"), **config))
+    assert weights(tmp_path / "prefetched") == weights(tmp_path / "inline")
