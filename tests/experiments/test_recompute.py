@@ -268,3 +268,19 @@ def test_the_balance_checks_the_docs_state_are_what_its_evidence_gives():
             stated = f"{found.group(1)} [{found.group(2).replace('-', '−')}, {found.group(3)}]"
             assert stated in docs, stated
         _checks_2_and_3_are_stated(found_lines, docs)
+
+
+def test_the_balance_board_verdict_the_docs_state_is_what_its_evidence_gives():
+    docs, lines = _stated("digitsbalance")
+    # the primary family: DERL minus each method on the picked reward, and the mechanism
+    found = re.findall(r"derl − (\S+), (?:picked L0|mechanism \(re-scored\)): (\S+) \[(\S+), "
+                       r"(\S+)\] \(Holm p (\S+) over the 5 primary", lines)
+    assert len(found) == 5
+    for other, mean, low, high, p in found:
+        assert f"{mean} [{low}, {high}]".replace("-", "−") in docs, other
+        assert f"p {p}" in docs, other
+    # every method's primary mean, and DERL's and the control's re-scored late proposals
+    for method, figure in re.findall(r"  (\S+): picked L0 (\d+\.\d ± \d+\.\d);", lines):
+        assert f"| {method} " in docs and f"| {figure} |" in docs, method
+    for method, figure in re.findall(r"  (\S+): .*re-scored (\d+\.\d ± \d+\.\d)", lines):
+        assert f"| {figure} |" in docs, method
