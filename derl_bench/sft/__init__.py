@@ -21,14 +21,11 @@ shaped rewards address. The output directory appears whole or not at all::
 from __future__ import annotations
 
 import math
-import queue
 import random
 import re
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,47 +156,6 @@ def _base_model(config: SFTConfig, workdir: Path) -> str:
     return str(init_tiny_model(workdir / "init", spec))
 
 
-def _prefetch(items: Iterator[Any], depth: int = 2) -> Iterator[Any]:
-    """``items`` in order, produced up to ``depth`` ahead by a background thread; an error
-    in the producer is raised at the item it would have produced. Closing the generator (or
-    dropping it) stops the producer."""
-    ready: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def offer(entry: tuple[bool, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not offer((True, item)):
-                    return
-        except BaseException as error:  # noqa: BLE001 - handed to the consumer
-            offer((False, error))
-            return
-        offer((False, StopIteration()))
-
-    worker = threading.Thread(target=produce, name="sft-prefetch", daemon=True)
-    worker.start()
-    try:
-        while True:
-            ok, item = ready.get()
-            if not ok:
-                if isinstance(item, StopIteration):
-                    return
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join()
-
-
 DemoStream = Callable[[Any, Any, SFTConfig], Iterator[tuple[list[int], str]]]
 """``(env, policy, config) -> (prompt_ids, completion_text)`` stream, like
 :func:`demonstrations`."""
@@ -244,37 +200,28 @@ def run_sft(config: SFTConfig, progress: bool = False,
 
             steps = progress_bar(steps, desc=f"sft {config.env_id}")
         model.train()
-
-        def batches() -> Iterator[list[Episode]]:
-            while True:
-                episodes = []
-                for _ in range(config.batch_size):
-                    prompt, text = next(stream)
-                    ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [eos]
-                    episodes.append(Episode(0, 0, [Step(prompt, ids, text, text, {})]))
-                yield episodes
-
-        # The next batch's demonstrations are drawn and tokenized while torch computes this
-        # one (about a quarter of a small model's step); one producer keeps the stream's order.
-        with closing(_prefetch(batches())) as prefetched:
-            for _ in steps:
-                episodes = next(prefetched)
-                batch = collate(episodes, [1.0] * len(episodes), pad)
-                logp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask,
-                                         loss_mask=batch.loss_mask)
-                loss = -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                value = float(loss.detach())
-                norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True))
-                if not (math.isfinite(value) and math.isfinite(norm)):
-                    raise DivergedError(f"fine-tuning diverged in step {len(losses) + 1} of "
-                                        f"{config.steps}: the loss is {value:.4g} and the gradient "
-                                        f"norm {norm:.4g}; nothing was saved (a smaller "
-                                        f"learning_rate than {config.learning_rate:g} keeps it "
-                                        "finite)")
-                optimizer.step()
-                losses.append(value)
+        for _ in steps:
+            episodes = []
+            for _ in range(config.batch_size):
+                prompt, text = next(stream)
+                ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [eos]
+                episodes.append(Episode(0, 0, [Step(prompt, ids, text, text, {})]))
+            batch = collate(episodes, [1.0] * len(episodes), pad)
+            logp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask,
+                                     loss_mask=batch.loss_mask)
+            loss = -(logp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            value = float(loss.detach())
+            norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True))
+            if not (math.isfinite(value) and math.isfinite(norm)):
+                raise DivergedError(f"fine-tuning diverged in step {len(losses) + 1} of "
+                                    f"{config.steps}: the loss is {value:.4g} and the gradient "
+                                    f"norm {norm:.4g}; nothing was saved (a smaller "
+                                    f"learning_rate than {config.learning_rate:g} keeps it "
+                                    "finite)")
+            optimizer.step()
+            losses.append(value)
         env.close()
         with quiet_transformers():
             model.save_pretrained(staging / "model")
