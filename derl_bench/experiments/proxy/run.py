@@ -60,6 +60,7 @@ def base_model(path: Path, spec: BaseModelSpec, env_id: str,
     unchanged (nor, but for Arithmetic, what ``env_id``'s card says of it). ``family``:
     ``env_id``'s, where the caller has resolved it (a :class:`ProxyConfig`'s ``family``)."""
     from derl_bench.family import resolve_family
+    from derl_bench.policies.threads import alone_threads
     from derl_bench.sft import SFTConfig, run_sft
 
     marker = path / "base_model_spec.json"
@@ -72,9 +73,11 @@ def base_model(path: Path, spec: BaseModelSpec, env_id: str,
         return path
     if path.exists():
         shutil.rmtree(path)
+    # Every experiment fine-tunes its base before its workers start, so it has the cores.
     run_sft(SFTConfig(env_id=env_id, output=str(path), steps=spec.steps,
                       learning_rate=spec.learning_rate, batch_size=spec.batch_size,
-                      format_dropout=spec.format_dropout, seed=spec.seed))
+                      format_dropout=spec.format_dropout, seed=spec.seed,
+                      num_threads=alone_threads()))
     marker.write_text(wanted)
     return path
 
