@@ -429,20 +429,34 @@ def test_proxy_benchmark_small_runs_every_method(tmp_path):
         assert problems == ["$.results.n: n=16 is too small: the eval set has 500 episodes"], path
 
 
-def test_demo_writes_every_method_curves_and_records(tmp_path):
-    from derl_bench.cli.demo import explain, run_demo
+def test_demo_writes_every_method_its_pick_re_trained_curves_and_records(tmp_path):
+    from derl_bench.cli.demo import DEMO, explain, run_demo
 
     summary = run_demo(tmp_path / "demo", workers=1, small=True, log=lambda *_: None)
     on_disk = json.loads((tmp_path / "demo" / "demo.json").read_text())
     assert on_disk == summary
-    assert set(summary["methods"]) == {"derl", "derl-frozen", "outcome-only"}
-    assert summary["methods"]["derl-frozen"]["variant"] == "derl-frozen"
+    assert summary["env_id"] == DEMO["env_id"] == "derl/DigitsBalance-v0"
+    assert set(summary["methods"]) == {"derl", "random", "outcome"}
+    assert summary["planted_reward"] == "digit_recall * length_fit**2"
     for method in summary["methods"].values():
         assert all(isinstance(v, float) for v in method["generation_mean"])
-        assert method["late_mean"] == sum(method["generation_mean"]) / len(
-            method["generation_mean"])
-        assert set(method["eval_success"]) == {"mean", "se", "n"}
+        curve = method["best_so_far_by_run"]
+        assert curve == sorted(curve)
+        assert len(curve) == summary["budget_inner_runs"] - method["repeated_proposals"]
+        picked = method["picked"]
+        if picked["expr"] is None:  # every proposal constant: nothing trained, nothing picked
+            assert picked["L0_scores"] == [] and picked["L0_mean"] is None
+            assert method["inner_runs"] == 0
+            continue
+        assert len(picked["L0_scores"]) == summary["retrain_seeds"] >= 2
+        assert picked["L0_mean"] == pytest.approx(sum(picked["L0_scores"]) / len(
+            picked["L0_scores"]))
+        assert picked["L0_se"] >= 0
         assert json.loads(open(method["records"]["L0"]).read())["level"] == "L0"
-    assert (tmp_path / "demo" / "curves.png").stat().st_size > 0
+    assert summary["methods"]["outcome"]["picked"]["expr"] == "outcome"
+    assert (tmp_path / "demo" / "best_so_far.png").stat().st_size > 0
     text = explain(summary)
-    assert "frozen control" in text and "outcome-only" in text
+    assert "DERL − outcome" in text
+    assert ("DERL − random" in text) == (summary["methods"]["random"]["picked"]["expr"]
+                                         is not None)
+    assert "one seed cannot rank the searchers" in text
