@@ -38,7 +38,7 @@ DEMO: dict[str, Any] = {
     # spread over the re-trains is the demo's own noise.
     "retrain_seeds": 3,
     # The board picks by re-scoring each method's top 3 on fresh seeds and re-scores DERL's late
-    # proposals; the demo takes each method's best run, which halves DERL's inner runs.
+    # proposals (about 57 more inner runs for DERL); the demo takes each method's best run.
     "pick": "best-run",
     "rescore_seeds": 0,
 }
