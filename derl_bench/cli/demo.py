@@ -45,9 +45,6 @@ DEMO: dict[str, Any] = {
 """The embedded default: the DigitsBalance board's recipe (card, base policy, inner runs,
 budget) at one seed, each pick being the method's best validation run."""
 
-LABELS = {"derl": "derl", "random": "random", "outcome": "outcome"}
-
-
 def run_demo(output: Path, workers: int = 2, small: bool = False,
              log: Any = print) -> dict[str, Any]:
     """Run the demo into ``output``; returns what it wrote to ``output/demo.json``.
@@ -68,14 +65,14 @@ def run_demo(output: Path, workers: int = 2, small: bool = False,
     curves = best_so_far_curves(candidates_of(result))
     methods: dict[str, Any] = {}
     for row in result["runs"]:
-        if row["method"] not in LABELS:
+        if row["method"] not in DEMO["methods"]:
             continue
         picked = row["picked"] or {}
         scores = list((picked.get("L0") or {}).get("scores") or [])
         # A search whose every proposal was constant trained nothing: it has no pick.
         mean, sd = mean_sd(scores) if scores else (None, None)
         se = sd / math.sqrt(len(scores)) if sd is not None else None
-        methods[LABELS[row["method"]]] = {
+        methods[row["method"]] = {
             "variant": row["method"],
             "generation_mean": row["generation_mean"],
             "best_so_far_by_generation": row["validation_by_generation"],
@@ -145,7 +142,7 @@ def explain(summary: dict[str, Any]) -> str:
         lines += [
             "That noise is within this one search seed. Which reward a search finds changes "
             "from seed to seed far more (docs/demo.md states the board's spread): one seed "
-            "cannot rank the searchers. The task's board does, over 10 seeds "
+            "cannot rank the searchers. The task's board compares them over 10 seeds "
             "(leaderboards/digitsbalance, docs/tasks.md).",
         ]
     if summary.get("planted_reward"):
