@@ -312,6 +312,31 @@ def test_a_bug_keeps_its_traceback(exc, monkeypatch):
 
 # -- SIGTERM ------------------------------------------------------------------------------------
 
+class _SignalledInAFinaliser:
+    """A finaliser during which SIGTERM arrives, so that its handler runs, and raises, there."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):  # the handler runs at one of these instructions
+            pass
+
+
+def test_sigterm_that_lands_in_a_finaliser_still_stops_the_command():
+    from derl_bench.cli._errors import Terminated, sigterm_as_interrupt
+
+    reached, hook = [], sys.unraisablehook
+    with pytest.raises(Terminated):
+        with sigterm_as_interrupt():
+            _SignalledInAFinaliser()  # dropped at once: its __del__ runs here
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                reached.append(None)
+            pytest.fail("the SIGTERM raised inside a finaliser was lost")
+    assert reached, "Terminated was raised inside the finaliser, not after it"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert sys.unraisablehook is hook
+
+
 def test_sigterm_during_sft_cleans_up_as_sigint_does(tmp_path):
     out = tmp_path / "model"
     proc = subprocess.Popen([sys.executable, "-m", "derl_bench", "model", "sft", str(out),

@@ -133,12 +133,20 @@ def expected_message(exc: BaseException) -> str | None:
     return _torch_message(exc)
 
 
+RESEND_AFTER_S = 0.05
+"""How long after a SIGTERM was swallowed by a finaliser it is sent again."""
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block, SIGTERM raises :class:`Terminated` in this process, once: a second
-    SIGTERM kills at once, as it did before, in case the first was lost (an exception raised
-    inside a finaliser is only printed). Worker processes forked meanwhile keep dying of
-    SIGTERM at once, so that a pool can stop them."""
+    SIGTERM kills at once, as it did before. Worker processes forked meanwhile keep dying of
+    SIGTERM at once, so that a pool can stop them.
+
+    A signal that lands inside a finaliser (a ``__del__``, a weakref callback) would raise
+    there, where Python only prints the exception and goes on, and the command would run to
+    its end. Such a :class:`Terminated` is caught as it is printed and sent again, so that it
+    is raised where the command's own code is running, a moment later."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may handle signals; an embedding caller keeps its own
         return
@@ -152,8 +160,24 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         raise Terminated
 
+    printed = sys.unraisablehook
+
+    def resend_if_swallowed(unraisable: sys.UnraisableHookArgs) -> None:
+        if isinstance(unraisable.exc_value, Terminated) and os.getpid() == owner:
+            signal.signal(signal.SIGTERM, terminate)
+            # Sent from here, it would be handled, and swallowed, in this hook; from a thread
+            # a moment later it lands in the command's code (or in another finaliser, and
+            # comes back here).
+            again = threading.Timer(RESEND_AFTER_S, os.kill, (owner, signal.SIGTERM))
+            again.daemon = True
+            again.start()
+            return
+        printed(unraisable)
+
     previous = signal.signal(signal.SIGTERM, terminate)
+    sys.unraisablehook = resend_if_swallowed
     try:
         yield
     finally:
+        sys.unraisablehook = printed
         signal.signal(signal.SIGTERM, previous)
