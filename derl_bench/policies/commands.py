@@ -149,23 +149,33 @@ def _check(states: Sequence[StateIds]) -> None:
             raise ValueError("every state needs at least one command, each of one token or more")
 
 
+def chosen_trie(states: Sequence[StateIds], chosen: Sequence[int] | None, end_id: int,
+                vocab_size: int, device: torch.device | str = "cpu") -> TrieTargets:
+    """The trie rows :func:`chosen_log_probs` scores: each state's chosen command, its masks
+    from every command of the state (all rows, state-major, when ``chosen`` is None). Build it
+    once to score the same rows several times (the epochs of an update)."""
+    trie = trie_targets([cmds for _, cmds in states], end_id, vocab_size, device)
+    if chosen is None:
+        return trie
+    starts = torch.tensor([0, *[len(c) for _, c in states]]).cumsum(0)[:-1].tolist()
+    picked = torch.tensor([start + r for start, r in zip(starts, chosen, strict=True)],
+                          device=trie.targets.device)
+    return TrieTargets(trie.targets[picked], trie.allowed[picked], trie.valid[picked])
+
+
 def _row_log_probs(model: Any, states: Sequence[StateIds], end_id: int, lean: bool | None,
-                   rows: Sequence[int] | None) -> torch.Tensor:
+                   rows: Sequence[int] | None, trie: TrieTargets | None = None) -> torch.Tensor:
     """Log-probabilities of the trie's rows (state-major), or of ``rows`` only: a row's
     logits depend on its prompt and its own tokens alone, so a subset costs only its rows,
-    while the masks still come from every command of the state."""
+    while the masks still come from every command of the state. ``trie``: those rows'
+    :func:`chosen_trie`, when the caller built it already."""
     device = next(model.parameters()).device
     vocab_size = model.get_output_embeddings().weight.shape[0]
-    trie = trie_targets([cmds for _, cmds in states], end_id, vocab_size, device)
-    if rows is None:
-        scored = states
-        targets, allowed, valid = trie.targets, trie.allowed, trie.valid
-    else:
-        starts = torch.tensor([0, *[len(c) for _, c in states]]).cumsum(0)[:-1].tolist()
-        picked = torch.tensor([start + r for start, r in zip(starts, rows, strict=True)],
-                              device=device)
-        scored = [(p, [cmds[r]]) for (p, cmds), r in zip(states, rows, strict=True)]
-        targets, allowed, valid = trie.targets[picked], trie.allowed[picked], trie.valid[picked]
+    if trie is None:
+        trie = chosen_trie(states, rows, end_id, vocab_size, device)
+    scored = states if rows is None else [(p, [cmds[r]]) for (p, cmds), r in
+                                          zip(states, rows, strict=True)]
+    targets, allowed, valid = trie.targets, trie.allowed, trie.valid
     width = targets.shape[1]
     use_lean = supports(model) if lean is None else lean
     step_logits = (_step_logits_lean if use_lean else _step_logits_hf)(model, scored, width,
@@ -198,11 +208,13 @@ def command_log_probs(model: Any, states: Sequence[StateIds], end_id: int,
 
 
 def chosen_log_probs(model: Any, states: Sequence[StateIds], chosen: Sequence[int],
-                     end_id: int, lean: bool | None = None) -> torch.Tensor:
+                     end_id: int, lean: bool | None = None,
+                     trie: TrieTargets | None = None) -> torch.Tensor:
     """``command_log_probs(...)[i][chosen[i]]`` for every state ``i``, as one float64 tensor,
     running the model on the chosen commands only (a training update needs nothing else: the
     normalisers at each step of a command come from its own row's logits, masked by the
-    whole trie). About as many rows as states instead of one per admissible command."""
+    whole trie). About as many rows as states instead of one per admissible command. ``trie``:
+    :func:`chosen_trie` of the same states and choices, built once for several calls."""
     if len(chosen) != len(states):
         raise ValueError(f"{len(chosen)} choices for {len(states)} states")
     if not states:
@@ -211,22 +223,34 @@ def chosen_log_probs(model: Any, states: Sequence[StateIds], chosen: Sequence[in
     for (_, commands), c in zip(states, chosen, strict=True):
         if not 0 <= c < len(commands):
             raise ValueError(f"choice {c} is not one of the state's {len(commands)} commands")
-    return _row_log_probs(model, states, end_id, lean, chosen)
+    return _row_log_probs(model, states, end_id, lean, chosen, trie)
 
 
 def sample_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: int,
                     generator: torch.Generator | None = None) -> list[int]:
-    """One command index per state, drawn token by token inside each state's trie.
+    """One command index per state, drawn token by token inside each state's trie
+    (:func:`draw_commands` without the log-probabilities)."""
+    return draw_commands(model, states, end_id, pad_id, generator)[0]
+
+
+def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: int,
+                  generator: torch.Generator | None = None,
+                  ) -> tuple[list[int], torch.Tensor]:
+    """One command index per state, drawn token by token inside each state's trie, and each
+    drawn command's log-probability (float64).
 
     The same distribution as :func:`sample_command` of :func:`command_log_probs` (a command's
     probability is the product of its constrained token probabilities), at the cost of
     decoding a few tokens per state instead of scoring every admissible command: the lean
     sampler decodes with a key/value cache and a logits hook masks each row to the tokens its
-    trie allows after what it has written. Needs a Qwen2/Llama-shaped model."""
+    trie allows after what it has written. The log-probabilities come from the same masked
+    logits the draws came from, so no second forward pass is needed; they equal
+    :func:`chosen_log_probs` of the draws up to float32 rounding (the cache's sums run in
+    another order). Needs a Qwen2/Llama-shaped model."""
     from derl_bench.policies.fast import FastSampler
 
     if not states:
-        return []
+        return [], torch.zeros(0, dtype=torch.float64)
     _check(states)
     tries: list[dict[tuple[int, ...], list[int]]] = []
     leaves: list[dict[tuple[int, ...], int]] = []
@@ -239,13 +263,16 @@ def sample_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id:
         tries.append({k: sorted(v) for k, v in following.items()})
         leaves.append({tuple(cmd): i for i, cmd in enumerate(commands)})
     longest = max(len(c) for _, cmds in states for c in cmds) + 1
+    masked_steps: list[torch.Tensor] = []
 
     def inside_the_trie(logits: torch.Tensor, completions: list[list[int]],
                         active: torch.Tensor) -> torch.Tensor:
         allowed = torch.zeros_like(logits, dtype=torch.bool)
         for row in active.tolist():
             allowed[row, tries[row][tuple(completions[row])]] = True
-        return logits.masked_fill(~allowed, float("-inf"))
+        masked = logits.masked_fill(~allowed, float("-inf"))
+        masked_steps.append(masked)
+        return masked
 
     sampler = FastSampler(model, {end_id}, pad_id)
     written = sampler.sample([list(p) for p, _ in states], longest, temperature=1.0,
@@ -256,7 +283,16 @@ def sample_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id:
         if not tokens or tokens[-1] != end_id:
             raise RuntimeError(f"state {row}: decoding left its trie ({tokens})")
         picked.append(leaves[row][tuple(tokens[:-1])])
-    return picked
+    # float64, as command_log_probs: (steps, states, vocabulary) -> each row's own tokens.
+    width = max(len(tokens) for tokens in written)
+    log_softmax = torch.stack(masked_steps[:width]).double().log_softmax(-1)
+    targets = torch.zeros(width, len(written), dtype=torch.long)
+    valid = torch.zeros(width, len(written), dtype=torch.bool)
+    for row, tokens in enumerate(written):
+        targets[:len(tokens), row] = torch.tensor(tokens)
+        valid[:len(tokens), row] = True
+    token_log_probs = log_softmax.gather(-1, targets[..., None].to(log_softmax.device))[..., 0]
+    return picked, token_log_probs.masked_fill(~valid.to(log_softmax.device), 0.0).sum(0).cpu()
 
 
 def sample_command(log_probs: torch.Tensor, generator: torch.Generator | None = None) -> int:

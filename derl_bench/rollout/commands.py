@@ -39,11 +39,10 @@ from derl_bench.family import Family, resolve_family
 from derl_bench.policies.commands import (
     CommandPolicy,
     StateIds,
-    chosen_log_probs,
     command_log_probs,
+    draw_commands,
     greedy_command,
     sample_command,
-    sample_commands,
 )
 
 
@@ -222,13 +221,12 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
         drawn: dict[int, int] = {}
         if scored and decode and not greedy:
             assert policy is not None
-            # Token by token inside each trie, then the drawn commands' log-probabilities:
-            # the same draws' distribution for a fraction of the scoring.
+            # Token by token inside each trie, each draw's log-probability from the same
+            # masked logits: the same distribution for a fraction of the scoring.
             sub = [ids[i] for i in scored]
             with torch.no_grad():
-                picks = sample_commands(policy.model, sub, policy.end_id,
-                                        policy.tokenizer.pad_token_id, generator)
-                picked = chosen_log_probs(policy.model, sub, picks, policy.end_id)
+                picks, picked = draw_commands(policy.model, sub, policy.end_id,
+                                              policy.tokenizer.pad_token_id, generator)
             drawn = dict(zip(scored, picks, strict=True))
             drawn_log_probs = dict(zip(scored, picked.tolist(), strict=True))
         elif scored:

@@ -192,6 +192,7 @@ def test_bad_inputs_are_refused(policy):
     assert command_log_probs(policy.model, [], policy.end_id) == []
 
 
+@pytest.mark.numerics
 def test_the_chosen_commands_alone_score_what_every_command_scores():
     """chosen_log_probs runs only the chosen rows; the trie's masks still come from every
     command, so each value is the full computation's (up to float32 sums over other
@@ -241,3 +242,27 @@ def test_token_by_token_sampling_draws_from_the_command_distribution():
     first, again = (sample_commands(model, [state] * 50, policy.end_id, tok.pad_token_id,
                                     torch.Generator().manual_seed(9)) for _ in range(2))
     assert first == again  # seeded
+
+
+@pytest.mark.numerics
+def test_each_draw_carries_the_log_probability_of_its_command():
+    """draw_commands's log-probabilities come from the masked logits the draws came from; they
+    are chosen_log_probs of the same draws (float32 sums in another order: the cache's), so a
+    GRPO update's first ratio is 1 without a second forward pass at rollout."""
+    from derl_bench.policies.commands import chosen_log_probs, draw_commands
+    from tests.numerics import assert_close_reordered
+
+    tok = build_alfworld_tokenizer()
+    policy = CommandPolicy(build_command_model(tok).eval(), tok)
+    states = [policy.encode("goal : put mug in cabinet >",
+                            ["go to cabinet 1", "go to cabinet 10", "go to drawer 2", "look"]),
+              policy.encode("goal : heat egg then put in countertop > last : look ok",
+                            ["inventory", "go to microwave 1", "take egg 1 from fridge 1"])] * 4
+    with torch.no_grad():
+        picks, drawn = draw_commands(policy.model, states, policy.end_id, tok.pad_token_id,
+                                     torch.Generator().manual_seed(3))
+        want = chosen_log_probs(policy.model, states, picks, policy.end_id)
+    assert drawn.dtype == torch.float64 and drawn.shape == (len(states),)
+    assert len(set(picks[0::2])) > 1 or len(set(picks[1::2])) > 1  # not one command each
+    assert_close_reordered(drawn.float(), want.float(), terms=256)
+    assert (drawn < 0).all()

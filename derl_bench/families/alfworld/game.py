@@ -121,7 +121,12 @@ def _game_json(path: str, raw: bytes) -> dict[str, Any]:
     return data
 
 
-@functools.lru_cache(maxsize=16)
+GAMES_CACHED = 256
+"""Games :func:`load_game` keeps per process: a GRPO run's pool (200) and its validation games
+are each read once per run, not again at every reset."""
+
+
+@functools.lru_cache(maxsize=GAMES_CACHED)
 def load_game(path: str) -> GameData:
     """Read and translate one ``game.tw-pddl`` file (cached per process, and its translation
     on disk beside the release, see :func:`_translate`). A file that is not a game (cut short,
