@@ -59,20 +59,64 @@ def check_env(config: Any) -> None:
                           f"{config.env_make_kwargs()}: {err}") from None
 
 
+def run_command_policy(values: dict[str, Any], args: argparse.Namespace) -> int:
+    """``trainer: commands``: GRPO of a command policy (:mod:`derl_bench.grpo.commands`) from
+    its recipe's ``values``; refused (exit 2, nothing written) like any recipe."""
+    from derl_bench.data.read import DataFileError
+    from derl_bench.family import resolve_family
+    from derl_bench.grpo.commands import command_config_from_dict, train_commands
+    from derl_bench.grpo.config import ConfigError
+    from derl_bench.grpo.rundir import clear_run_dir
+    from derl_bench.reward import compile_reward
+    from derl_bench.reward.primitives import primitive_set
+
+    config = command_config_from_dict(values)
+    if args.resume:
+        raise ConfigError("a command-policy run keeps no checkpoints to resume from (it takes "
+                          "minutes); run it again with --overwrite")
+    family = resolve_family(config.env_id)  # once, where the command starts
+    if not family.spec.has_part("commands"):
+        raise ConfigError(f"trainer: commands needs an env whose card has a 'commands' hook; "
+                          f"the card of {config.env_id} has none")
+    reward = compile_reward(config.meta_reward, primitive_set(config.env_id, family))
+    with hold_run(config.run_dir, [config.model], args) as replace:
+        if replace:
+            clear_run_dir(config.run_dir)
+        try:
+            history = train_commands(config, log=print, reward=reward, family=family)
+        except DataFileError as err:  # met during the run: the message names the file
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+    print(f"run: {config.run_dir}  steps: {config.steps}  "
+          f"validation score: {history[-1]['score']:.4f}")
+    return 0
+
+
 def run_train(args: argparse.Namespace) -> int:
     """Load the recipe, train, print where the results are; a rejected recipe, override,
     output folder, resume or data file raises before anything is written (exit 2). A damaged
     data file met during the run exits 1."""
     from derl_bench.data.read import DataFileError
     from derl_bench.family import resolve_family
-    from derl_bench.grpo.config import TINY_MODEL, compile_run_reward, load_config
+    from derl_bench.grpo.commands import TRAINER
+    from derl_bench.grpo.config import (
+        TINY_MODEL,
+        compile_run_reward,
+        config_from_dict,
+        parse_overrides,
+        read_recipe,
+    )
     from derl_bench.grpo.dispatch import check_data, run_training
     from derl_bench.grpo.rundir import clear_run_dir
 
     overrides = list(args.overrides)
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
-    config = load_config(require_input("recipe", args.recipe, RECIPE_MAX_BYTES), overrides)
+    values = read_recipe(require_input("recipe", args.recipe, RECIPE_MAX_BYTES))
+    values.update(parse_overrides(overrides))
+    if values.get("trainer") == TRAINER:
+        return run_command_policy(values, args)
+    config = config_from_dict(values)
     config.check_machine()
     # The run's one compile: a reward over primitives the env does not emit is rejected before
     # any model loads, and the compiled reward is handed down to the trainer.

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
 from derl_bench.family import Family, resolve_family
 from derl_bench.grpo.advantage import group_advantages
@@ -47,32 +48,54 @@ from derl_bench.grpo.update import DivergedError
 from derl_bench.reward import MetaReward
 from derl_bench.reward.semantics import DERL
 
+TRAINER = "commands"
+"""The ``trainer`` of a command-policy recipe."""
+KL_SAMPLE = 128
+"""Commands of a batch on which the logged KL to the base is estimated."""
+
 
 @dataclass
 class CommandGRPOConfig:
-    """One inner GRPO run of a command policy (see the module docstring)."""
+    """One inner GRPO run of a command policy (see the module docstring). A recipe
+    (``baselines/alfworld-commands-*.yaml``) selects it with ``trainer: commands`` and fills
+    these fields by name (:func:`load_command_config`)."""
 
     model: str
     """The base: a command-model folder (``derl-bench model agent-base``)."""
-    output_dir: str
+    output_dir: str | None = None
+    """Where the run writes (default ``runs/<name>``)."""
     meta_reward: str = "success"
     env_id: str = field(kw_only=True)
     """An agent env whose card has a ``commands`` hook (the state the policy reads); named
     by keyword."""
+    name: str = "command-grpo"
+    trainer: str = TRAINER
+    """Always ``commands``: what selects this trainer in a recipe."""
     level: str = "L0"
     seed: int = 0
     steps: int = 12
     games_per_step: int = 4
     group_size: int = 8
     learning_rate: float = 5e-5
+    updates_per_batch: int = 1
+    """Optimiser steps on each batch, each over all its commands (gradients accumulated over
+    ``minibatch`` chunks). Past the first the policy has moved from the one that sampled, so
+    the importance ratio and its clip act."""
     clip_eps: float = 0.2
     kl_coef: float = 0.0
+    """Weight of the k3 KL to the base in the loss; the KL is logged whatever its weight."""
     max_grad_norm: float = 1.0
     minibatch: int = 64
     """Commands per forward/backward of the update."""
     pool: int = 200
     """Training games drawn once per run (each loaded once); every step draws from these."""
     validation_games: int = 64
+    """The final score: greedy success on the first this many games of the level's
+    validation split."""
+    validation_every: int = 0
+    """Greedy success on the first ``curve_games`` validation games before the first step and
+    after every this many steps (``validation/success`` in ``metrics.jsonl``); 0: never."""
+    curve_games: int = 32
     envs: int = 16
     num_threads: int = 2
     max_episode_steps: int = 30
@@ -93,11 +116,27 @@ class CommandGRPOConfig:
 
         rules = {"seed": SEED, "steps": at_least(0), "games_per_step": COUNT,
                  "group_size": at_least(2), "learning_rate": LEARNING_RATE,
+                 "updates_per_batch": COUNT,
                  "clip_eps": Rule(lambda v: POSITIVE.test(v) and v < 1, "in (0, 1)"),
                  "kl_coef": number_at_least(0), "max_grad_norm": MAX_GRAD_NORM,
                  "minibatch": COUNT, "pool": COUNT, "validation_games": at_least(0),
-                 "envs": COUNT, "num_threads": COUNT, "max_episode_steps": COUNT}
+                 "validation_every": at_least(0), "curve_games": COUNT,
+                 "envs": COUNT, "num_threads": COUNT, "max_episode_steps": COUNT,
+                 "trainer": Rule(lambda v: v == TRAINER, f"{TRAINER!r}")}
         refuse((name, getattr(self, name), rule) for name, rule in rules.items())
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir or Path("runs") / self.name)
+
+
+def command_config_from_dict(values: dict[str, Any]) -> CommandGRPOConfig:
+    """A :class:`CommandGRPOConfig` from a recipe's mapping (``trainer: commands``), held to
+    the rules of every recipe: unknown keys and wrongly typed or refused values raise
+    :class:`~derl_bench.grpo.config.ConfigError`."""
+    from derl_bench.grpo.config import fields_from_dict
+
+    return fields_from_dict(CommandGRPOConfig, values)
 
 
 def respond(command: str) -> str:
@@ -143,24 +182,57 @@ def make_envs(config: CommandGRPOConfig, split: str, n: int) -> list[Any]:
                         think_action=True)
 
 
+def _greedy_success(envs: list[Any], policy: Any, games: int, state: Any) -> float:
+    """Greedy success on the first ``games`` games of ``envs``' split (NaN for none)."""
+    from derl_bench.rollout.commands import game_count, play
+
+    count = min(games, game_count(envs[0]))
+    episodes = play(envs, policy, [{"index": i} for i in range(count)], state, greedy=True,
+                    respond=respond)
+    return float(np.mean([e.won for e in episodes])) if episodes else math.nan
+
+
+def _largest_change(model: Any, base: Any) -> float:
+    """The largest absolute change of any weight since the base."""
+    with torch.no_grad():
+        return max(float((p - q).abs().max()) for p, q in zip(model.parameters(),
+                                                              base.parameters(), strict=True))
+
+
 def train_commands(config: CommandGRPOConfig, log: Any = None,
                    reward: MetaReward | None = None,
                    family: Family | None = None) -> list[dict[str, Any]]:
-    """Run the inner GRPO run ``config`` describes; write the model, ``metrics.jsonl`` and
-    ``result.json`` to ``output_dir``; return the per-step metrics (the last row holds the
-    validation score). ``reward`` is ``config.meta_reward`` compiled where the run started
-    (else it is compiled here), and ``family`` the env's family, resolved there (else
-    here)."""
+    """Run the inner GRPO run ``config`` describes; write the model, ``metrics.jsonl`` (a line
+    per step, written as it ends) and ``result.json`` to its folder; return the per-step
+    metrics (the last row holds the validation score). ``reward`` is ``config.meta_reward``
+    compiled where the run started (else it is compiled here), and ``family`` the env's
+    family, resolved there (else here).
+
+    Every step logs, with the LLM trainer's names: ``loss``, ``policy_loss``, ``grad_norm``,
+    ``clip_fraction`` and ``ratio/mean`` (means over the update epochs, and each epoch's in
+    ``epochs``), ``ratio/min`` and ``ratio/max`` (over the last epoch's commands), ``kl`` (k3
+    estimate of KL(sampling policy || base) over the batch's commands, computed whatever
+    ``kl_coef``), ``entropy`` (the sampled commands' mean negative log-probability: an unbiased
+    estimate of the command distribution's entropy), ``groups_with_advantage``,
+    ``weights/max_change`` (since the base) and, every ``validation_every`` steps,
+    ``validation/success``."""
+    from derl_bench.files import write_text_atomic
+    from derl_bench.grpo.loss import k3_kl, token_terms
+    from derl_bench.grpo.rundir import RUN_MARKER, start_run_id
     from derl_bench.policies import load_model_and_tokenizer
     from derl_bench.policies.command_model import command_parts
-    from derl_bench.policies.commands import CommandPolicy, chosen_log_probs, command_log_probs
+    from derl_bench.policies.commands import CommandPolicy, chosen_log_probs, chosen_trie
     from derl_bench.progress import quiet_transformers
     from derl_bench.reward import compile_reward
     from derl_bench.reward.primitives import primitive_set
     from derl_bench.rollout.commands import game_count, play
 
-    out = Path(config.output_dir)
+    out = config.run_dir
     out.mkdir(parents=True, exist_ok=True)
+    # The settings first, as a recipe that runs the same run again (and marks the folder as
+    # a run, which --overwrite may replace).
+    write_text_atomic(out / RUN_MARKER, yaml.safe_dump(asdict(config), sort_keys=False))
+    start_run_id(out, resume=False)
     torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
@@ -176,14 +248,29 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     model, tokenizer = load_model_and_tokenizer(config.model)
     model.eval()
     policy = CommandPolicy(model, tokenizer)
-    reference = copy.deepcopy(model).eval() if config.kl_coef > 0 else None
+    base = copy.deepcopy(model).eval().requires_grad_(False)  # the KL's reference
+    vocab_size = model.get_output_embeddings().weight.shape[0]
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
     started = time.perf_counter()
     envs = make_envs(config, "train", config.envs)
-    total = game_count(envs[0])
-    pool = training_pool(config, total)
+    val_envs = make_envs(config, "validation", config.envs)
+    metrics_file = out / "metrics.jsonl"
+    metrics_file.write_text("")
     history: list[dict[str, Any]] = []
+
+    def record(row: dict[str, Any]) -> None:
+        history.append(row)
+        with metrics_file.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
     try:
+        total = game_count(envs[0])
+        pool = training_pool(config, total)
+        if config.validation_every:
+            began = time.perf_counter()
+            record({"step": 0, "validation/success": _greedy_success(
+                val_envs, policy, config.curve_games, state),
+                "time/validation_s": time.perf_counter() - began})
         for step in range(1, config.steps + 1):
             # 1. Rollouts: each drawn game played group_size times.
             drawn = rng.choice(pool, config.games_per_step, replace=False)
@@ -199,84 +286,152 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
             advantages = group_advantages(rewards, groups)
             moving = [int(np.any(advantages[groups == g] != 0))
                       for g in range(config.games_per_step)]
-            # 4. One clipped update over every command executed.
-            rows = [(s, float(a)) for e, a in zip(episodes, advantages, strict=True)
-                    for s in e.steps if a != 0.0]
+            every = [(s, float(a)) for e, a in zip(episodes, advantages, strict=True)
+                     for s in e.steps]
+            sampled = torch.tensor([s.log_prob for s, _ in every], dtype=torch.float64)
+            # 4. The KL of the sampling policy to the base, logged whatever kl_coef: the k3
+            # estimate on a seeded sample of the batch's commands (the base's forward pass
+            # over all of them would cost a third of the update).
             began = time.perf_counter()
-            stats = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
-            if rows:
+            picker = np.random.default_rng([config.seed, step, 0x6B6C])
+            probe = sorted(picker.choice(len(every), min(KL_SAMPLE, len(every)), replace=False)
+                           .tolist())
+            with torch.no_grad():
+                probe_ref = _log_probs(base, [every[i][0] for i in probe], policy.end_id,
+                                       config.minibatch)
+            diagnostics = {"kl": float(k3_kl(sampled[probe], probe_ref).mean())
+                           if probe else 0.0,
+                           "entropy": float(-sampled.mean()) if len(every) else 0.0}
+            # 5. updates_per_batch clipped updates over every command with an advantage. A
+            # state and command that recur (group members on a common path) run forward once.
+            trained = [i for i, (_, a) in enumerate(every) if a != 0.0]
+            unique, inverse = _unique_rows([every[i][0] for i in trained])
+            adv_all = torch.tensor([every[i][1] for i in trained], dtype=torch.float64)
+            old_all = sampled[trained]
+            ref_all = None
+            if config.kl_coef > 0 and trained:
+                with torch.no_grad():
+                    ref_all = _log_probs(base, unique, policy.end_id, config.minibatch)[inverse]
+            reference_s = time.perf_counter() - began
+            began = time.perf_counter()
+            epochs: list[dict[str, float]] = []
+            extremes = {"ratio/min": 1.0, "ratio/max": 1.0}
+            if trained:
+                # The chunks' trie masks are built once for every epoch.
+                chunks = [(first, unique[first:first + config.minibatch])
+                          for first in range(0, len(unique), config.minibatch)]
+                tries = [chosen_trie([s.ids for s in part], [s.chosen for s in part],
+                                     policy.end_id, vocab_size) for _, part in chunks]
                 model.train()
-                optimizer.zero_grad(set_to_none=True)
-                for start in range(0, len(rows), config.minibatch):
-                    part = rows[start:start + config.minibatch]
-                    ids = [s.ids for s, _ in part]
-                    chosen = chosen_log_probs(model, ids, [s.chosen for s, _ in part],
-                                              policy.end_id)
-                    old = torch.tensor([s.log_prob for s, _ in part], dtype=chosen.dtype)
-                    adv = torch.tensor([a for _, a in part], dtype=chosen.dtype)
-                    ratio = (chosen - old).exp()
-                    clipped = ratio.clamp(1 - config.clip_eps, 1 + config.clip_eps)
-                    loss = -torch.minimum(ratio * adv, clipped * adv).sum() / len(rows)
-                    if reference is not None:  # the exact KL needs every command's
-                        new = command_log_probs(model, ids, policy.end_id)
+                for _ in range(config.updates_per_batch):
+                    optimizer.zero_grad(set_to_none=True)
+                    sums = dict.fromkeys(("loss", "policy_loss", "kl_penalty", "clip_fraction",
+                                          "ratio/mean"), 0.0)
+                    low, high = math.inf, -math.inf
+                    for (first, part), trie in zip(chunks, tries, strict=True):
+                        logp = chosen_log_probs(model, [s.ids for s in part],
+                                                [s.chosen for s in part], policy.end_id,
+                                                trie=trie)
+                        inside = (inverse >= first) & (inverse < first + len(part))
+                        occurs = inside.nonzero()[:, 0]
+                        terms = token_terms(logp[inverse[occurs] - first], old_all[occurs],
+                                            adv_all[occurs],
+                                            None if ref_all is None else ref_all[occurs],
+                                            config.clip_eps, kl_coef=config.kl_coef)
+                        loss = terms["loss"].sum() / len(trained)
+                        loss.backward()
                         with torch.no_grad():
-                            ref = command_log_probs(reference, ids, policy.end_id)
-                        kl = sum(((lp.exp() * (lp - r)).sum() for lp, r in zip(new, ref,
-                                                                                strict=True)),
-                                 torch.zeros((), dtype=chosen.dtype))
-                        loss = loss + config.kl_coef * kl / len(rows)
-                        stats["kl"] += float(kl.detach()) / len(rows)
-                    loss.backward()
-                    stats["loss"] += float(loss.detach())
-                    stats["clip_fraction"] += float(((ratio - clipped).abs() > 0).sum()) / len(rows)
-                norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(),
-                                                            config.max_grad_norm))
-                if not (math.isfinite(stats["loss"]) and math.isfinite(norm)):
-                    raise DivergedError(
-                        f"training diverged in step {step} of {config.steps}: the loss is "
-                        f"{stats['loss']:.4g} and the gradient norm {norm:.4g}; nothing was "
-                        f"saved (the model is written after the last step; a smaller "
-                        f"learning_rate than {config.learning_rate:g} keeps it finite)")
-                optimizer.step()
+                            sums["loss"] += float(loss)
+                            sums["policy_loss"] += float(terms["policy"].sum()) / len(trained)
+                            sums["kl_penalty"] += float(terms["kl"].sum()) / len(trained)
+                            sums["clip_fraction"] += float(terms["clipped"].sum()) / len(trained)
+                            sums["ratio/mean"] += float(terms["ratio"].sum()) / len(trained)
+                            low = min(low, float(terms["ratio"].min()))
+                            high = max(high, float(terms["ratio"].max()))
+                    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                                config.max_grad_norm))
+                    if not (math.isfinite(sums["loss"]) and math.isfinite(norm)):
+                        raise DivergedError(
+                            f"training diverged in step {step} of {config.steps}: the loss is "
+                            f"{sums['loss']:.4g} and the gradient norm {norm:.4g}; nothing was "
+                            f"saved (the model is written after the last step; a smaller "
+                            f"learning_rate than {config.learning_rate:g} keeps it finite)")
+                    optimizer.step()
+                    epochs.append({**sums, "grad_norm": norm})
+                    extremes = {"ratio/min": low, "ratio/max": high}
                 model.eval()
             update_s = time.perf_counter() - began
-            row = {"step": step, "reward/mean": float(np.mean(rewards)),
-                   "success": float(np.mean([e.won for e in episodes])),
-                   "length/mean": float(np.mean([e.length for e in episodes])),
-                   "groups_with_advantage": float(np.mean(moving)),
-                   "commands/trained": len(rows), **stats,
-                   "time/rollout_s": rollout_s, "time/update_s": update_s,
-                   "time/game_reset_s": timing["reset_s"], "time/env_step_s": timing["step_s"],
-                   "time/model_rollout_s": timing["model_s"],
-                   "time/elapsed_s": time.perf_counter() - started}
-            history.append(row)
+            means = {k: float(np.mean([e[k] for e in epochs])) if epochs else 0.0
+                     for k in ("loss", "policy_loss", "grad_norm", "clip_fraction", "ratio/mean")}
+            if not epochs:
+                means["ratio/mean"] = 1.0
+            row: dict[str, Any] = {
+                "step": step, "reward/mean": float(np.mean(rewards)),
+                "reward/std": float(np.std(rewards)),
+                "success": float(np.mean([e.won for e in episodes])),
+                "length/mean": float(np.mean([e.length for e in episodes])),
+                "groups_with_advantage": float(np.mean(moving)),
+                "commands/trained": len(trained), **means, **extremes, **diagnostics,
+                "epochs": epochs, "weights/max_change": _largest_change(model, base),
+                "time/rollout_s": rollout_s, "time/reference_s": reference_s,
+                "time/update_s": update_s, "time/game_reset_s": timing["reset_s"],
+                "time/env_step_s": timing["step_s"], "time/model_rollout_s": timing["model_s"]}
+            if config.validation_every and step % config.validation_every == 0:
+                began = time.perf_counter()
+                row["validation/success"] = _greedy_success(val_envs, policy,
+                                                            config.curve_games, state)
+                row["time/validation_s"] = time.perf_counter() - began
+            row["time/elapsed_s"] = time.perf_counter() - started
+            record(row)
             if log is not None:
+                curve = (f", validation {row['validation/success']:.3f}"
+                         if "validation/success" in row else "")
                 log(f"step {step}: reward {row['reward/mean']:.3f}, success {row['success']:.3f}"
-                    f", groups moving {row['groups_with_advantage']:.2f}, "
-                    f"{rollout_s:.1f}+{update_s:.1f} s")
+                    f", groups moving {row['groups_with_advantage']:.2f}, kl {row['kl']:.4f}, "
+                    f"clip {row['clip_fraction']:.3f}{curve}, {rollout_s:.1f}+{update_s:.1f} s")
+        # The inner run's score: greedy success on the level's validation games.
+        count = min(config.validation_games, game_count(val_envs[0]))
+        score = _greedy_success(val_envs, policy, count, state) if count else math.nan
     finally:
-        for env in envs:
+        for env in [*envs, *val_envs]:
             env.close()
-    # The inner run's score: greedy success on the level's validation games.
-    val_envs = make_envs(config, "validation", config.envs)
-    try:
-        count = game_count(val_envs[0])
-        games = [{"index": i} for i in range(min(config.validation_games, count))]
-        val = play(val_envs, policy, games, state, greedy=True, respond=respond)
-    finally:
-        for env in val_envs:
-            env.close()
-    score = float(np.mean([e.won for e in val])) if val else math.nan
     with quiet_transformers():
         model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")
-    result = {"config": asdict(config), "score": score, "validation_games": len(val),
+    result = {"config": asdict(config), "score": score, "validation_games": count,
               "seconds": time.perf_counter() - started}
-    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history))
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     history.append({"step": "validation", "score": score})
     return history
 
 
-__all__ = ["CommandGRPOConfig", "base_games", "make_envs", "respond", "train_commands",
-           "training_pool"]
+def _unique_rows(steps: list[Any]) -> tuple[list[Any], torch.Tensor]:
+    """The distinct (state, command) rows of ``steps`` in first-seen order, and where each
+    step's row is among them."""
+    seen: dict[Any, int] = {}
+    unique: list[Any] = []
+    inverse = []
+    for s in steps:
+        prompt, commands = s.ids
+        key = (tuple(prompt), tuple(tuple(c) for c in commands), s.chosen)
+        if key not in seen:
+            seen[key] = len(unique)
+            unique.append(s)
+        inverse.append(seen[key])
+    return unique, torch.tensor(inverse, dtype=torch.long)
+
+
+def _log_probs(model: Any, steps: list[Any], end_id: int, chunk: int) -> torch.Tensor:
+    """The log-probability of each step's chosen command under ``model``, ``chunk`` at a
+    time."""
+    from derl_bench.policies.commands import chosen_log_probs
+
+    if not steps:
+        return torch.zeros(0, dtype=torch.float64)
+    return torch.cat([chosen_log_probs(model, [s.ids for s in steps[i:i + chunk]],
+                                       [s.chosen for s in steps[i:i + chunk]], end_id)
+                      for i in range(0, len(steps), chunk)])
+
+
+__all__ = ["TRAINER", "CommandGRPOConfig", "base_games", "command_config_from_dict", "make_envs",
+           "respond", "train_commands", "training_pool"]

@@ -156,6 +156,10 @@ class TrainConfig:
         from derl_bench.policies.backends import BACKENDS
         from derl_bench.policies.devices import device_problem, dtype_problem
 
+        if self.trainer == "commands":
+            raise ConfigError("trainer: commands trains a command policy; its recipe is read "
+                              "by `derl-bench train` (derl_bench.grpo.commands), not as an "
+                              "LLM recipe")
         for name, allowed in (("trainer", ("compact", "trl")),
                               ("aggregation", ("token", "sequence")),
                               ("backend", BACKENDS),
@@ -238,13 +242,14 @@ def _float_from_text(value: Any, annotation: Any) -> Any:
     return value
 
 
-def config_from_dict(values: dict[str, Any]) -> TrainConfig:
-    """Build a :class:`TrainConfig`, rejecting unknown keys and wrongly typed values."""
-    hints = typing.get_type_hints(TrainConfig)
-    known = {f.name for f in fields(TrainConfig)}
+def fields_from_dict(cls: type, values: dict[str, Any], what: str = "recipe") -> Any:
+    """Build the dataclass ``cls`` from ``values``, rejecting unknown keys and wrongly typed
+    values (:class:`ConfigError`); a value its own checks refuse is a ``ConfigError`` too."""
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ConfigError(f"unknown recipe keys: {', '.join(unknown)} "
+        raise ConfigError(f"unknown {what} keys: {', '.join(unknown)} "
                           f"(known: {', '.join(sorted(known))})")
     values = {k: _float_from_text(v, hints[k]) for k, v in values.items()}
     for key, value in values.items():
@@ -252,7 +257,17 @@ def config_from_dict(values: dict[str, Any]) -> TrainConfig:
             raise ConfigError(f"{key}: expected {hints[key]}, got {value!r}")
     values = {k: float(v) if _matches(1.0, hints[k]) and isinstance(v, int) and
               not _matches(1, hints[k]) else v for k, v in values.items()}
-    return TrainConfig(**values)
+    try:
+        return cls(**values)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as err:  # a missing field, or a value its checks refuse
+        raise ConfigError(str(err)) from None
+
+
+def config_from_dict(values: dict[str, Any]) -> TrainConfig:
+    """Build a :class:`TrainConfig`, rejecting unknown keys and wrongly typed values."""
+    return fields_from_dict(TrainConfig, values)
 
 
 class DuplicateKeyError(yaml.YAMLError):
@@ -379,5 +394,5 @@ def run_reward(config: TrainConfig, reward: MetaReward | None = None,
 
 
 __all__ = ["TINY_MODEL", "ConfigError", "DuplicateKeyError", "TrainConfig",
-           "compile_run_reward", "config_from_dict", "load_config", "load_yaml",
+           "compile_run_reward", "config_from_dict", "fields_from_dict", "load_config", "load_yaml",
            "parse_overrides", "read_recipe", "replace", "run_reward"]

@@ -240,7 +240,7 @@ def _train_and_score_commands(meta: MetaConfig, config: TrainConfig,
     # The command policy draws its training games by seed from the games its base was not
     # taught on, so a warm start's data offset has nothing to continue: each run draws anew.
     history = train_commands(command_config(meta, config), reward=reward, family=family)
-    steps = [row for row in history if row["step"] != "validation"]
+    steps = [row for row in history if "reward/mean" in row]  # not the validation rows
     last_reward = float(steps[-1]["reward/mean"]) if steps else float("nan")
     return InnerResult(float(history[-1]["score"]), last_reward,
                        config.run_dir / "model", {})

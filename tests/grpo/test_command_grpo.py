@@ -19,33 +19,89 @@ def test_the_response_is_the_command_in_valid_tags():
     assert parse_think_action(respond("go to cabinet 10")) == ("go to cabinet 10", True)
 
 
-@pytest.mark.parametrize("reward,kl", [("success + goal_progress_delta", 0.0),
-                                       ("format_valid * success", 0.1)])
-def test_an_inner_run_trains_and_scores(tmp_path, data_root, reward, kl):
+@pytest.mark.parametrize("reward,kl,epochs", [("sum(new_location)", 0.0, 2),
+                                              ("format_valid * success", 0.1, 1)])
+def test_an_inner_run_trains_scores_and_logs_its_diagnostics(tmp_path, data_root, reward, kl,
+                                                             epochs):
     base = init_command_model(tmp_path / "base", ALFWORLD)
     config = CommandGRPOConfig(model=str(base), output_dir=str(tmp_path / "run"),
                                env_id=ALFWORLD, meta_reward=reward, steps=2, games_per_step=2,
                                group_size=2, pool=4, validation_games=2, envs=4, num_threads=1,
-                               max_episode_steps=6, kl_coef=kl, learning_rate=1e-2)
+                               max_episode_steps=6, kl_coef=kl, learning_rate=1e-2,
+                               updates_per_batch=epochs, validation_every=2, curve_games=2)
     history = train_commands(config)
-    steps, final = history[:-1], history[-1]
+    curve, steps, final = history[0], history[1:-1], history[-1]
+    assert curve["step"] == 0 and 0.0 <= curve["validation/success"] <= 1.0
     assert [r["step"] for r in steps] == [1, 2]
+    assert "validation/success" in steps[1] and "validation/success" not in steps[0]
     for row in steps:
         assert 0.0 <= row["groups_with_advantage"] <= 1.0
         assert row["time/game_reset_s"] >= 0 and row["time/model_rollout_s"] > 0
-        assert row["commands/trained"] >= 0
+        assert row["kl"] >= 0.0 and row["entropy"] > 0.0  # sampled commands: -log p > 0
+        assert len(row["epochs"]) == (epochs if row["commands/trained"] else 0)
+        assert row["weights/max_change"] >= 0.0
+    trained = [r for r in steps if r["commands/trained"]]
+    if reward == "sum(new_location)":  # new places differ between episodes: every step trains
+        assert len(trained) == 2
+        first = steps[0]["epochs"]
+        # The first epoch's policy is the sampler (ratio 1, nothing clipped); the second has
+        # moved, at this learning rate, far enough to clip.
+        assert abs(first[0]["ratio/mean"] - 1.0) < 1e-4 and first[0]["clip_fraction"] == 0.0
+        assert first[1]["clip_fraction"] > 0.0 and first[1]["ratio/mean"] != first[0]["ratio/mean"]
+        assert all(e["grad_norm"] > 0 for e in first)
+        assert steps[1]["kl"] > 0.0  # the policy has left the base by step 2
+        assert steps[1]["weights/max_change"] > 0.0
     assert 0.0 <= final["score"] <= 1.0
-    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    out = tmp_path / "run"
+    result = json.loads((out / "result.json").read_text())
     assert result["score"] == final["score"] and result["validation_games"] == 2
-    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
-    assert len(lines) == 2
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [0, 1, 2]
+    # The folder is a run: its settings as a recipe that runs it again.
+    import yaml
+
+    from derl_bench.grpo.commands import command_config_from_dict
+
+    assert command_config_from_dict(yaml.safe_load((out / "config.yaml").read_text())) == config
     from derl_bench.policies import load_model_and_tokenizer
 
     before, _ = load_model_and_tokenizer(str(base))
-    after, _ = load_model_and_tokenizer(str(tmp_path / "run" / "model"))
+    after, _ = load_model_and_tokenizer(str(out / "model"))
     moved = any(not torch.equal(a, b) for a, b in zip(before.parameters(), after.parameters(),
                                                       strict=True))
-    assert moved == any(r["commands/trained"] > 0 for r in steps)
+    assert moved == bool(trained)
+
+
+def test_a_recurring_state_runs_forward_once_and_keeps_its_place():
+    from derl_bench.grpo.commands import _unique_rows
+    from derl_bench.rollout.commands import CommandStep
+
+    def step(prompt: list[int], chosen: int) -> CommandStep:
+        return CommandStep((prompt, [[4], [5, 6]]), ["a", "b c"], chosen, -0.5, None, "policy")
+
+    steps = [step([1, 2], 0), step([1, 2], 1), step([1, 2], 0), step([1, 3], 0)]
+    unique, inverse = _unique_rows(steps)
+    assert len(unique) == 3 and inverse.tolist() == [0, 1, 0, 2]
+    assert [unique[i] for i in inverse.tolist()] == [steps[0], steps[1], steps[0], steps[3]]
+
+
+def test_a_command_recipe_refuses_what_it_cannot_run(tmp_path):
+    from derl_bench.grpo.commands import command_config_from_dict
+    from derl_bench.grpo.config import ConfigError, config_from_dict
+
+    good = {"trainer": "commands", "model": "base", "env_id": ALFWORLD}
+    assert command_config_from_dict(good).run_dir.name == "command-grpo"
+    for bad, words in [({"epochs": 2}, "unknown recipe keys: epochs"),
+                       ({"updates_per_batch": 0}, "updates_per_batch must be"),
+                       ({"learning_rate": "fast"}, "learning_rate"),
+                       ({"validation_every": -1}, "validation_every must be")]:
+        with pytest.raises(ConfigError, match=words):
+            command_config_from_dict({**good, **bad})
+    with pytest.raises(ConfigError, match="env_id"):
+        command_config_from_dict({"trainer": "commands", "model": "base"})
+    # An LLM recipe names the trainer that reads a command recipe instead.
+    with pytest.raises(ConfigError, match="trainer: commands trains a command policy"):
+        config_from_dict({"trainer": "commands"})
 
 
 def test_the_training_pool_leaves_out_the_games_the_base_was_taught_on(tmp_path):
@@ -71,3 +127,34 @@ def test_the_training_pool_leaves_out_the_games_the_base_was_taught_on(tmp_path)
     with pytest.raises(ValueError, match="too large"):
         training_pool(CommandGRPOConfig(model=str(base), output_dir="x", env_id=ALFWORLD,
                                         pool=95), 100)
+
+
+def test_derl_bench_train_runs_a_command_recipe(tmp_path, data_root, capsys):
+    from derl_bench.cli import main
+
+    base = init_command_model(tmp_path / "base", ALFWORLD)
+    recipe = tmp_path / "commands.yaml"
+    recipe.write_text(f"trainer: commands\nenv_id: {ALFWORLD}\nmodel: {base}\n"
+                      "meta_reward: sum(new_location)\nsteps: 1\ngames_per_step: 1\n"
+                      "group_size: 2\npool: 2\nvalidation_games: 1\nenvs: 2\nnum_threads: 1\n"
+                      "max_episode_steps: 4\nupdates_per_batch: 2\n")
+    out = tmp_path / "run"
+    assert main(["train", str(recipe), "--output", str(out), "learning_rate=1e-3"]) == 0
+    assert "validation score" in capsys.readouterr().out
+    [row] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(row["epochs"]) == 2 and row["commands/trained"] > 0
+    assert json.loads((out / "result.json").read_text())["config"]["learning_rate"] == 1e-3
+    written = sorted(p.name for p in out.iterdir())
+    # A second run into the folder is refused; --resume has no checkpoint to continue.
+    assert main(["train", str(recipe), "--output", str(out)]) == 2
+    assert "already holds another run" in capsys.readouterr().err
+    assert main(["train", str(recipe), "--output", str(out), "--resume"]) == 2
+    assert "no checkpoints to resume" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == written
+    assert main(["train", str(recipe), "--output", str(out), "--overwrite", "seed=1"]) == 0
+    assert json.loads((out / "result.json").read_text())["config"]["seed"] == 1
+    # A bad key or value is refused before anything is written.
+    for override in ("epochs=3", "group_size=1"):
+        fresh = tmp_path / f"refused-{override.split('=')[0]}"
+        assert main(["train", str(recipe), "--output", str(fresh), override]) == 2
+        assert not fresh.exists() or not any(fresh.iterdir())
