@@ -332,14 +332,19 @@ class CommandPolicy:
         self.end_id = int(tokenizer.convert_tokens_to_ids(end_token))
         if self.end_id == tokenizer.unk_token_id:
             raise ValueError(f"the tokenizer has no end-of-command token {end_token!r}")
+        # A game's commands recur at every turn of every episode: each is tokenised once.
+        self._command_ids: dict[str, list[int]] = {}
 
     def encode(self, prompt: str, commands: Sequence[str]) -> StateIds:
         """Token ids of a prompt (with ``<bos>``) and of each command."""
         tok = self.tokenizer
         bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
         prompt_ids = bos + tok(prompt, add_special_tokens=False)["input_ids"]
-        command_ids = [tok(c, add_special_tokens=False)["input_ids"] for c in commands]
-        return prompt_ids, command_ids
+        known = self._command_ids
+        new = [c for c in dict.fromkeys(commands) if c not in known]
+        if new:
+            known.update(zip(new, tok(new, add_special_tokens=False)["input_ids"], strict=True))
+        return prompt_ids, [list(known[c]) for c in commands]
 
     def log_probs(self, states: Sequence[tuple[str, Sequence[str]]]) -> list[torch.Tensor]:
         """:func:`command_log_probs` of ``(prompt, commands)`` texts."""
