@@ -12,12 +12,13 @@ one state at a time, and where an inner run's seconds go.
   before the next.
 
 Reported: seconds each way, the ratio lockstep / one at a time (lower is better) and the
-lockstep run's split into game resets (loading), env steps and the model. ``--inner`` also
-runs a short GRPO inner run (:func:`derl_bench.grpo.commands.train_commands`) and splits its
-steps into rollout (resets, env steps, model) and update::
+lockstep run's split into game resets (loading), env steps and the model. ``--step`` also
+times a whole GRPO step against the model's passes alone at its shapes (:func:`grpo_step`)
+and splits it into resets, env steps, the rollout's model time, the KL's reference and the
+update::
 
     python benchmarks/command_rollout.py                   # ratio and split
-    python benchmarks/command_rollout.py --inner --steps 3 # and an inner run's split
+    python benchmarks/command_rollout.py --step            # and a GRPO step / its arithmetic
 """
 
 from __future__ import annotations
@@ -107,26 +108,88 @@ def measure(games: int = 16, envs: int = 8, seed: int = 0, threads: int = 1,
             "lockstep_split_s": timing}
 
 
-def inner_run(steps: int = 3, seed: int = 0, threads: int = 1) -> dict[str, Any]:
-    """A short GRPO inner run from a random base: where its seconds go."""
+def grpo_step(games: int = 8, group: int = 8, envs: int = 16, threads: int = 1,
+              updates_per_batch: int = 2, max_episode_steps: int = 12, timed_steps: int = 1,
+              seed: int = 0) -> dict[str, Any]:
+    """A whole GRPO step of a command policy against its arithmetic, in the same run.
+
+    The step: :func:`~derl_bench.grpo.commands.train_commands` with ``games`` x ``group``
+    episodes, ``updates_per_batch`` update epochs, on ``threads`` torch threads; its first step
+    loads the games (the pool is those ``games``, so every step replays them, as a run's
+    steps replay its pool's games once loaded) and is not timed; the next ``timed_steps`` are.
+    Random weights never win, so every episode runs to ``max_episode_steps`` (12: about the
+    DAgger base's 11.8 steps an L0 game), and the reward ``sum(new_location)`` differs within
+    every group, so every command is trained: the step's heaviest shapes.
+
+    The arithmetic: the same model's passes alone over the same number of commands, each
+    state with its chosen command (states played by the same model on the same games): one
+    forward pass (what drawing the commands must compute at least) and ``updates_per_batch``
+    forward and backward passes, in the run's minibatches. ``ratio`` is step / arithmetic.
+    """
+
     from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
     from derl_bench.policies.command_model import init_command_model
 
     with tempfile.TemporaryDirectory() as tmp:
         base = init_command_model(Path(tmp) / "base", "derl/ALFWorld-v0")
-        config = CommandGRPOConfig(model=str(base), output_dir=f"{tmp}/run",
-                                   env_id="derl/ALFWorld-v0", steps=steps, seed=seed,
-                                   num_threads=threads, validation_games=16)
-        began = time.perf_counter()
+        config = CommandGRPOConfig(
+            model=str(base), output_dir=f"{tmp}/run", env_id="derl/ALFWorld-v0",
+            meta_reward="sum(new_location)", steps=1 + timed_steps, games_per_step=games,
+            group_size=group, pool=games, envs=envs, num_threads=threads, seed=seed,
+            updates_per_batch=updates_per_batch, learning_rate=1e-5, validation_games=0,
+            max_episode_steps=max_episode_steps)
         history = train_commands(config)
-        wall = time.perf_counter() - began
-    rows = history[:-1]
-    keys = ("time/game_reset_s", "time/env_step_s", "time/model_rollout_s", "time/update_s",
-            "time/rollout_s")
-    return {"steps": steps, "recipe": f"{steps} steps x {config.games_per_step} games x "
-            f"{config.group_size} samples, validation {config.validation_games} games",
-            "wall_s": wall, **{k: sum(r[k] for r in rows) for k in keys},
-            "commands_trained": sum(r["commands/trained"] for r in rows)}
+    rows = history[1:-1]
+    step_s = (rows[-1]["time/elapsed_s"] - history[0]["time/elapsed_s"]) / len(rows)
+    commands = sum(r["commands/trained"] for r in rows) / len(rows)
+    split = {key: sum(r[key] for r in rows) / len(rows) for key in (
+        "time/game_reset_s", "time/env_step_s", "time/model_rollout_s", "time/reference_s",
+        "time/update_s")}
+    arithmetic = _arithmetic(games, group, envs, threads, updates_per_batch,
+                             max_episode_steps, config.minibatch, seed)
+    return {"episodes": games * group, "threads": threads,
+            "updates_per_batch": updates_per_batch, "commands": commands, "step_s": step_s,
+            "split_s": split, **arithmetic,
+            "ratio": step_s / arithmetic["arithmetic_s"]}
+
+
+def _arithmetic(games: int, group: int, envs: int, threads: int, epochs: int,
+                max_episode_steps: int, minibatch: int, seed: int) -> dict[str, float]:
+    """The model's passes alone at a step's shapes (see :func:`grpo_step`)."""
+    import gymnasium as gym
+    import torch
+
+    import derl_bench  # noqa: F401  (registers the envs)
+    from derl_bench.families.alfworld.compact_state import CompactState
+    from derl_bench.policies.commands import chosen_log_probs
+    from derl_bench.rollout.commands import play
+
+    torch.set_num_threads(threads)
+    policy = _policy(seed)
+    pool = [gym.make("derl/ALFWorld-v0", level="L0", split="train",
+                     max_episode_steps=max_episode_steps) for _ in range(envs)]
+    try:
+        episodes = play(pool, policy, [{"index": i} for i in range(games) for _ in range(group)],
+                        CompactState, seed=seed, decode=True)
+    finally:
+        for env in pool:
+            env.close()
+    states = [(s.ids, s.chosen) for e in episodes for s in e.steps]
+    parts = [states[i:i + minibatch] for i in range(0, len(states), minibatch)]
+    began = time.perf_counter()
+    with torch.no_grad():
+        for part in parts:
+            chosen_log_probs(policy.model, [i for i, _ in part], [c for _, c in part],
+                             policy.end_id)
+    forward = time.perf_counter() - began
+    began = time.perf_counter()
+    for _ in range(epochs):
+        for part in parts:
+            chosen_log_probs(policy.model, [i for i, _ in part], [c for _, c in part],
+                             policy.end_id).sum().backward()
+    update = time.perf_counter() - began
+    return {"arithmetic_commands": len(states), "forward_s": forward,
+            "forward_backward_s": update, "arithmetic_s": forward + update}
 
 
 def main() -> None:
@@ -134,12 +197,15 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=16)
     parser.add_argument("--envs", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--inner", action="store_true", help="also split a short inner run")
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--step", action="store_true",
+                        help="also time a GRPO step (8 games x 8 samples) against its arithmetic")
+    parser.add_argument("--epochs", type=int, default=2, help="the step's update epochs")
+    parser.add_argument("--timed-steps", type=int, default=2)
     args = parser.parse_args()
     result: dict[str, Any] = {"rollout": measure(args.games, args.envs, threads=args.threads)}
-    if args.inner:
-        result["inner_run"] = inner_run(args.steps, threads=args.threads)
+    if args.step:
+        result["grpo_step"] = grpo_step(threads=args.threads, updates_per_batch=args.epochs,
+                                        timed_steps=args.timed_steps)
     print(json.dumps(result, indent=2))
 
 
