@@ -3,6 +3,10 @@
     derl-bench train baselines/gsm8k-outcome.yaml
     derl-bench train baselines/alfworld-average.yaml --output runs/alf steps=20 learning_rate=2e-6
     derl-bench train baselines/alfworld-average.yaml --output runs/alf --resume steps=40
+    derl-bench train baselines/alfworld-commands-pilot.yaml model=runs/alfworld-weak-L0
+
+A recipe with ``trainer: commands`` trains a command policy (:mod:`derl_bench.grpo.commands`)
+from a base folder; such a run keeps no checkpoints, so ``--resume`` is refused for it.
 
 ``KEY=VALUE`` overrides set any recipe field (values parsed as YAML). Exit status 2 means the
 recipe, an override, the output folder, ``--resume`` or the data (a file that differs from the
@@ -59,18 +63,17 @@ def check_env(config: Any) -> None:
                           f"{config.env_make_kwargs()}: {err}") from None
 
 
-def run_command_policy(values: dict[str, Any], args: argparse.Namespace) -> int:
-    """``trainer: commands``: GRPO of a command policy (:mod:`derl_bench.grpo.commands`) from
-    its recipe's ``values``; refused (exit 2, nothing written) like any recipe."""
+def run_command_policy(config: Any, args: argparse.Namespace) -> int:
+    """``trainer: commands``: GRPO of a command policy (:mod:`derl_bench.grpo.commands`) as
+    its recipe, ``config``, says; refused (exit 2, nothing written) like any recipe."""
     from derl_bench.data.read import DataFileError
     from derl_bench.family import resolve_family
-    from derl_bench.grpo.commands import command_config_from_dict, train_commands
+    from derl_bench.grpo.commands import train_commands
     from derl_bench.grpo.config import ConfigError
     from derl_bench.grpo.rundir import clear_run_dir
     from derl_bench.reward import compile_reward
     from derl_bench.reward.primitives import primitive_set
 
-    config = command_config_from_dict(values)
     if args.resume:
         raise ConfigError("a command-policy run keeps no checkpoints to resume from (it takes "
                           "minutes); run it again with --overwrite")
@@ -98,25 +101,17 @@ def run_train(args: argparse.Namespace) -> int:
     data file met during the run exits 1."""
     from derl_bench.data.read import DataFileError
     from derl_bench.family import resolve_family
-    from derl_bench.grpo.commands import TRAINER
-    from derl_bench.grpo.config import (
-        TINY_MODEL,
-        compile_run_reward,
-        config_from_dict,
-        parse_overrides,
-        read_recipe,
-    )
-    from derl_bench.grpo.dispatch import check_data, run_training
+    from derl_bench.grpo.commands import CommandGRPOConfig
+    from derl_bench.grpo.config import TINY_MODEL, compile_run_reward
+    from derl_bench.grpo.dispatch import check_data, load_recipe, run_training
     from derl_bench.grpo.rundir import clear_run_dir
 
     overrides = list(args.overrides)
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
-    values = read_recipe(require_input("recipe", args.recipe, RECIPE_MAX_BYTES))
-    values.update(parse_overrides(overrides))
-    if values.get("trainer") == TRAINER:
-        return run_command_policy(values, args)
-    config = config_from_dict(values)
+    config = load_recipe(require_input("recipe", args.recipe, RECIPE_MAX_BYTES), overrides)
+    if isinstance(config, CommandGRPOConfig):
+        return run_command_policy(config, args)
     config.check_machine()
     # The run's one compile: a reward over primitives the env does not emit is rejected before
     # any model loads, and the compiled reward is handed down to the trainer.

@@ -391,7 +391,12 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
                     f"clip {row['clip_fraction']:.3f}{curve}, {rollout_s:.1f}+{update_s:.1f} s")
         # The inner run's score: greedy success on the level's validation games.
         count = min(config.validation_games, game_count(val_envs[0]))
-        score = _greedy_success(val_envs, policy, count, state) if count else math.nan
+        last = history[-1] if history else {}
+        if (count and config.curve_games == config.validation_games
+                and last.get("step") == config.steps and "validation/success" in last):
+            score = last["validation/success"]  # the curve's last point: the same games
+        else:
+            score = _greedy_success(val_envs, policy, count, state) if count else math.nan
     finally:
         for env in [*envs, *val_envs]:
             env.close()

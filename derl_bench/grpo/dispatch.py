@@ -14,15 +14,30 @@ Every run first compares the data its env reads with the data catalogue's checks
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from derl_bench.family import Family, find_family, resolve
-from derl_bench.grpo.config import TrainConfig
+from derl_bench.grpo.config import TrainConfig, config_from_dict, parse_overrides, read_recipe
 from derl_bench.reward import MetaReward
 
 TRL_TRAINER = "derl_bench.integrations.trl.math:train_trl"
 """TRL's single-step trainer, ``trainer: trl``. It sits in a later stage
 (:mod:`derl_bench.integrations.trl`, beside TRL's agent trainer), so it is named by its dotted
 path, the way a card names its hooks, and imported when a recipe asks for it."""
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Any:
+    """Any training recipe with its ``KEY=VALUE`` overrides: a command policy's
+    (``trainer: commands``) as a :class:`~derl_bench.grpo.commands.CommandGRPOConfig`, every
+    other as a :class:`TrainConfig`; either refused as a
+    :class:`~derl_bench.grpo.config.ConfigError`."""
+    from derl_bench.grpo.commands import TRAINER, command_config_from_dict
+
+    values = read_recipe(path)
+    values.update(parse_overrides(overrides or []))
+    if values.get("trainer") == TRAINER:
+        return command_config_from_dict(values)
+    return config_from_dict(values)
 
 
 def check_data(config: TrainConfig, family: Family | None = None) -> None:
@@ -68,4 +83,4 @@ def run_training(config: TrainConfig, resume: bool = False, reward: MetaReward |
     return history, path
 
 
-__all__ = ["check_data", "run_training"]
+__all__ = ["check_data", "load_recipe", "run_training"]

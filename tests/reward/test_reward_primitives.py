@@ -12,7 +12,6 @@ import pytest
 from derl_bench.cards import card_families, load_card
 from derl_bench.cli import main
 from derl_bench.family import family_spec
-from derl_bench.grpo import load_config
 from derl_bench.meta import IslandEvolution, RandomSearch
 from derl_bench.observers.think_action import ThinkActionWrapper
 from derl_bench.reward import (
@@ -131,7 +130,9 @@ def test_train_rejects_a_recipe_whose_reward_reads_what_the_env_does_not_emit(tm
                          sorted(set(BASELINES.glob("*.yaml")) - set(BASELINES.glob("meta-*"))),
                          ids=lambda p: p.stem)
 def test_every_baseline_reward_compiles_against_its_env(recipe):
-    config = load_config(recipe)
+    from derl_bench.grpo.dispatch import load_recipe
+
+    config = load_recipe(recipe)
     assert compile_reward(config.meta_reward, env=config.env_id).primitives
 
 
