@@ -1,0 +1,143 @@
+"""The pilot of command-policy GRPO on ALFWorld: does a recipe lift its base, and at what
+learning rate? Each arm is ``baselines/alfworld-commands-pilot.yaml`` at one learning rate,
+run from one base at seeds 0-2 by ``derl-bench train``; the endpoint is the greedy success on
+the first 64 games of L0's validation split, before the first step and every 10 steps.
+
+    python scripts/alfworld_pilot.py run --base runs/alfworld-weak-L0 --runs runs/pilot
+    python scripts/alfworld_pilot.py report --runs runs/pilot
+
+``run`` skips a run whose ``result.json`` exists and starts a half-written one again; two
+runs at a time, one torch thread each. ``report`` prints each arm's curve (mean and the
+t-interval over seeds, against episodes trained), the change from the base at the last point
+(paired by seed, Holm-corrected over the arms) and the diagnostics that say what limits it,
+and writes them with every run's ``metrics.jsonl`` to ``--evidence``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "baselines" / "alfworld-commands-pilot.yaml"
+EVIDENCE = REPO / "leaderboards" / "alfworld" / "evidence" / "pilot"
+ARMS = {"lr1e-4": 1e-4, "lr3e-4": 3e-4}
+"""The pilot's arms: the recipe at these learning rates (stated before the runs)."""
+SEEDS = (0, 1, 2)
+DIAGNOSTICS = ("kl", "clip_fraction", "grad_norm", "entropy", "weights/max_change",
+               "groups_with_advantage", "success", "length/mean", "commands/trained")
+
+
+def _one(base: str, runs: Path, arm: str, seed: int) -> str:
+    out = runs / f"{arm}-s{seed}"
+    if (out / "result.json").is_file():
+        return f"{out.name}: done before"
+    if out.exists():
+        shutil.rmtree(out)  # a run stopped half way starts again
+    command = [sys.executable, "-m", "derl_bench", "train", str(RECIPE), "--output", str(out),
+               f"model={base}", f"seed={seed}", f"learning_rate={ARMS[arm]}"]
+    log = runs / f"{arm}-s{seed}.log"
+    with log.open("w") as fh:
+        status = subprocess.call(command, stdout=fh, stderr=subprocess.STDOUT)
+    return f"{out.name}: exit {status} ({log})"
+
+
+def run(args: argparse.Namespace) -> int:
+    runs = Path(args.runs)
+    runs.mkdir(parents=True, exist_ok=True)
+    units = [(arm, seed) for seed in args.seeds for arm in args.arms]
+    with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
+        for line in pool.map(lambda u: _one(args.base, runs, *u), units):
+            print(line, flush=True)
+    return 0
+
+
+def _rows(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def report(args: argparse.Namespace) -> int:
+    from derl_bench.experiments.stats import holm, paired_difference
+
+    runs, evidence = Path(args.runs), Path(args.evidence)
+    evidence.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {"recipe": RECIPE.name, "arms": {}, "seeds": list(args.seeds)}
+    pairs: dict[str, tuple[list[float], list[float]]] = {}
+    for arm in args.arms:
+        curves, diag = [], {k: [] for k in DIAGNOSTICS}
+        for seed in args.seeds:
+            run_dir = runs / f"{arm}-s{seed}"
+            if not (run_dir / "result.json").is_file():
+                continue
+            rows = _rows(run_dir)
+            target = evidence / run_dir.name
+            target.mkdir(exist_ok=True)
+            for name in ("metrics.jsonl", "result.json", "config.yaml"):
+                shutil.copy(run_dir / name, target / name)
+            curves.append({r["step"]: r["validation/success"] for r in rows
+                           if "validation/success" in r})
+            trained = [r for r in rows if "reward/mean" in r]
+            for key in DIAGNOSTICS:
+                diag[key].append([r[key] for r in trained])
+        if not curves:
+            continue
+        steps = sorted(set.intersection(*(set(c) for c in curves)))
+        points = []
+        for step in steps:
+            values = np.array([c[step] for c in curves]) * 100
+            points.append({"step": step, "episodes": step * 64, "mean": float(values.mean()),
+                           "sd": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
+                           "per_seed": values.tolist()})
+        pairs[arm] = ([c[steps[-1]] * 100 for c in curves], [c[0] * 100 for c in curves])
+        summary["arms"][arm] = {
+            "learning_rate": ARMS[arm], "runs": len(curves), "curve": points,
+            "diagnostics": {k: {"first": float(np.mean([v[0] for v in vs])),
+                                "last": float(np.mean([v[-1] for v in vs])),
+                                "mean": float(np.mean([np.mean(v) for v in vs]))}
+                            for k, vs in diag.items()},
+            "seconds_per_step": float(np.mean([
+                _rows(runs / f"{arm}-s{s}")[-1]["time/elapsed_s"] / len(diag["kl"][0])
+                for s in args.seeds if (runs / f"{arm}-s{s}" / "result.json").is_file()]))}
+    arms = list(pairs)
+    corrected = holm([paired_difference(*pairs[arm]) for arm in arms])
+    summary["last_minus_base"] = dict(zip(arms, corrected, strict=True))
+    for arm, body in summary["arms"].items():
+        print(f"{arm} (lr {body['learning_rate']:g}, {body['runs']} seeds): " + ", ".join(
+            f"{p['step']}: {p['mean']:.1f} ± {p['sd']:.1f}" for p in body["curve"]))
+        d = body["diagnostics"]
+        print("   " + ", ".join(f"{k} {d[k]['first']:.3g} -> {d[k]['last']:.3g}"
+                                for k in DIAGNOSTICS) + f"; {body['seconds_per_step']:.1f} s/step")
+    for arm, d in summary["last_minus_base"].items():
+        interval = ("no test" if d["holm_low"] is None
+                    else f"Holm 95% [{d['holm_low']:+.1f}, {d['holm_high']:+.1f}]")
+        print(f"{arm}: last - base {d['mean']:+.1f} points, {interval}, MDE {d['mde']:.1f}")
+    (evidence / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--base", required=True)
+    r.add_argument("--workers", type=int, default=2)
+    rep = sub.add_parser("report")
+    rep.add_argument("--evidence", default=str(EVIDENCE))
+    for p in (r, rep):
+        p.add_argument("--runs", default="runs/pilot")
+        p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+        p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    args = parser.parse_args()
+    return run(args) if args.action == "run" else report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
