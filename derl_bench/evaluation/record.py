@@ -98,7 +98,16 @@ def summarize(results: Sequence[EpisodeResult], has_score: bool = False,
         scores = [r.score for r in rs if r.score is not None]
         return sum(scores) / len(scores) if has_score and scores else None
 
+    def mean_progress(rs: Sequence[EpisodeResult]) -> float | None:
+        values = [r.goal_progress for r in rs if r.goal_progress is not None]
+        return sum(values) / len(values) if len(values) == len(rs) else None
+
     extra: dict[str, Any] = {"metric": "strict"}
+    progress = mean_progress(results)
+    if progress is not None:  # agents: a secondary endpoint beside success
+        values = [float(r.goal_progress or 0.0) for r in results]
+        sd = (sum((v - progress) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else 0.0
+        extra["goal_progress"] = {"mean": progress, "se": sd / n ** 0.5 if n > 1 else None}
     if has_published:
         published = sum(bool(r.published) for r in results)
         extra["published"] = {"successes": published, "success_rate": _rate(published, n)}
@@ -110,7 +119,8 @@ def summarize(results: Sequence[EpisodeResult], has_score: bool = False,
         "per_task_type": {
             name: {"n": len(rs), "successes": sum(r.success for r in rs),
                    "success_rate": _rate(sum(r.success for r in rs), len(rs)),
-                   "mean_score": mean_score(rs)}
+                   "mean_score": mean_score(rs),
+                   **({} if progress is None else {"goal_progress": mean_progress(rs)})}
             for name, rs in sorted(by_type.items())
         },
         "mean_steps": sum(r.steps for r in results) / n,
@@ -283,6 +293,13 @@ COMMAND_POLICY = "commands:{model},greedy"
 """A command policy's ``policy`` spec: its model folder, decoded greedily."""
 
 
+def _final_progress(episode: CommandEpisode) -> float | None:
+    """The ``goal_progress`` primitive at the episode's last step (None where not emitted)."""
+    if not episode.steps or "goal_progress" not in episode.steps[-1].primitives:
+        return None
+    return float(episode.steps[-1].primitives["goal_progress"])
+
+
 def command_results(eval_set: EvalSet, episodes: Sequence[CommandEpisode],
                     base_seed: int = 0, *, adapter: FamilyAdapter) -> list[EpisodeResult]:
     """The episodes of a command-policy evaluation as the protocol's results: episode ``i``
@@ -300,7 +317,8 @@ def command_results(eval_set: EvalSet, episodes: Sequence[CommandEpisode],
         results.append(EpisodeResult(
             index=i, entry=entry, seed=base_seed + i,
             task_type=episode.task_type or adapter.task_type(entry, {}),
-            success=bool(episode.won), steps=episode.length, total_reward=float(episode.won)))
+            success=bool(episode.won), steps=episode.length, total_reward=float(episode.won),
+            goal_progress=_final_progress(episode)))
     return results
 
 

@@ -47,6 +47,9 @@ class EpisodeResult:
     published: bool | None = None
     steps: int = 0
     total_reward: float = 0.0
+    goal_progress: float | None = None
+    """The share of the goal's conditions that hold at the episode's end (an agent env's
+    ``goal_progress`` primitive), where the env emits it."""
     actions: list[str] = field(default_factory=list)
     observations: list[str] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
@@ -229,6 +232,8 @@ def run_episodes(
                     episode.score = None if score is None else float(score)
                     published = outcome.get("published")
                     episode.published = None if published is None else bool(published)
+                    progress = (info.get("primitives") or {}).get("goal_progress")
+                    episode.goal_progress = None if progress is None else float(progress)
                     results.append(episode)
                     finished[s] = True
                     if on_episode is not None:

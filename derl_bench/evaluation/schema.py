@@ -201,13 +201,24 @@ RESULT_SCHEMA: dict[str, Any] = {
                         "properties": {"n": {"type": "integer", "minimum": 1},
                                        "successes": _COUNT,
                                        "success_rate": _SUCCESS_RATE,
-                                       "mean_score": {"type": ["number", "null"]}},
+                                       "mean_score": {"type": ["number", "null"]},
+                                       "goal_progress": {"type": "number", "minimum": 0,
+                                                         "maximum": 1}},
                     },
                 },
                 "mean_steps": {"type": ["number", "null"], "minimum": 0},
                 "wall_time_s": {"type": ["number", "null"], "minimum": 0},
                 # what success_rate counts: strict (the board's default) or the published rule
                 "metric": {"enum": ["strict", "published"]},
+                # agents: the goal's share of conditions holding at the episode's end, mean
+                # over episodes (a secondary endpoint beside success)
+                "goal_progress": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["mean", "se"],
+                    "properties": {"mean": {"type": "number", "minimum": 0, "maximum": 1},
+                                   "se": {"type": ["number", "null"], "minimum": 0}},
+                },
                 # ScienceWorld runs: the published (RLVMR) metric next to the strict one
                 "published": {
                     "type": "object",

@@ -211,3 +211,31 @@ def test_train_seed_goes_with_commands_only(tmp_path, capsys):
     status = main(["evaluate", "--env", "derl/Arithmetic-v0", "--level", "L0", "--policy",
                    "random", "--train-seed", "0", "--limit", "1"])
     assert status == 2 and "--train-seed goes with --commands" in capsys.readouterr().err
+
+
+def test_goal_progress_is_recorded_beside_success(data_root, tmp_path):
+    """Agents' secondary endpoint: the goal progress at each episode's end, its mean over the
+    eval set and per task type, in a record that validates (an L2 policy can make progress
+    on a held-out type without finishing it)."""
+    def ending(progress: float, won: bool) -> CommandStep:
+        return CommandStep(ids=([], []), commands=["look"], chosen=0, log_prob=0.0,
+                           label=None, actor="policy",
+                           primitives={"success": float(won), "goal_progress": progress})
+
+    episodes = _episodes("L2")
+    for i, episode in enumerate(episodes):
+        episode.steps = [*episode.steps[:-1], ending(1.0 if episode.won else (i % 3) / 3,
+                                                     episode.won)]
+    record = command_record(_evaluation(episodes, "L2"), episodes, seed=0, **BASE)
+    progress = record["results"]["goal_progress"]
+    finals = [1.0 if e.won else (i % 3) / 3 for i, e in enumerate(episodes)]
+    assert progress["mean"] == pytest.approx(sum(finals) / len(finals))
+    assert progress["se"] > 0
+    for task_type, block in record["results"]["per_task_type"].items():
+        mine = [f for f, e in zip(finals, episodes, strict=True) if e.task_type == task_type]
+        assert block["goal_progress"] == pytest.approx(sum(mine) / len(mine))
+    assert validate_file(_board_file(tmp_path, record, "teacher-dagger-s0-L2.json")).problems == []
+    # Episodes that do not report it leave the field out (success alone, as before).
+    plain = _episodes("L2")
+    assert "goal_progress" not in command_record(_evaluation(plain, "L2"), plain, seed=0,
+                                                 **BASE)["results"]
