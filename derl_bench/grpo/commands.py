@@ -1,10 +1,11 @@
-"""GRPO for a command policy: multi-turn episodes, the Meta-Reward on their primitives, one
-clipped policy-gradient update over every executed command.
+"""GRPO for a command policy: multi-turn episodes, the Meta-Reward on their primitives,
+``updates_per_batch`` clipped policy-gradient updates over every executed command.
 
 The policy picks one admissible command per turn (:mod:`derl_bench.policies.commands`); its
 probability of a command is exact under trie-constrained decoding, so the ratio of the update
-is a ratio of command probabilities, computed by the same function at rollout and update. One
-step of an inner run reads top to bottom:
+is a ratio of command probabilities: the rollout's comes from the masked logits it drew from,
+the update's from the same constrained softmax (equal up to float32 rounding). One step of an
+inner run reads top to bottom:
 
 1. draw ``games_per_step`` games of the training pool (games the base was not taught on,
    :func:`training_pool`) and play each ``group_size`` times,
@@ -13,9 +14,16 @@ step of an inner run reads top to bottom:
 2. score every episode with the Meta-Reward (``episodic_from_steps`` over its primitives);
 3. the advantage of an episode is its reward centred (and scaled) within its game's group;
    every command of the episode carries it;
-4. one PPO-clipped update over all commands of the batch (mean over commands, as DAPO's
-   token-level mean), minibatched, with an exact KL to the frozen base over the admissible
-   commands when ``kl_coef`` > 0.
+4. the k3 KL of the sampling policy to the frozen base, estimated on a sample of the batch's
+   commands and logged whatever ``kl_coef``;
+5. ``updates_per_batch`` PPO-clipped updates, each over every command with an advantage
+   (mean over commands, as DAPO's token-level mean; :func:`~derl_bench.grpo.loss.token_terms`,
+   the LLM trainer's loss), minibatched, with the k3 KL to the base in the loss when
+   ``kl_coef`` > 0. After the first the policy is no longer the sampler: the ratio and its
+   clip act.
+
+Every step's diagnostics go to ``metrics.jsonl`` as it ends (:func:`train_commands`); every
+``validation_every`` steps the policy plays ``curve_games`` validation games greedily.
 
 At the end the policy plays ``validation_games`` games of the level's validation split
 greedily: their success rate is the inner run's score (what reward discovery ranks). The
@@ -58,7 +66,7 @@ KL_SAMPLE = 128
 class CommandGRPOConfig:
     """One inner GRPO run of a command policy (see the module docstring). A recipe
     (``baselines/alfworld-commands-*.yaml``) selects it with ``trainer: commands`` and fills
-    these fields by name (:func:`load_command_config`)."""
+    these fields by name (:func:`~derl_bench.grpo.dispatch.load_recipe`)."""
 
     model: str
     """The base: a command-model folder (``derl-bench model agent-base``)."""
