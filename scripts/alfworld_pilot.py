@@ -32,6 +32,8 @@ EVIDENCE = REPO / "leaderboards" / "alfworld" / "evidence" / "pilot"
 ARMS = {"lr1e-4": 1e-4, "lr3e-4": 3e-4}
 """The pilot's arms: the recipe at these learning rates (stated before the runs)."""
 SEEDS = (0, 1, 2)
+WINDOW = 10
+"""Steps whose diagnostics are averaged at the start and at the end of a run."""
 DIAGNOSTICS = ("kl", "clip_fraction", "grad_norm", "entropy", "weights/max_change",
                "groups_with_advantage", "success", "length/mean", "commands/trained")
 
@@ -99,8 +101,9 @@ def report(args: argparse.Namespace) -> int:
         pairs[arm] = ([c[steps[-1]] * 100 for c in curves], [c[0] * 100 for c in curves])
         summary["arms"][arm] = {
             "learning_rate": ARMS[arm], "runs": len(curves), "curve": points,
-            "diagnostics": {k: {"first": float(np.mean([v[0] for v in vs])),
-                                "last": float(np.mean([v[-1] for v in vs])),
+            # means over the first and the last WINDOW steps, then over seeds
+            "diagnostics": {k: {"first": float(np.mean([np.mean(v[:WINDOW]) for v in vs])),
+                                "last": float(np.mean([np.mean(v[-WINDOW:]) for v in vs])),
                                 "mean": float(np.mean([np.mean(v) for v in vs]))}
                             for k, vs in diag.items()},
             "seconds_per_step": float(np.mean([
@@ -113,7 +116,8 @@ def report(args: argparse.Namespace) -> int:
         print(f"{arm} (lr {body['learning_rate']:g}, {body['runs']} seeds): " + ", ".join(
             f"{p['step']}: {p['mean']:.1f} ± {p['sd']:.1f}" for p in body["curve"]))
         d = body["diagnostics"]
-        print("   " + ", ".join(f"{k} {d[k]['first']:.3g} -> {d[k]['last']:.3g}"
+        print(f"   steps 1-{WINDOW} -> last {WINDOW}: " + ", ".join(
+            f"{k} {d[k]['first']:.3g} -> {d[k]['last']:.3g}"
                                 for k in DIAGNOSTICS) + f"; {body['seconds_per_step']:.1f} s/step")
     for arm, d in summary["last_minus_base"].items():
         interval = ("no test" if d["holm_low"] is None
