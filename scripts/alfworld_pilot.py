@@ -5,12 +5,15 @@ the first 64 games of L0's validation split, before the first step and every 10 
 
     python scripts/alfworld_pilot.py run --base runs/alfworld-weak-L0 --runs runs/pilot
     python scripts/alfworld_pilot.py report --runs runs/pilot
+    python scripts/alfworld_pilot.py pool --base runs/alfworld-weak-L0 --runs runs/pilot
 
 ``run`` skips a run whose ``result.json`` exists and starts a half-written one again; two
 runs at a time, one torch thread each. ``report`` prints each arm's curve (mean and the
 t-interval over seeds, against episodes trained), the change from the base at the last point
 (paired by seed, Holm-corrected over the arms) and the diagnostics that say what limits it,
-and writes them with every run's ``metrics.jsonl`` to ``--evidence``.
+and writes them with every run's ``metrics.jsonl`` to ``--evidence``. ``pool`` plays the
+first 64 games of each seed's training pool greedily with the base and with each arm's final
+model (``pool.json``).
 """
 
 from __future__ import annotations
@@ -127,6 +130,55 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _greedy_on_pool(model: str, seed: int, games: int) -> float:
+    """Greedy success of ``model`` on the first ``games`` games of seed ``seed``'s training
+    pool (the games its GRPO run drew its batches from)."""
+    import torch
+
+    from derl_bench.family import resolve_family
+    from derl_bench.grpo.commands import CommandGRPOConfig, make_envs, respond, training_pool
+    from derl_bench.policies import load_model_and_tokenizer
+    from derl_bench.policies.command_model import command_parts
+    from derl_bench.policies.commands import CommandPolicy
+    from derl_bench.rollout.commands import game_count, play
+
+    torch.set_num_threads(1)
+    net, tokenizer = load_model_and_tokenizer(model)
+    config = CommandGRPOConfig(model=model, env_id="derl/ALFWorld-v0", seed=seed,
+                               envs=16)
+    envs = make_envs(config, "train", config.envs)
+    try:
+        pool = training_pool(config, game_count(envs[0]))[:games]
+        episodes = play(envs, CommandPolicy(net.eval(), tokenizer),
+                        [{"index": int(g)} for g in pool],
+                        command_parts(resolve_family(config.env_id)).state, greedy=True,
+                        respond=respond)
+    finally:
+        for env in envs:
+            env.close()
+    return float(np.mean([e.won for e in episodes]))
+
+
+def pool_check(args: argparse.Namespace) -> int:
+    """Greedy success on each seed's training pool: the base against each arm's final model
+    (does GRPO change greedy choices on the games it trained on?)."""
+    runs, evidence = Path(args.runs), Path(args.evidence)
+    units = [(args.base, seed) for seed in args.seeds] + [
+        (str(runs / f"{arm}-s{seed}" / "model"), seed) for arm in args.arms
+        for seed in args.seeds]
+    with concurrent.futures.ProcessPoolExecutor(args.workers) as pool:
+        values = list(pool.map(_greedy_on_pool, [m for m, _ in units], [s for _, s in units],
+                               [args.games] * len(units)))
+    table = {"games": args.games, "base": {}, "arms": {arm: {} for arm in args.arms}}
+    for (model, seed), value in zip(units, values, strict=True):
+        arm = Path(model).parent.name.rsplit("-s", 1)[0]
+        target = table["base"] if model == args.base else table["arms"][arm]
+        target[str(seed)] = value
+        print(f"{model} (pool of seed {seed}): {value * 100:.1f}%", flush=True)
+    (evidence / "pool.json").write_text(json.dumps(table, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -134,13 +186,18 @@ def main() -> int:
     r.add_argument("--base", required=True)
     r.add_argument("--workers", type=int, default=2)
     rep = sub.add_parser("report")
-    rep.add_argument("--evidence", default=str(EVIDENCE))
-    for p in (r, rep):
+    check = sub.add_parser("pool", help="greedy success on each seed's training pool")
+    check.add_argument("--base", required=True)
+    check.add_argument("--games", type=int, default=64)
+    check.add_argument("--workers", type=int, default=2)
+    for p in (rep, check):
+        p.add_argument("--evidence", default=str(EVIDENCE))
+    for p in (r, rep, check):
         p.add_argument("--runs", default="runs/pilot")
         p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
         p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     args = parser.parse_args()
-    return run(args) if args.action == "run" else report(args)
+    return {"run": run, "report": report, "pool": pool_check}[args.action](args)
 
 
 if __name__ == "__main__":
