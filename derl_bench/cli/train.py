@@ -71,6 +71,7 @@ def run_command_policy(config: Any, args: argparse.Namespace) -> int:
     from derl_bench.grpo.commands import train_commands
     from derl_bench.grpo.config import ConfigError
     from derl_bench.grpo.rundir import clear_run_dir
+    from derl_bench.policies.command_model import command_parts
     from derl_bench.reward import compile_reward
     from derl_bench.reward.primitives import primitive_set
 
@@ -78,9 +79,7 @@ def run_command_policy(config: Any, args: argparse.Namespace) -> int:
         raise ConfigError("a command-policy run keeps no checkpoints to resume from (it takes "
                           "minutes); run it again with --overwrite")
     family = resolve_family(config.env_id)  # once, where the command starts
-    if not family.spec.has_part("commands"):
-        raise ConfigError(f"trainer: commands needs an env whose card has a 'commands' hook; "
-                          f"the card of {config.env_id} has none")
+    command_parts(family)  # a card without a commands hook is refused before the folder is held
     reward = compile_reward(config.meta_reward, primitive_set(config.env_id, family))
     with hold_run(config.run_dir, [config.model], args) as replace:
         if replace:

@@ -235,6 +235,15 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     from derl_bench.reward.primitives import primitive_set
     from derl_bench.rollout.commands import game_count, play
 
+    family = family or resolve_family(config.env_id)
+    if reward is None:  # over the handed family's primitives: no second lookup by env id
+        reward = compile_reward(config.meta_reward, primitive_set(config.env_id, family))
+    elif (reward.expr, reward.domain, reward.semantics) != (config.meta_reward, config.env_id,
+                                                            DERL):
+        raise ValueError(f"the Meta-Reward handed to the run, {reward!r}, is not its "
+                         f"config's: {config.meta_reward!r} over {config.env_id!r}")
+    # a card without a commands hook is refused, naming the hook (CardError), before any write
+    state = command_parts(family).state
     out = config.run_dir
     out.mkdir(parents=True, exist_ok=True)
     # The settings first, as a recipe that runs the same run again (and marks the folder as
@@ -244,15 +253,6 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    family = family or resolve_family(config.env_id)
-    if reward is None:  # over the handed family's primitives: no second lookup by env id
-        reward = compile_reward(config.meta_reward, primitive_set(config.env_id, family))
-    elif (reward.expr, reward.domain, reward.semantics) != (config.meta_reward, config.env_id,
-                                                            DERL):
-        raise ValueError(f"the Meta-Reward handed to the run, {reward!r}, is not its "
-                         f"config's: {config.meta_reward!r} over {config.env_id!r}")
-    # a card without a commands hook is refused, naming the hook (CardError)
-    state = command_parts(family).state
     model, tokenizer = load_model_and_tokenizer(config.model)
     model.eval()
     policy = CommandPolicy(model, tokenizer)
