@@ -28,12 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-RECIPE = REPO / "baselines" / "alfworld-commands-pilot.yaml"
+BASELINES = REPO / "baselines"
 EVIDENCE = REPO / "leaderboards" / "alfworld" / "evidence" / "pilot"
-ARMS = {"lr1e-4": 1e-4, "lr3e-4": 3e-4}
-"""The pilot's arms: the recipe at these learning rates (stated before the runs)."""
+ARMS = {"lr1e-4": ("alfworld-commands-pilot.yaml", 1e-4),
+        "lr3e-4": ("alfworld-commands-pilot.yaml", 3e-4),
+        "long-lr2e-4": ("alfworld-commands-pilot-long.yaml", 2e-4)}
+"""Each arm: a recipe in ``baselines/`` at a learning rate (stated before its runs). The first
+pilot is ``lr1e-4`` and ``lr3e-4``; the second, ``long-lr2e-4``, is reported on its own
+(``--arms long-lr2e-4 --evidence .../pilot-long``)."""
 SEEDS = (0, 1, 2)
 WINDOW = 10
 """Steps whose diagnostics are averaged at the start and at the end of a run."""
@@ -47,8 +52,9 @@ def _one(base: str, runs: Path, arm: str, seed: int) -> str:
         return f"{out.name}: done before"
     if out.exists():
         shutil.rmtree(out)  # a run stopped half way starts again
-    command = [sys.executable, "-m", "derl_bench", "train", str(RECIPE), "--output", str(out),
-               f"model={base}", f"seed={seed}", f"learning_rate={ARMS[arm]}"]
+    recipe, rate = ARMS[arm]
+    command = [sys.executable, "-m", "derl_bench", "train", str(BASELINES / recipe),
+               "--output", str(out), f"model={base}", f"seed={seed}", f"learning_rate={rate}"]
     log = runs / f"{arm}-s{seed}.log"
     with log.open("w") as fh:
         status = subprocess.call(command, stdout=fh, stderr=subprocess.STDOUT)
@@ -74,15 +80,17 @@ def report(args: argparse.Namespace) -> int:
 
     runs, evidence = Path(args.runs), Path(args.evidence)
     evidence.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {"recipe": RECIPE.name, "arms": {}, "seeds": list(args.seeds)}
+    summary: dict[str, Any] = {"arms": {}, "seeds": list(args.seeds)}
     pairs: dict[str, tuple[list[float], list[float]]] = {}
     for arm in args.arms:
-        curves, diag = [], {k: [] for k in DIAGNOSTICS}
+        curves, diag, episodes = [], {k: [] for k in DIAGNOSTICS}, 0
         for seed in args.seeds:
             run_dir = runs / f"{arm}-s{seed}"
             if not (run_dir / "result.json").is_file():
                 continue
             rows = _rows(run_dir)
+            config = yaml.safe_load((run_dir / "config.yaml").read_text())
+            episodes = config["games_per_step"] * config["group_size"]
             target = evidence / run_dir.name
             target.mkdir(exist_ok=True)
             for name in ("metrics.jsonl", "result.json", "config.yaml"):
@@ -98,12 +106,13 @@ def report(args: argparse.Namespace) -> int:
         points = []
         for step in steps:
             values = np.array([c[step] for c in curves]) * 100
-            points.append({"step": step, "episodes": step * 64, "mean": float(values.mean()),
+            points.append({"step": step, "episodes": step * episodes, "mean": float(values.mean()),
                            "sd": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
                            "per_seed": values.tolist()})
         pairs[arm] = ([c[steps[-1]] * 100 for c in curves], [c[0] * 100 for c in curves])
         summary["arms"][arm] = {
-            "learning_rate": ARMS[arm], "runs": len(curves), "curve": points,
+            "recipe": ARMS[arm][0], "learning_rate": ARMS[arm][1], "runs": len(curves),
+            "curve": points,
             # means over the first and the last WINDOW steps, then over seeds
             "diagnostics": {k: {"first": float(np.mean([np.mean(v[:WINDOW]) for v in vs])),
                                 "last": float(np.mean([np.mean(v[-WINDOW:]) for v in vs])),
