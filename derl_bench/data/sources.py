@@ -13,6 +13,7 @@ for every file, in sorted path order (see :func:`derl_bench.data.download.tree_s
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +67,10 @@ class Dataset:
     licence: str
     sources: tuple[Source, ...]
     checks: tuple[Check, ...] = field(default=())
+    damaged: Callable[[Path, str], list[Path]] | None = None
+    """Given the data root and a checked path whose tree checksum differs (a check's path, or a
+    selection key of the card's ``data_checksums``), the files in it that are missing or
+    differ: a tree checksum says that something changed, this says what."""
 
 
 _DERL_RAW = (

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -40,6 +40,8 @@ class CheckResult:
     sha256: str
     expected_sha256: str
     problem: str = ""
+    damaged: tuple[str, ...] = ()
+    """The files that differ or are missing, where the dataset can name them."""
 
     @property
     def ok(self) -> bool:
@@ -76,8 +78,21 @@ def _json_items(path: Path) -> int:
     return len(value) if isinstance(value, list) else -1
 
 
-def run_check(name: str, check: Check, root: Path) -> CheckResult:
-    """Count and checksum one split; ``problem`` says what is wrong, if anything."""
+SHOWN = 5
+"""Damaged files a message names before it says how many more there are."""
+
+
+def name_files(files: list[Path]) -> str:
+    """``files`` for a message: the first :data:`SHOWN`, then how many more."""
+    shown = ", ".join(str(f) for f in files[:SHOWN])
+    return shown + (f" and {len(files) - SHOWN} more" if len(files) > SHOWN else "")
+
+
+def run_check(name: str, check: Check, root: Path,
+              damaged: Callable[[Path, str], list[Path]] | None = None) -> CheckResult:
+    """Count and checksum one split; ``problem`` says what is wrong, if anything. ``damaged``
+    (the dataset's :attr:`~derl_bench.data.sources.Dataset.damaged`) names the files of a
+    split whose checksum differs."""
     path = root / check.path
     count, digest, problem = 0, "", ""
     if check.kind in ("jsonl", "json"):
@@ -102,10 +117,15 @@ def run_check(name: str, check: Check, root: Path) -> CheckResult:
         problem = f"unknown check kind {check.kind!r}"
     if not problem and count != check.count:
         problem = f"{count} items, expected {check.count}"
+    bad: list[Path] = []
     if not problem and check.sha256 and digest != check.sha256:
-        problem = f"sha256 {digest}, expected {check.sha256}"
+        what = "tree checksum" if check.kind in ("tree", "glob") else "sha256"
+        problem = f"{what} {digest}, expected {check.sha256}"
+        bad = damaged(root, check.path) if damaged is not None else []
+        if bad:
+            problem += f"; {len(bad)} of {count} files differ from the release: {name_files(bad)}"
     return CheckResult(name, check.name, check.path, count, check.count, digest, check.sha256,
-                       problem)
+                       problem, tuple(str(p) for p in bad))
 
 
 def verify_dataset(
@@ -115,7 +135,8 @@ def verify_dataset(
     root = Path(root) if root is not None else data_root()
     wanted = set(kinds) if kinds is not None else None
     results = [
-        run_check(spec.name, c, root) for c in spec.checks if wanted is None or c.kind in wanted
+        run_check(spec.name, c, root, spec.damaged) for c in spec.checks
+        if wanted is None or c.kind in wanted
     ]
     for source in spec.sources:
         if source.kind == "file" and source.sha256:
@@ -144,26 +165,42 @@ class Expected:
     sha256: frozenset[str]
     pattern: str = ""
     tree: bool = False
+    dataset: str = ""
+    selection: bool = False
+    """A checksum over a selection of a folder's files (a card's ``data_checksums``, such as an
+    eval set's games), keyed ``<folder>:<selection>``: compared only when the caller computed
+    it, as ``evaluate`` does for the record it writes."""
 
 
 def catalogue() -> dict[str, Expected]:
     """Path in the data root -> its accepted checksums, for every path the catalogue
     (:func:`~derl_bench.data.sources.datasets`) gives a checksum: files and archives (sha256
-    of the bytes) and folders (tree checksum). Data checks and the leaderboard's validator
-    both read it."""
+    of the bytes) and folders (tree checksum), and the selections of files the cards'
+    ``data_checksums`` give a tree checksum (an eval set's games). Data checks and the
+    leaderboard's validator both read it."""
+    from derl_bench.cards import load_card
+    from derl_bench.family import card_families
+
     known: dict[str, Expected] = {}
     for spec in datasets().values():
         for source in spec.sources:
             # An archive is removed once extracted, so only a record names it; a tree source's
             # checksum is its check's.
             if source.kind != "tree" and source.sha256:
-                known[source.path] = Expected(frozenset(source.sha256))
+                known[source.path] = Expected(frozenset(source.sha256), dataset=spec.name)
         for check in spec.checks:
             if not check.sha256:
                 continue
             tree = check.kind in ("tree", "glob")
             old = known.get(check.path, Expected(frozenset(), check.pattern, tree))
-            known[check.path] = Expected(old.sha256 | {check.sha256}, check.pattern, tree)
+            known[check.path] = Expected(old.sha256 | {check.sha256}, check.pattern, tree,
+                                         spec.name)
+    for family in card_families():
+        for key, digest in (load_card(family).get("data_checksums") or {}).items():
+            old = known.get(str(key), Expected(frozenset(), tree=True,
+                                               dataset=str(key).split("/")[0], selection=True))
+            known[str(key)] = Expected(old.sha256 | {str(digest)}, old.pattern, old.tree,
+                                       old.dataset, old.selection)
     return known
 
 
@@ -219,7 +256,8 @@ def check_data(paths: Iterable[str] | Mapping[str, str], root: Path | str | None
     for rel, digest in given.items():
         expected = known.get(rel)
         path = base / rel
-        if expected is None or not path.exists():
+        if expected is None or (expected.selection and not digest) or (
+                not expected.selection and not path.exists()):
             continue
         if not digest:
             files = _files(path, expected)
@@ -232,8 +270,12 @@ def check_data(paths: Iterable[str] | Mapping[str, str], root: Path | str | None
             _MATCHED[str(path)] = (signature, digest)
         if digest not in expected.sha256:
             what = "tree checksum" if expected.tree else "sha256"
+            spec = datasets().get(expected.dataset)
+            bad = spec.damaged(base, rel) if spec is not None and spec.damaged else []
+            which = f"; the files that differ: {name_files(bad)}" if bad else ""
+            name = f"the files of {rel} in {base}" if expected.selection else str(path)
             raise DataChecksumError(
-                f"{path} differs from the data catalogue ({what} {digest}, expected "
-                f"{' or '.join(sorted(expected.sha256))}): it was changed or damaged after it "
-                f"was downloaded, so it is not used; "
-                f"{repair_hint(dataset_of(path) or rel.split('/')[0])}")
+                f"{name} differ{'' if expected.selection else 's'} from the data catalogue "
+                f"({what} {digest}, expected {' or '.join(sorted(expected.sha256))}): changed "
+                f"or damaged after the download, so not used{which}; "
+                f"{repair_hint(expected.dataset or dataset_of(path) or rel.split('/')[0])}")

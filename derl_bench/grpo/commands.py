@@ -207,6 +207,18 @@ def _largest_change(model: Any, base: Any) -> float:
                                                               base.parameters(), strict=True))
 
 
+def check_command_data(config: CommandGRPOConfig, family: Family) -> None:
+    """Refuse a run whose training or validation games differ from the data catalogue: a
+    :class:`~derl_bench.data.verify.DataChecksumError` names the damaged games. Hashed once per
+    process while the files stay unchanged, so the command's check and the run's cost one."""
+    from derl_bench.data.verify import check_data
+    from derl_bench.envs.items import data_files
+
+    for split in ("train", "validation"):
+        check_data(data_files(family, config.env_id, level=config.level, split=split),
+                   root=config.data_root)
+
+
 def train_commands(config: CommandGRPOConfig, log: Any = None,
                    reward: MetaReward | None = None,
                    family: Family | None = None) -> list[dict[str, Any]]:
@@ -244,6 +256,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
                          f"config's: {config.meta_reward!r} over {config.env_id!r}")
     # a card without a commands hook is refused, naming the hook (CardError), before any write
     state = command_parts(family).state
+    check_command_data(config, family)
     out = config.run_dir
     out.mkdir(parents=True, exist_ok=True)
     # The settings first, as a recipe that runs the same run again (and marks the folder as

@@ -321,8 +321,8 @@ def _interface_problems(record: Mapping[str, Any], adapter: FamilyAdapter | None
 
 def known_data_checksums(family: str | Family) -> dict[str, frozenset[str]]:
     """Data path -> the sha256 values accepted for it: every checksum the data catalogue records
-    (:mod:`derl_bench.data.sources`), plus the ``data_checksums`` of the family's card (for
-    checksums over a selection of files, such as an eval set's games), plus the manifest
+    (:mod:`derl_bench.data.sources`, the cards' ``data_checksums`` included: checksums over a
+    selection of files, such as an eval set's games), plus the manifest
     checksum of each generated split (``<family>/<split>``).
 
     ``family`` is a resolved :class:`~derl_bench.family.Family`, or a family's name."""
@@ -331,8 +331,6 @@ def known_data_checksums(family: str | Family) -> dict[str, frozenset[str]]:
     family = resolve_family(family)
     known = {path: set(expected.sha256) for path, expected in catalogue().items()}
     card = family.card
-    for path, digest in (card.get("data_checksums") or {}).items():
-        known.setdefault(str(path), set()).add(str(digest))
     # A family that generates its problems (derl/Arithmetic-v0) reads no files: the data of a
     # split is its generated manifest, checksummed on the card.
     for split, spec in (card.get("splits") or {}).items():

@@ -114,10 +114,16 @@ def test_a_corrupt_alfworld_game_is_a_clear_error_naming_it(data_root, tmp_path,
     assert main(["evaluate", "--env", "derl/ALFWorld-v0", "--level", "L0", "--policy", "random",
                  "--limit", "1", "--output", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert f"error: {game}: not a valid ALFWorld game file: not JSON (" in err
+    # the eval set's checksum catches it first, and names the game
+    assert f"the files that differ: {game};" in err
     assert "`derl-bench data download alfworld --force`" in err
     assert not out.exists()
-    # JSON that is no game names the file too, as does the env itself.
+    # The env, which has no eval set to hash, says what is wrong with the file.
+    env = gym.make("derl/ALFWorld-v0", level="L0", split="eval", games=[first])
+    with pytest.raises(DataFileError, match="not a valid ALFWorld game file: not JSON"):
+        env.reset(options={"game": first})
+    env.close()
+    # JSON that is no game names the file too.
     game.write_text(json.dumps({"walkthrough": []}))
     env = gym.make("derl/ALFWorld-v0", level="L0", split="eval", games=[first])
     with pytest.raises(DataFileError, match="not a valid ALFWorld game file: no pddl_domain, "

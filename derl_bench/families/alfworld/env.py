@@ -72,6 +72,15 @@ class ALFWorldEnv(gym.Env[str, str]):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
+    @classmethod
+    def data_files(cls, level: str = "L0", split: str = "train", **_: Any) -> list[str]:
+        """The release split a level's split reads, as the data catalogue names it
+        (:mod:`derl_bench.envs.items`), so a command checks its games' tree checksum before it
+        plays one; nothing for a level or split the env refuses anyway."""
+        release = games_mod.LEVEL_SOURCES.get(level, {}).get(split)
+        return [] if release is None else [
+            f"{games_mod.FAMILY}/{games_mod.GAMES_DIR}/{release[0]}"]
+
     def __init__(
         self,
         level: str = "L0",

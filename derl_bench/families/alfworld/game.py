@@ -126,6 +126,20 @@ GAMES_CACHED = 256
 are each read once per run, not again at every reset."""
 
 
+def _check_release_bytes(path: str, raw: bytes) -> None:
+    """Refuse a release game whose bytes are not the release's: a changed byte can leave a
+    game that parses and plays, but is not the game its id names (a win may become unwinnable)."""
+    from derl_bench.data.read import damaged
+    from derl_bench.families.alfworld.data import game_digest_problem
+    from derl_bench.families.alfworld.games import GAMES_DIR
+
+    parts = Path(path).parts
+    if len(parts) >= 5 and parts[-5] == GAMES_DIR:
+        problem = game_digest_problem("/".join(parts[-4:-1]), raw)
+        if problem is not None:
+            raise damaged(Path(path), problem)
+
+
 @functools.lru_cache(maxsize=GAMES_CACHED)
 def load_game(path: str) -> GameData:
     """Read and translate one ``game.tw-pddl`` file (cached per process, and its translation
@@ -137,6 +151,7 @@ def load_game(path: str) -> GameData:
     with open(path, "rb") as fh:
         raw = fh.read()
     data = _game_json(path, raw)
+    _check_release_bytes(path, raw)
     import_engine()
     from fast_downward.translate.pddl import conditions
 
