@@ -61,6 +61,7 @@ from typing import Any
 from derl_bench.evaluation.families import FamilyAdapter, evaluated_env_ids, resolve_adapter
 from derl_bench.evaluation.protocol import ProtocolError, draw_rule
 from derl_bench.evaluation.schema import (
+    COMPACT_CONSTRAINED,
     REPORTED_NOTE,
     RESULT_SCHEMA,
     SETUP_FIELDS,
@@ -308,15 +309,26 @@ def _eval_set_problems(record: Mapping[str, Any],
 
 
 def _interface_problems(record: Mapping[str, Any], adapter: FamilyAdapter | None) -> list[str]:
-    """The record's policy interface is one its env offers."""
+    """The record's policy interface is one its env offers, and the one its policy has: a
+    ``commands:`` policy decodes constrained to the admissible commands, and says so (a record
+    without the field would be read as a free-text prompt row); no other policy does."""
     env_id, interface = record["env"]["id"], policy_interface(record)
-    if adapter is None:
-        return []  # reported by the eval-set check
-    offered = adapter.policy_interfaces
-    if interface not in offered:
-        return [f"$.policy_interface: {env_id} offers no {interface!r} interface "
-                f"(it offers {', '.join(offered)})"]
-    return []
+    problems = []
+    policy = record.get("policy")
+    if isinstance(policy, str):
+        commands = policy.startswith("commands:")
+        if commands and record.get("policy_interface") != COMPACT_CONSTRAINED:
+            problems.append(f"$.policy_interface: the policy {policy.split(',')[0]!r} is a "
+                            f"command policy; its record must state policy_interface "
+                            f"{COMPACT_CONSTRAINED!r}")
+        if not commands and interface == COMPACT_CONSTRAINED:
+            problems.append(f"$.policy_interface: {COMPACT_CONSTRAINED!r} is the interface of "
+                            f"a command policy (commands:...), not of {policy.split(',')[0]!r}")
+    if adapter is not None and interface not in adapter.policy_interfaces:
+        # (no adapter: reported by the eval-set check)
+        problems.append(f"$.policy_interface: {env_id} offers no {interface!r} interface "
+                        f"(it offers {', '.join(adapter.policy_interfaces)})")
+    return problems
 
 
 def known_data_checksums(family: str | Family) -> dict[str, frozenset[str]]:

@@ -166,3 +166,23 @@ def test_the_chart_labels_the_interface(board_dir, tmp_path, monkeypatch):
     assert (tmp_path / "alfworld.png").read_bytes()[:4] == b"\x89PNG"
     assert labels[-1] == f"teacher-dagger (seed 0) · tiny-command-633k [{COMPACT_CONSTRAINED}]"
     assert sum(COMPACT_CONSTRAINED in label for label in labels) == 1
+
+
+def test_a_record_interface_agrees_with_its_policy(tmp_path):
+    """A command policy's record without the field would be read as a free-text prompt row;
+    and the constrained interface belongs to command policies alone."""
+    command = next(p for p in (BOARDS / "alfworld").glob("grpo-outcome-s*-L0.json"))
+    record = json.loads(command.read_text())
+    assert record["policy"].startswith("commands:")
+    del record["policy_interface"]
+    path = tmp_path / "leaderboards" / "alfworld" / command.name
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    assert any("is a command policy; its record must state policy_interface "
+               "'compact-constrained'" in p for p in validate_file(path).problems)
+    record = json.loads((BOARDS / "alfworld" / "random-none-L0.json").read_text())
+    record["policy_interface"] = COMPACT_CONSTRAINED
+    path = tmp_path / "leaderboards" / "alfworld" / "random-none-L0.json"
+    path.write_text(json.dumps(record))
+    assert any("is the interface of a command policy (commands:...), not of 'random'" in p
+               for p in validate_file(path).problems)
