@@ -282,3 +282,70 @@ def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[f
     lower = 0.0 if successes == 0 else solve(lambda p: at_most(successes - 1, p), 1 - alpha)
     upper = 1.0 if successes == trials else solve(lambda p: at_most(successes, p), alpha)
     return lower, upper
+
+
+EXACT_SIGN_FLIPS = 16
+"""Up to this many nonzero differences, :func:`sign_flip_test` enumerates every sign pattern
+(2^16 = 65,536); above it, it draws :data:`SIGN_FLIP_DRAWS` patterns."""
+SIGN_FLIP_DRAWS = 100_000
+
+
+def sign_flip_test(differences: Sequence[float], seed: int = 0) -> dict[str, Any]:
+    """Two-sided sign-flip permutation test of "the paired differences are centred at 0".
+
+    Under the null each difference is as likely positive as negative, so the mean of the
+    differences is compared with the means of every pattern of flipped signs (exact up to
+    :data:`EXACT_SIGN_FLIPS` nonzero differences; above it, :data:`SIGN_FLIP_DRAWS` patterns
+    drawn with ``seed``, the observed one counted in). It assumes no shape of the
+    differences' distribution, so it holds where they take a few values only (a board whose
+    per-seed differences are about -28, 0 or +28). Zeros carry no sign and are kept as they
+    are. ``p`` is the share of patterns whose mean is at least as far from 0 as the observed.
+
+    >>> sign_flip_test([1.0, 2.0, 3.0])["p"]   # all 8 patterns; +-6 are as extreme: 2 of 8
+    0.25
+    >>> sign_flip_test([28.0] * 7 + [0.0] * 3)["p"]   # 2 of 2^7 patterns
+    0.015625
+    >>> sign_flip_test([0.0, 0.0])["p"]
+    1.0
+    """
+    import numpy as np
+
+    values = np.asarray(differences, dtype=float)
+    nonzero = values[values != 0]
+    observed = abs(values.sum())
+    tolerance = 1e-9 * max(1.0, float(np.abs(values).sum()))
+    k = len(nonzero)
+    if k == 0:
+        return {"p": 1.0, "n": len(values), "patterns": 1, "exact": True}
+    if k <= EXACT_SIGN_FLIPS:
+        # every pattern: bit j of row i says whether difference j is flipped
+        rows = np.arange(2 ** k, dtype=np.int64)[:, None] >> np.arange(k) & 1
+        sums = np.abs(((1 - 2 * rows) * nonzero).sum(axis=1))
+        extreme = int((sums >= observed - tolerance).sum())
+        return {"p": extreme / 2 ** k, "n": len(values), "patterns": 2 ** k, "exact": True}
+    rng = np.random.default_rng(seed)
+    signs = rng.choice([-1.0, 1.0], size=(SIGN_FLIP_DRAWS, k))
+    extreme = int((np.abs((signs * nonzero).sum(axis=1)) >= observed - tolerance).sum())
+    return {"p": (extreme + 1) / (SIGN_FLIP_DRAWS + 1), "n": len(values),
+            "patterns": SIGN_FLIP_DRAWS, "exact": False}
+
+
+def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> dict[str, Any]:
+    """Exact McNemar test of "two paired yes/no outcomes are equally likely" (say, each
+    seed's pick of two methods "found the class"): only the discordant seeds count, and under
+    the null each is as likely to favour either method, so their split is Binomial(n, 1/2);
+    ``p`` is two-sided (twice the smaller tail, at most 1).
+
+    >>> r = mcnemar_exact([True] * 7 + [False] * 3, [True] * 7 + [False] * 3)
+    >>> r["only_a"], r["only_b"], r["p"]
+    (0, 0, 1.0)
+    >>> mcnemar_exact([True] * 6, [False] * 6)["p"]   # 2 * (1/2)^6
+    0.03125
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired outcomes differ in length: {len(a)} and {len(b)}")
+    only_a = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
+    only_b = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
+    n = only_a + only_b
+    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2 ** n
+    return {"only_a": only_a, "only_b": only_b, "n": len(a), "p": min(1.0, 2 * tail)}

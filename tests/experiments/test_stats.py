@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 
 from derl_bench.experiments.evidence import comparisons, generation_table
@@ -131,3 +134,59 @@ def test_the_optimizer_plot_of_a_board_without_a_learning_method_draws_without_a
         warnings.simplefilter("error")  # matplotlib warns for a legend with nothing in it
         plot_optimizer(table, tmp_path / "optimizer.png")
     assert (tmp_path / "optimizer.png").stat().st_size > 0
+
+
+def _brute_sign_flip(differences: list[float]) -> float:
+    observed = abs(sum(differences))
+    patterns = list(itertools.product([-1, 1], repeat=len(differences)))
+    extreme = sum(abs(sum(s * d for s, d in zip(signs, differences, strict=True)))
+                  >= observed - 1e-9 for signs in patterns)
+    return extreme / len(patterns)
+
+
+@pytest.mark.parametrize("differences", [
+    [28.0, 28.0, 0.0, -28.0, 28.0, 0.0, 28.0, 28.0, 0.0, 28.0],  # a board's trinomial seeds
+    [0.3, -1.2, 2.5, 0.7, 1.1],
+    [5.0, 5.0, 5.0, 5.0],
+    [-3.0, 1.0, 1.0, 1.0],
+])
+def test_the_sign_flip_test_is_exact_on_small_cases(differences):
+    from derl_bench.experiments.stats import sign_flip_test
+
+    result = sign_flip_test(differences)
+    nonzero = [d for d in differences if d != 0]
+    # zeros carry no sign: the patterns are those of the nonzero differences
+    assert result["exact"] and result["patterns"] == 2 ** len(nonzero)
+    assert result["p"] == pytest.approx(_brute_sign_flip(nonzero))
+
+
+def test_the_sign_flip_test_draws_patterns_beyond_its_exact_size():
+    from derl_bench.experiments.stats import EXACT_SIGN_FLIPS, sign_flip_test
+
+    differences = [1.0] * (EXACT_SIGN_FLIPS + 4)
+    result = sign_flip_test(differences, seed=3)
+    assert not result["exact"]
+    # every sign positive is 1 pattern in 2^20, twice for both signs: p is near its floor
+    assert result["p"] < 1e-3 and result == sign_flip_test(differences, seed=3)
+    mixed = [1.0, -1.0] * ((EXACT_SIGN_FLIPS + 4) // 2)
+    assert sign_flip_test(mixed)["p"] == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize(("only_a", "only_b", "same"), [(0, 0, 10), (7, 0, 3), (5, 2, 3),
+                                                        (1, 6, 0), (3, 3, 4)])
+def test_the_exact_mcnemar_test_is_the_binomial_tail_of_the_discordant_seeds(only_a, only_b,
+                                                                             same):
+    from derl_bench.experiments.stats import mcnemar_exact
+
+    a = [True] * only_a + [False] * only_b + [True] * same
+    b = [False] * only_a + [True] * only_b + [True] * same
+    result = mcnemar_exact(a, b)
+    assert (result["only_a"], result["only_b"]) == (only_a, only_b)
+    n = only_a + only_b
+    # the two-sided exact binomial test at 1/2: outcomes no more likely than the observed
+    observed = math.comb(n, only_a) / 2 ** n
+    p = sum(math.comb(n, i) / 2 ** n for i in range(n + 1)
+            if math.comb(n, i) / 2 ** n <= observed + 1e-12)
+    assert result["p"] == pytest.approx(min(1.0, p))
+    with pytest.raises(ValueError, match="differ in length"):
+        mcnemar_exact(a, b[:-1])
