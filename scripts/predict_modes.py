@@ -30,12 +30,12 @@ import gymnasium as gym
 import numpy as np
 
 import derl_bench  # noqa: F401  (registers the card ids)
-from derl_bench.experiments.planted import planted_parts, planted_reward
 from derl_bench.experiments.proxy import HAND_MADE
 from derl_bench.families.digits.env import base_policy_spec, demonstration
 from derl_bench.family import card_for
 from derl_bench.meta.probe import ProbeSet
 from derl_bench.reward import compile_reward, random_expression
+from derl_bench.reward.planted import planted_parts, planted_reward
 
 
 def mode_table(env_id: str, problems: int, seed: int = 0) -> str:

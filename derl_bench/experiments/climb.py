@@ -109,8 +109,8 @@ def draw_neighbours(planted: str, env_id: str, count: int, seed: int = 0,
 def run_climb(config: ClimbConfig, log: Any = print) -> dict[str, Any]:
     """Run the experiment (see the module docstring); returns what ``climb.json`` holds."""
     from derl_bench.experiments.landscape import LandscapeConfig, score_jobs
-    from derl_bench.experiments.planted import planted_reward
     from derl_bench.experiments.proxy.run import base_model
+    from derl_bench.reward.planted import planted_reward
 
     out = config.output
     out.mkdir(parents=True, exist_ok=True)

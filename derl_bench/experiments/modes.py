@@ -163,10 +163,10 @@ def run_modes(config: Any, trained: bool = True) -> dict[str, dict[str, Any]]:
     written to ``OUT/modes.json`` and ``OUT/modes.md``."""
     from pathlib import Path
 
-    from derl_bench.experiments.planted import planted_parts, planted_reward
     from derl_bench.experiments.proxy import HAND_MADE
     from derl_bench.experiments.proxy.run import base_model
     from derl_bench.files import write_json_atomic, write_text_atomic
+    from derl_bench.reward.planted import planted_parts, planted_reward
 
     require_modes(config.env_id)
     rewards = {**HAND_MADE, **planted_parts(config.env_id, config.family),

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from derl_bench.experiments.proxy.config import HAND_MADE, ProxyConfig
 from derl_bench.experiments.stats import (
@@ -45,9 +45,7 @@ from derl_bench.experiments.stats import (
     t_quantile,
 )
 from derl_bench.files import write_json_atomic, write_text_atomic
-
-if TYPE_CHECKING:
-    from derl_bench.family import Family
+from derl_bench.reward.planted import planted_parts, planted_reward
 
 PILOT_OFFSET = 0
 CONFIRM_OFFSET = 1_000
@@ -85,26 +83,6 @@ class PlantedConfig:
     @property
     def output(self) -> Path:
         return Path(self.proxy.output) / "planted"
-
-
-def planted_reward(env_id: str, family: Family | None = None) -> str:
-    """The reward ``env_id``'s card plants (its ``planted_reward``). ``family``: ``env_id``'s,
-    where the caller has resolved it."""
-    from derl_bench.family import resolve_family
-
-    expr = (family or resolve_family(env_id)).card.get("planted_reward")
-    if not expr:
-        raise ValueError(f"{env_id}'s card names no planted_reward")
-    return str(expr)
-
-
-def planted_parts(env_id: str, family: Family | None = None) -> dict[str, str]:
-    """The parts ``env_id``'s card names for its planted reward (``planted_parts``; label ->
-    Meta-Reward), or none. ``family``: ``env_id``'s, where the caller has resolved it."""
-    from derl_bench.family import resolve_family
-
-    parts = (family or resolve_family(env_id)).card.get("planted_parts") or {}
-    return {str(label): str(expr) for label, expr in dict(parts).items()}
 
 
 def planned_mde(pilot_differences: list[float], n: int, power: float = 0.8) -> float:
@@ -240,4 +218,4 @@ def planted_markdown(result: dict[str, Any]) -> str:
 
 
 __all__ = ["CONFIRM_OFFSET", "PILOT_OFFSET", "RECONFIRM_OFFSET", "PlantedConfig", "planned_mde",
-           "planned_seeds", "planted_markdown", "planted_parts", "planted_reward", "run_planted"]
+           "planned_seeds", "planted_markdown", "run_planted"]

@@ -28,9 +28,9 @@ def test_the_full_benchmark_runs_the_paper_budget_with_a_frozen_control():
 
 
 def test_a_config_reads_its_task_from_the_family_it_resolved_and_small_keeps_it():
-    from derl_bench.experiments.planted import planted_reward
     from derl_bench.experiments.proxy.config import config_json
     from derl_bench.family import resolve_family
+    from derl_bench.reward.planted import planted_reward
 
     config = ProxyConfig(env_id="derl/DigitsHack-v0")
     assert config.family is resolve_family("derl/DigitsHack-v0")
