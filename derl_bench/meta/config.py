@@ -201,9 +201,6 @@ class MetaConfig:
             raise ConfigError(f"workers must be at least 1, got {self.workers!r}")
         if self.num_cpus < 0 or self.num_gpus < 0:
             raise ConfigError("num_cpus and num_gpus must be >= 0")
-        problem = method.check(self) if method.check is not None else None
-        if problem:
-            raise ConfigError(problem)
         for name, allowed in (("protocol", tuple(PROTOCOLS)),
                               ("constant_rewards", ("skip", "train")),
                               ("inner_seeds", ("slot", "run")),
@@ -230,6 +227,10 @@ class MetaConfig:
                 raise ConfigError(f"inner: {err}") from None
         elif not isinstance(self.inner, TrainConfig):
             raise ConfigError("inner must be a mapping of TrainConfig fields")
+        # the method's own refusals may read the inner recipe (a control reads its task's card)
+        problem = method.check(self) if method.check is not None else None
+        if problem:
+            raise ConfigError(problem)
         # once for the checks below; an env without a card has no card to check against
         family = find_family(self.inner.env_id)
         if self.inner_commands is not None:

@@ -141,16 +141,20 @@ class FixedReward:
 
 
 class RandomSearch:
-    """Uniform draws from the grammar (seeded)."""
+    """Uniform draws from the grammar (seeded), over every primitive of ``domain`` or over
+    ``primitives`` only (an alias whose text reads another primitive is left out too)."""
 
-    def __init__(self, domain: str, seed: int = 0, max_depth: int = 3) -> None:
+    def __init__(self, domain: str, seed: int = 0, max_depth: int = 3,
+                 primitives: Sequence[str] | None = None) -> None:
         self.domain = domain
         self.rng = random.Random(seed)
         self.max_depth = max_depth
+        self.primitives = None if primitives is None else tuple(primitives)
 
     def propose(self, n: int) -> list[Proposal]:
-        return [Proposal(random_expression(self.rng, self.domain, max_depth=self.max_depth),
-                         "random") for _ in range(n)]
+        return [Proposal(random_expression(self.rng, self.domain, max_depth=self.max_depth,
+                                           primitives=self.primitives), "random")
+                for _ in range(n)]
 
     def observe(self, proposals: Sequence[Proposal], scores: Sequence[float]) -> None:
         """Random search learns nothing."""
@@ -161,6 +165,20 @@ class RandomSearch:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.setstate(_as_random_state(state["rng"]))
+
+
+class Neighbourhood(RandomSearch):
+    """One-edit neighbours of one reward, ``centre``: each proposal replaces a random subtree
+    of it with a fresh random expression (:func:`~derl_bench.meta.evolve.mutate`), so the
+    search never strays more than one edit from ``centre``."""
+
+    def __init__(self, domain: str, centre: str, seed: int = 0, max_depth: int = 3) -> None:
+        super().__init__(domain, seed, max_depth)
+        self.centre = centre
+
+    def propose(self, n: int) -> list[Proposal]:
+        return [Proposal(mutate(self.centre, self.domain, self.rng, max_depth=self.max_depth),
+                         "neighbour", (self.centre,)) for _ in range(n)]
 
 
 @dataclass

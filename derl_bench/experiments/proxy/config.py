@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from derl_bench.experiments.rescore import PICK_RULES
-from derl_bench.meta.methods import methods
+from derl_bench.meta.methods import CONTROLS_GROUP, methods
 
 if TYPE_CHECKING:
     from derl_bench.family import Family
@@ -24,13 +24,14 @@ HAND_MADE: dict[str, str] = {
 def search_methods() -> tuple[str, ...]:
     """The methods of the registry (:mod:`derl_bench.meta.methods`) that search for a reward:
     those whose proposer does not learn first (the black-box searches), then those whose
-    proposer learns (DERL's), each in registry order.
+    proposer learns (DERL's), then the controls, each in registry order.
 
     >>> search_methods()[:5]
     ('random', 'revolve', 'derl', 'derl-pop', 'derl-frozen')
     """
     found = [m for m in methods() if m.searches]
-    return tuple(m.name for m in sorted(found, key=lambda m: m.learns))
+    return tuple(m.name for m in sorted(found, key=lambda m: (m.group == CONTROLS_GROUP,
+                                                              m.learns)))
 
 
 WARM_STARTED: dict[str, str] = {"outcome-pop": "outcome", "random-pop": "random"}

@@ -34,8 +34,23 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.grpo.config import ConfigError
-from derl_bench.meta.methods import derl, derl_frozen, derl_pop, fixed, random, revolve
-from derl_bench.meta.methods.base import HAND_MADE_GROUP, SEARCHED_GROUP, Method, method_head
+from derl_bench.meta.methods import (
+    control_negative,
+    control_planted,
+    derl,
+    derl_frozen,
+    derl_pop,
+    fixed,
+    random,
+    revolve,
+)
+from derl_bench.meta.methods.base import (
+    CONTROLS_GROUP,
+    HAND_MADE_GROUP,
+    SEARCHED_GROUP,
+    Method,
+    method_head,
+)
 
 METHOD_PATH_SETTING = "DERL_BENCH_METHOD_PATH"
 """The environment variable naming methods from outside the package, separated by commas
@@ -43,7 +58,8 @@ METHOD_PATH_SETTING = "DERL_BENCH_METHOD_PATH"
 ENTRY_POINT_GROUP = "derl_bench.methods"
 """The entry-point group through which an installed package adds methods."""
 BUILT_IN: tuple[Method, ...] = (derl.METHOD, derl_pop.METHOD, derl_frozen.METHOD, random.METHOD,
-                                revolve.METHOD, fixed.METHOD)
+                                revolve.METHOD, fixed.METHOD, control_negative.METHOD,
+                                control_planted.METHOD)
 """The methods this package defines, in the order they are listed."""
 
 
@@ -146,6 +162,6 @@ def method_named(name: str) -> Method:
     return found
 
 
-__all__ = ["BUILT_IN", "ENTRY_POINT_GROUP", "HAND_MADE_GROUP", "METHOD_PATH_SETTING",
-           "SEARCHED_GROUP", "Method", "MethodError", "load_entry", "method_head", "method_named",
-           "method_names", "methods", "registry", "reload"]
+__all__ = ["BUILT_IN", "CONTROLS_GROUP", "ENTRY_POINT_GROUP", "HAND_MADE_GROUP",
+           "METHOD_PATH_SETTING", "SEARCHED_GROUP", "Method", "MethodError", "load_entry",
+           "method_head", "method_named", "method_names", "methods", "registry", "reload"]

@@ -25,6 +25,10 @@ SEARCHED_GROUP = "RL, searched reward"
 HAND_MADE_GROUP = "RL, hand-made reward"
 """The board group of rows trained on a hand-made reward (``fixed``, GRPO on an outcome)."""
 
+CONTROLS_GROUP = "Controls: searchers known better or worse"
+"""The board group of the control searchers (``control-...``): searchers better or worse than
+random search by construction, which show whether a board can tell searchers apart."""
+
 ProposerFactory = Callable[[Any, str, bool], Proposer]
 """``proposer(recipe, env_id, cold_start)``: the proposer of a run of ``recipe`` (a
 :class:`~derl_bench.meta.config.MetaConfig`), proposing rewards over exactly the primitives

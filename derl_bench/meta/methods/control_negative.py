@@ -1,0 +1,52 @@
+"""``control-negative``: a searcher worse than random search by construction. It draws from
+the grammar as ``random`` does, but without the primitives of the first part the task's card
+names for its planted reward (``planted_parts``; on DigitsBalance, ``digit_recall``), so it can
+never reach the class of rewards that pay that part. A board that cannot rank it below random
+search cannot see a worse searcher."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from derl_bench.meta.methods.base import CONTROLS_GROUP, Method
+from derl_bench.meta.search import Proposer, RandomSearch
+
+
+def withheld(env_id: str) -> tuple[str, ...]:
+    """The primitives the negative control never draws: those the first planted part reads."""
+    from derl_bench.reward import compile_reward
+    from derl_bench.reward.planted import planted_parts
+
+    parts = planted_parts(env_id)
+    if not parts:
+        raise ValueError(f"{env_id}'s card names no planted_parts, so there is no part to "
+                         f"withhold")
+    return tuple(sorted(compile_reward(next(iter(parts.values())), env=env_id).primitives))
+
+
+def negative_control(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
+    from derl_bench.reward.primitives import primitive_set
+
+    left_out = set(withheld(env_id))
+    kept = [name for name in primitive_set(env_id).names if name not in left_out]
+    return RandomSearch(env_id, recipe.seed, recipe.max_depth, primitives=kept)
+
+
+def _check(recipe: Any) -> str | None:
+    from derl_bench.reward.planted import planted_parts
+
+    env_id = recipe.inner.env_id
+    if not planted_parts(env_id):
+        return (f"method control-negative withholds the first of the planted reward's parts, "
+                f"and {env_id}'s card names none (planted_parts)")
+    return None
+
+
+METHOD = Method(
+    name="control-negative",
+    summary="random search without the first planted part's primitives (a control)",
+    proposer=negative_control,
+    settings=("max_depth",),
+    check=_check,
+    group=CONTROLS_GROUP,
+)

@@ -1,0 +1,38 @@
+"""``control-planted``: a searcher better than random search by construction. Every proposal
+is a one-edit neighbour of the reward the task's card plants (``planted_reward``): a random
+subtree of it replaced by a fresh random expression (:class:`~derl_bench.meta.search.
+Neighbourhood`), so its picks start next to the task's best reward. A board that cannot rank
+it above random search cannot see a better searcher."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from derl_bench.meta.methods.base import CONTROLS_GROUP, Method
+from derl_bench.meta.search import Neighbourhood, Proposer
+
+
+def planted_neighbourhood(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
+    from derl_bench.reward.planted import planted_reward
+
+    return Neighbourhood(env_id, planted_reward(env_id), recipe.seed, recipe.max_depth)
+
+
+def _check(recipe: Any) -> str | None:
+    from derl_bench.family import resolve_family
+
+    env_id = recipe.inner.env_id
+    if not resolve_family(env_id).card.get("planted_reward"):
+        return (f"method control-planted searches around the task's planted reward, and "
+                f"{env_id}'s card names none (planted_reward)")
+    return None
+
+
+METHOD = Method(
+    name="control-planted",
+    summary="one-edit neighbours of the task's planted reward (a control)",
+    proposer=planted_neighbourhood,
+    settings=("max_depth",),
+    check=_check,
+    group=CONTROLS_GROUP,
+)

@@ -1,0 +1,64 @@
+"""The control searchers: worse and better than random search by construction, built from the
+task's planted reward, filed apart on the boards, refused where a task plants nothing."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from derl_bench.grpo.config import ConfigError
+from derl_bench.meta.config import MetaConfig
+from derl_bench.meta.methods import CONTROLS_GROUP, method_named
+from derl_bench.reward import compile_reward
+from derl_bench.reward.planted import planted_reward
+
+BALANCE = "derl/DigitsBalance-v0"
+RECIPE = SimpleNamespace(seed=0, max_depth=3)
+
+
+def _primitives(expr: str) -> set[str]:
+    return set(compile_reward(expr, env=BALANCE).primitives)
+
+
+def test_the_negative_control_never_draws_the_first_planted_part():
+    negative = method_named("control-negative").proposer(RECIPE, BALANCE, False)
+    random = method_named("random").proposer(RECIPE, BALANCE, False)
+    drawn = [p.expr for p in negative.propose(300)]
+    assert not any("digit_recall" in _primitives(expr) for expr in drawn)
+    # random search over the same grammar does draw it: the control differs only there
+    assert any("digit_recall" in _primitives(p.expr) for p in random.propose(300))
+    again = method_named("control-negative").proposer(RECIPE, BALANCE, False)
+    assert [p.expr for p in again.propose(300)] == drawn  # seeded
+
+
+def test_the_planted_control_proposes_one_edit_neighbours_of_the_planted_reward():
+    planted = planted_reward(BALANCE)
+    proposer = method_named("control-planted").proposer(RECIPE, BALANCE, False)
+    proposals = proposer.propose(200)
+    assert all(p.parents == (planted,) and p.origin == "neighbour" for p in proposals)
+    exprs = [p.expr for p in proposals]
+    # each compiles; most differ from the planted reward, and most keep one of its parts
+    assert all(compile_reward(expr, env=BALANCE) for expr in exprs)
+    assert sum(expr != planted for expr in exprs) > 150
+    kept = sum(bool(_primitives(expr) & {"digit_recall", "length_fit"}) for expr in exprs)
+    assert kept > 100
+    state = proposer.state_dict()
+    follow = [p.expr for p in proposer.propose(5)]
+    proposer.load_state_dict(state)
+    assert [p.expr for p in proposer.propose(5)] == follow  # resumable
+
+
+def test_controls_are_filed_apart_and_refused_where_the_task_plants_nothing():
+    from derl_bench.leaderboard.board import method_group
+
+    for name in ("control-negative", "control-planted"):
+        assert method_named(name).group == CONTROLS_GROUP
+        assert method_group(f"{name} (seed 3)", "final") == CONTROLS_GROUP
+    inner = {"env_id": "derl/DigitsHack-v0", "model": "tiny"}  # a planted reward, no parts
+    with pytest.raises(ConfigError, match="names none \\(planted_parts\\)"):
+        MetaConfig(method="control-negative", inner=inner)
+    MetaConfig(method="control-planted", inner=inner)
+    with pytest.raises(ConfigError, match="names none \\(planted_reward\\)"):
+        MetaConfig(method="control-planted", inner={"env_id": "derl/Arithmetic-v0",
+                                                    "model": "tiny"})
