@@ -164,6 +164,10 @@ class FamilySpec:
     max_steps: int
     hooks: Mapping[str, str] = field(default_factory=dict)
     joins_domain: bool = False
+    data_checksums: Mapping[str, str] = field(default_factory=dict)
+    """The card's ``data_checksums``: checksums over a selection of the data root's files (an
+    eval set's games), keyed ``<folder>:<selection>``, which the data catalogue holds beside
+    its own."""
 
     def part(self, hook: str) -> Any:
         """The object the card's hook ``hook`` names (see the module docstring), imported on
@@ -246,6 +250,8 @@ class FamilySpec:
             success_primitive=success,
             max_steps=int(need("max_steps")) if multi_turn else 1,
             hooks=hooks, joins_domain=bool(card.get("joins_domain", False)),
+            data_checksums={str(k): str(v)
+                            for k, v in (card.get("data_checksums") or {}).items()},
         )
 
 

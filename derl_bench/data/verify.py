@@ -178,8 +178,7 @@ def catalogue() -> dict[str, Expected]:
     of the bytes) and folders (tree checksum), and the selections of files the cards'
     ``data_checksums`` give a tree checksum (an eval set's games). Data checks and the
     leaderboard's validator both read it."""
-    from derl_bench.cards import load_card
-    from derl_bench.family import card_families
+    from derl_bench.family import family_specs
 
     known: dict[str, Expected] = {}
     for spec in datasets().values():
@@ -195,8 +194,8 @@ def catalogue() -> dict[str, Expected]:
             old = known.get(check.path, Expected(frozenset(), check.pattern, tree))
             known[check.path] = Expected(old.sha256 | {check.sha256}, check.pattern, tree,
                                          spec.name)
-    for family in card_families():
-        for key, digest in (load_card(family).get("data_checksums") or {}).items():
+    for family in family_specs().values():
+        for key, digest in family.data_checksums.items():
             old = known.get(str(key), Expected(frozenset(), tree=True,
                                                dataset=str(key).split("/")[0], selection=True))
             known[str(key)] = Expected(old.sha256 | {str(digest)}, old.pattern, old.tree,

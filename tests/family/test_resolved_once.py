@@ -97,8 +97,8 @@ ENTRIES: dict[str, int] = {
     # each resolves only when its caller hands it no family: a user's call with an env id
     "derl_bench.evaluation.commands:evaluate_commands": 1,
     "derl_bench.evaluation.families:resolve_adapter": 1,
-    "derl_bench.experiments.planted:planted_parts": 1,
-    "derl_bench.experiments.planted:planted_reward": 1,
+    "derl_bench.reward.planted:planted_parts": 1,
+    "derl_bench.reward.planted:planted_reward": 1,
     "derl_bench.experiments.proxy.config:ProxyConfig.family": 1,
     "derl_bench.experiments.proxy.config:base_spec_for": 1,
     "derl_bench.experiments.proxy.run:base_model": 1,

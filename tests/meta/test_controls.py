@@ -59,6 +59,6 @@ def test_controls_are_filed_apart_and_refused_where_the_task_plants_nothing():
     with pytest.raises(ConfigError, match="names none \\(planted_parts\\)"):
         MetaConfig(method="control-negative", inner=inner)
     MetaConfig(method="control-planted", inner=inner)
-    with pytest.raises(ConfigError, match="names none \\(planted_reward\\)"):
+    with pytest.raises(ConfigError, match="card names no planted_reward"):
         MetaConfig(method="control-planted", inner={"env_id": "derl/Arithmetic-v0",
                                                     "model": "tiny"})

@@ -19,12 +19,12 @@ def planted_neighbourhood(recipe: Any, env_id: str, cold_start: bool) -> Propose
 
 
 def _check(recipe: Any) -> str | None:
-    from derl_bench.family import resolve_family
+    from derl_bench.reward.planted import planted_reward
 
-    env_id = recipe.inner.env_id
-    if not resolve_family(env_id).card.get("planted_reward"):
-        return (f"method control-planted searches around the task's planted reward, and "
-                f"{env_id}'s card names none (planted_reward)")
+    try:
+        planted_reward(recipe.inner.env_id)
+    except ValueError as err:
+        return f"method control-planted searches around the task's planted reward: {err}"
     return None
 
 
