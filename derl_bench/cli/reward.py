@@ -112,6 +112,9 @@ def _read_episodes(path: Path) -> list[list[dict[str, Any]]]:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
                 raise CommandError(f"{path}:{number}: not JSON ({err.msg})") from None
+            except RecursionError:  # the decoder recurses once per nested list or object
+                raise CommandError(f"{path}:{number}: nested too deeply to read (an episode "
+                                   "is a list of per-step dicts of numbers)") from None
             steps = record.get("steps") if isinstance(record, dict) else record
             if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
                 raise CommandError(f"{path}:{number}: expected a list of per-step dicts")

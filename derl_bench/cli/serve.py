@@ -4,8 +4,29 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 
 from derl_bench.cli._errors import CommandError
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, or :class:`CommandError` naming the port. Bound here,
+    before the command says it is serving, and handed to uvicorn, so no other process can
+    take the port in between."""
+    # As uvicorn binds it itself (uvicorn.Config.bind_socket), without its exit on failure.
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CommandError(f"--port {port}: the port is already in use on {host} (another "
+                               "server?); choose another --port") from None
+        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -18,14 +39,28 @@ def _run(args: argparse.Namespace) -> int:
                            "pip install 'derl-bench[serve]'") from None
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be 0..65535, not {args.port}")
+    if not args.session_timeout >= 0:  # NaN too
+        raise CommandError("--session-timeout must be a number of seconds > 0, or 0 for "
+                           f"never, not {args.session_timeout:g}")
     timeout = args.session_timeout if args.session_timeout > 0 else None
     app = build_app(args.env_id, max_sessions=args.max_sessions, session_timeout=timeout,
                     level=args.level, split=args.split, reward=args.reward,
                     max_episode_steps=args.max_episode_steps,
                     action_format=args.action_format)
-    print(f"serving {args.env_id} on http://{args.host}:{args.port} (WebSocket /ws, "
+    sock = _listen(args.host, args.port)
+    port = sock.getsockname()[1]  # the one the OS chose for --port 0
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=port,
+                                           log_level=args.log_level))
+    print(f"serving {args.env_id} on http://{args.host}:{port} (WebSocket /ws, "
           f"at most {args.max_sessions} sessions)", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        # uvicorn has shut down on the signal and raised it again; as uvicorn.run does, that
+        # is the end of serving, not an error
+        pass
+    finally:
+        sock.close()
     return 0
 
 

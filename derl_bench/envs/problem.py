@@ -11,6 +11,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from derl_bench.envs.options import reset_options
 from derl_bench.envs.spaces import as_text
 from derl_bench.grading import Grade
 
@@ -53,7 +54,7 @@ class ProblemEnv(gym.Env[str, str]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
+        options = reset_options(options, ("index",))
         if "index" in options:
             index = int(options["index"])
             if not 0 <= index < len(self.problems):

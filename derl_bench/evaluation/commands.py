@@ -50,8 +50,9 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
     """Play every game of ``level``'s ``split`` (the first ``limit``) once, greedily.
 
     ``model`` is a model folder (or a loaded ``CommandPolicy``), ``env_id`` an env whose card
-    has a ``commands`` hook. Returns :func:`summarise`'s figures with the level, split and wall
-    seconds; ``episodes_out`` receives the episodes. ``family`` is ``env_id``'s
+    has a ``commands`` hook; a damaged file of the folder is a ``ValueError`` naming it.
+    Returns :func:`summarise`'s figures with the level, split and wall seconds;
+    ``episodes_out`` receives the episodes. ``family`` is ``env_id``'s
     :class:`~derl_bench.family.Family` where the caller resolved it; without a
     ``state_factory`` the default one is its ``commands`` hook's (found from ``env_id``
     when no family is given).
@@ -67,7 +68,12 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
         policy = model
     else:
         from derl_bench.policies import load_model_and_tokenizer
+        from derl_bench.policies.model_files import damaged_model_file
 
+        # Named before loading: the loaders' own errors do not say which file is damaged.
+        damaged = damaged_model_file(model)
+        if damaged:
+            raise ValueError(f"the command model cannot be loaded: {damaged}")
         lm, tokenizer = load_model_and_tokenizer(str(model))
         policy = CommandPolicy(lm.eval(), tokenizer)
     if state_factory is None:

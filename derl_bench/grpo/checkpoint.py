@@ -12,9 +12,11 @@ one is named, with the last intact checkpoint to go back to.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import json
+import os
 import random
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -24,6 +26,7 @@ import numpy as np
 import torch
 
 from derl_bench.grpo.rundir import read_run_id
+from derl_bench.policies.model_files import damaged_model_file
 from derl_bench.progress import quiet_transformers
 
 STATE_FILE = "trainer_state.pt"
@@ -31,6 +34,11 @@ STATE_FILE = "trainer_state.pt"
 
 class ResumeError(RuntimeError):
     """``--resume`` was asked for but the run cannot be continued as it was."""
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (its folder cannot be written, is full, or a file is
+    in the way); the message names the checkpoint and the run's last good one."""
 
 
 def checkpoints_dir(run_dir: str | Path) -> Path:
@@ -70,22 +78,79 @@ def save_checkpoint(run_dir: str | Path, step: int, model: Any, tokenizer: Any,
     ``optimizer`` is the optimiser, its ``state_dict()`` (a population member's share), or
     ``None`` for a checkpoint that will not resume (``TrainConfig.save_optimizer_state``)."""
     root = checkpoints_dir(run_dir)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     staging = root / f".step-{step}.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    with quiet_transformers():
-        model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    state = optimizer if optimizer is None or isinstance(optimizer, dict) else (
-        optimizer.state_dict())
-    torch.save({"step": step, "optimizer": state, "rng": rng_state(),
-                "run_id": read_run_id(run_dir)}, staging / STATE_FILE)
-    shutil.rmtree(final, ignore_errors=True)
-    staging.rename(final)
+    try:
+        if root.exists() and not root.is_dir():
+            raise CheckpointWriteError(f"{root} is a file, not a folder")
+        if final.exists() and not final.is_dir():
+            # Not a checkpoint this run wrote, so not ours to delete.
+            raise CheckpointWriteError(f"{final} is a file")
+        root.mkdir(parents=True, exist_ok=True)
+        _remove(staging)  # a killed save's leftover
+        # Made here, because save_pretrained only logs a path it cannot make a folder of.
+        staging.mkdir()
+        with quiet_transformers():
+            model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        state = optimizer if optimizer is None or isinstance(optimizer, dict) else (
+            optimizer.state_dict())
+        # Through a Python file: torch reports a failed write as a RuntimeError, and only a
+        # write of ours leaves the OSError behind it (its context) to say why.
+        with open(staging / STATE_FILE, "wb") as handle:
+            torch.save({"step": step, "optimizer": state, "rng": rng_state(),
+                        "run_id": read_run_id(run_dir)}, handle)
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+    except BaseException as err:
+        _remove(staging)
+        refusal = _os_error(err)
+        if refusal is None:
+            raise
+        raise _write_error(run_dir, final, refusal) from None
     for old in list_checkpoints(run_dir)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _remove(path: Path) -> None:
+    """Remove ``path``, a folder or a file, if it is there and can be removed."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+
+
+def _os_error(err: BaseException) -> OSError | None:
+    """The operating system's refusal of a write behind ``err``, or None: an ``OSError``;
+    torch's ``RuntimeError`` about a write of its file handle that failed with one (its
+    context); safetensors' error, which gives only the error's number (``(os error 28)``)."""
+    if isinstance(err, OSError):
+        return err
+    if isinstance(err, RuntimeError) and isinstance(err.__context__, OSError):
+        return err.__context__
+    from safetensors import SafetensorError
+
+    if isinstance(err, SafetensorError):
+        found = re.search(r"\(os error (\d+)\)", str(err))
+        if found:
+            code = int(found.group(1))
+            return OSError(code, os.strerror(code))
+    return None
+
+
+def _write_error(run_dir: str | Path, final: Path, err: OSError) -> CheckpointWriteError:
+    """``err``, met while writing the checkpoint ``final``, as the checkpoint it was for and the
+    run's last good one; the hidden staging folder it may name is not the user's to look for."""
+    if isinstance(err, CheckpointWriteError):
+        reason = str(err)
+    else:
+        reason = f"{final.parent}: {err.strerror or type(err).__name__}"
+    last = latest_checkpoint(run_dir)
+    kept = (f"the run's last good checkpoint is {last}: resume from it once the checkpoint "
+            f"can be written" if last is not None else "the run has no other checkpoint")
+    return CheckpointWriteError(f"cannot write checkpoint {final} ({reason}); {kept}")
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -127,23 +192,12 @@ def load_trainer_state(checkpoint: str | Path, mmap: bool = False) -> dict[str, 
 def checkpoint_problem(checkpoint: str | Path, mmap: bool = False) -> str | None:
     """What makes ``checkpoint`` unusable for a resume (a damaged or missing file, named),
     else None. Reads the weights' headers and the trainer state, not the weights."""
-    from safetensors import safe_open
-
     checkpoint = Path(checkpoint)
-    weights = sorted(checkpoint.glob("*.safetensors"))
-    if not weights:
+    if not any(checkpoint.glob("*.safetensors")):
         return f"{checkpoint} holds no model weights (*.safetensors)"
-    for path in weights:
-        try:
-            with safe_open(str(path), "pt"):
-                pass
-        except Exception as err:  # safetensors' errors are its own classes, and more
-            return f"{path} is damaged ({err})"
-    for path in sorted(checkpoint.glob("*config.json")):
-        try:
-            json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return f"{path} is damaged (not JSON)"
+    damaged = damaged_model_file(checkpoint)
+    if damaged:
+        return damaged
     try:
         load_trainer_state(checkpoint, mmap=mmap)
     except ResumeError as err:

@@ -22,7 +22,8 @@ statuses: 400 for a task that does not exist (unknown level, split, reward or pa
 for a step out of turn (before a reset, or after the episode ended), 410 for a closed session,
 422 for a malformed action. On a WebSocket they are error frames (OpenEnv's
 ``VALIDATION_ERROR`` for a malformed action, ``EXECUTION_ERROR`` with the same messages for the
-rest, ``CAPACITY_REACHED`` and a close when ``--max-sessions`` sessions are open). A session
+rest, ``CAPACITY_REACHED`` and a close when ``--max-sessions`` sessions are open,
+``SESSION_ERROR`` and a close for a binary frame). A session
 whose client goes away, closes, or stays idle past ``--session-timeout`` is closed with its
 env: a ScienceWorld JVM stops, an ALFWorld engine gives its library copy back.
 
@@ -50,7 +51,7 @@ from openenv.core.env_server import (
     State,
     create_app,
 )
-from openenv.core.env_server.types import EnvironmentMetadata
+from openenv.core.env_server.types import EnvironmentMetadata, WSErrorCode, WSErrorResponse
 from pydantic import Field
 
 from derl_bench import __version__
@@ -215,6 +216,47 @@ class QuietDisconnect:
                 raise
 
 
+BINARY_FRAME_MESSAGE = ("binary frames are not supported; send each message as JSON text "
+                        "(the session is closed)")
+"""The error frame's message for a binary WebSocket frame."""
+
+
+class TextFramesOnly:
+    """ASGI middleware: a binary WebSocket frame ends its session with an error frame that says
+    so (:data:`BINARY_FRAME_MESSAGE`, code ``SESSION_ERROR``) and close code 1003 (unsupported
+    data). openenv-core's ``/ws`` route reads text only, and a binary frame failed inside
+    Starlette with a ``KeyError``, which reached the client as ``SESSION_ERROR: 'text'``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "websocket":
+            await self.app(scope, receive, send)
+            return
+        refused = False
+
+        async def text_only() -> Any:
+            nonlocal refused
+            message = await receive()
+            if message.get("type") == "websocket.receive" and message.get("text") is None:
+                refused = True
+                frame = WSErrorResponse(data={"message": BINARY_FRAME_MESSAGE,
+                                              "code": WSErrorCode.SESSION_ERROR})
+                await send({"type": "websocket.send", "text": frame.model_dump_json()})
+                # To the route the client has left: it closes the session and its env, as for
+                # any client that goes away.
+                return {"type": "websocket.disconnect", "code": 1003}
+            return message
+
+        async def closing(message: Any) -> None:
+            if refused and message.get("type") == "websocket.close":
+                message = {**message, "code": 1003, "reason": "binary frames are not supported"}
+            await send(message)
+
+        await self.app(scope, text_only, closing)
+
+
 _STATUS = {TaskError: 400, NotStartedError: 409, EpisodeOverError: 409, SessionClosedError: 410}
 
 
@@ -239,6 +281,10 @@ def build_app(env_id: str, max_sessions: int = 8, session_timeout: float | None 
     if unknown:
         raise TaskError(f"unknown task field(s) {', '.join(unknown)}")
     defaults.make_kwargs()
+    if defaults.split is not None:
+        # The split's items, as a reset would play them: a split the env lacks is refused now,
+        # not by every reset after the server says it is serving.
+        defaults.items()
     defaults.compile_reward()
     app = create_app(functools.partial(DerlEnvironment, defaults), DerlAction, DerlObservation,
                      env_name=env_id,
@@ -246,6 +292,7 @@ def build_app(env_id: str, max_sessions: int = 8, session_timeout: float | None 
                                                           session_timeout=session_timeout))
     app.add_exception_handler(SessionError, _session_error)
     app.add_middleware(QuietDisconnect)
+    app.add_middleware(TextFramesOnly)
 
     @app.get("/derl/status", tags=["Health"])
     def status() -> dict[str, Any]:
@@ -302,5 +349,5 @@ class DerlEnvClient(EnvClient[DerlAction, DerlObservation, DerlState]):
         return DerlState.model_validate(payload)
 
 
-__all__ = ["MAX_ACTION_CHARS", "DerlAction", "DerlEnvClient", "DerlEnvironment",
-           "DerlObservation", "DerlState", "build_app", "open_envs"]
+__all__ = ["BINARY_FRAME_MESSAGE", "MAX_ACTION_CHARS", "DerlAction", "DerlEnvClient",
+           "DerlEnvironment", "DerlObservation", "DerlState", "build_app", "open_envs"]

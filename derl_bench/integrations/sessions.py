@@ -41,6 +41,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import numbers
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -148,6 +149,21 @@ class Task:
     semantics: str = "derl"
     env_kwargs: tuple[tuple[str, Any], ...] = field(default=())
 
+    def __post_init__(self) -> None:
+        # Checked here, not where a value arrives, so a task built directly (the verifiers
+        # door) and one changed by a reset over the wire (``with_parameters``, through
+        # ``replace``) refuse the same values.
+        for name in ("level", "split", "action_format", "reward"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TaskError(f"{name} must be a string, not {value!r}")
+        if not isinstance(self.semantics, str):
+            raise TaskError(f"semantics must be a string, not {self.semantics!r}")
+        steps = self.max_episode_steps
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
+                                  or steps < 1):
+            raise TaskError(f"max_episode_steps must be a positive integer, not {steps!r}")
+
     @functools.cached_property
     def family(self) -> Family:
         """The env's family, resolved once per task (and kept by :meth:`with_parameters`,
@@ -172,14 +188,7 @@ class Task:
             raise TaskError(f"unknown task parameter(s) {', '.join(unknown)}; a reset takes "
                             f"seed, index and {', '.join(TASK_PARAMETERS)}")
         given = {k: v for k, v in parameters.items() if v is not None}
-        for name in ("level", "split", "action_format", "reward", "semantics"):
-            if name in given and not isinstance(given[name], str):
-                raise TaskError(f"{name} must be a string, not {given[name]!r}")
-        if "max_episode_steps" in given:
-            steps = given["max_episode_steps"]
-            if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-                raise TaskError(f"max_episode_steps must be a positive integer, not {steps!r}")
-        task = replace(self, **given)
+        task = replace(self, **given)  # checks the values (``__post_init__``)
         if "family" in self.__dict__:  # the same env id: its family carries over
             task.__dict__["family"] = self.__dict__["family"]
         return task
@@ -287,6 +296,23 @@ class StepView:
                 "truncated": self.truncated, "step": self.step}
 
 
+def reset_number(name: str, value: Any) -> int:
+    """``value`` as the ``seed`` or ``index`` of a reset, or :class:`TaskError`: a
+    non-negative integer (a numpy integer too; not a bool, a float or a string).
+
+    >>> reset_number("seed", 3)
+    3
+    >>> try:
+    ...     reset_number("seed", -1)
+    ... except TaskError as exc:
+    ...     print(exc)
+    seed must be a non-negative integer, not -1
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise TaskError(f"{name} must be a non-negative integer, not {value!r}")
+    return int(value)
+
+
 @functools.lru_cache(maxsize=256)
 def _compiled(expr: str, env_id: str, semantics: str) -> MetaReward:
     try:
@@ -325,10 +351,8 @@ class EpisodeSession:
         """Start an episode: the game or problem ``index`` of the split, else one drawn
         with ``seed`` (as ``env.reset(seed=seed)`` draws it)."""
         env = self._live_env()
-        for name, value in (("seed", seed), ("index", index)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 0):
-                raise TaskError(f"{name} must be a non-negative integer, not {value!r}")
+        seed = None if seed is None else reset_number("seed", seed)
+        index = None if index is None else reset_number("index", index)
         options = None if index is None else {"index": index}
         try:
             with ENV_LOCK:
@@ -389,4 +413,4 @@ def _floats(primitives: Any) -> dict[str, float]:
 
 __all__ = ["ACTION_FORMATS", "ENV_LOCK", "TASK_PARAMETERS", "CommandWrapper", "EpisodeOverError",
            "EpisodeSession", "NotStartedError", "SessionClosedError", "SessionError", "StepView",
-           "Task", "TaskError", "check_env_id", "derl_env_ids"]
+           "Task", "TaskError", "check_env_id", "derl_env_ids", "reset_number"]

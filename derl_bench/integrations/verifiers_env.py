@@ -37,7 +37,7 @@ from typing import Any
 
 import verifiers as vf
 
-from derl_bench.integrations.sessions import EpisodeSession, SessionError, Task
+from derl_bench.integrations.sessions import EpisodeSession, SessionError, Task, reset_number
 from derl_bench.policies.prompts import ANSWER_FORMAT, MATH_INSTRUCTION
 from derl_bench.settings import DEFAULT_ENV_ID
 
@@ -207,7 +207,7 @@ def load_environment(env_id: str = DEFAULT_ENV_ID, reward: str | None = None,
     ``system_prompt``: replaces the default (a single-step env: the card's answer format;
     an agent env: its prompt's opening line and answer format). ``env_kwargs`` go to
     ``gymnasium.make``. Raises :class:`~derl_bench.integrations.sessions.TaskError` for an
-    unknown id, level, split or reward.
+    unknown id, level, split or reward, a step cap below 1 and a seed below 0.
     """
     from datasets import Dataset
 
@@ -229,10 +229,12 @@ def load_environment(env_id: str = DEFAULT_ENV_ID, reward: str | None = None,
                                  env_id=env_id, env_args=args)
     intro = getattr(task.family.prompt, "intro", "")  # None where the card names no prompt
     prompt = system_prompt or f"{intro}\n{ANSWER_FORMAT}".strip()
-    chosen = list(seeds) if seeds is not None else list(range(count))
+    # A seed a reset would refuse is refused here, not in the middle of a rollout.
+    chosen = ([reset_number("seed", seed) for seed in seeds] if seeds is not None
+              else list(range(count)))
     rows = [{"prompt": [{"role": "system", "content": prompt},
                         {"role": "user", "content": ""}],
-             "answer": "", "info": {"seed": int(seed)}} for seed in chosen]
+             "answer": "", "info": {"seed": seed}} for seed in chosen]
     return DerlMultiTurnEnv(task, dataset=Dataset.from_list(rows), env_id=env_id, env_args=args)
 
 

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from derl_bench.reward.canonical import normalize, stable_hash, to_text
-from derl_bench.reward.errors import MetaRewardError, TrajectoryError
+from derl_bench.reward.errors import (
+    InputTooLongError,
+    MetaRewardError,
+    TooDeepError,
+    TrajectoryError,
+)
 from derl_bench.reward.evaluate import Evaluation, prepare
 from derl_bench.reward.nodes import Node, primitives_of
 from derl_bench.reward.parser import parse, resolve
@@ -58,6 +64,7 @@ class MetaReward:
         # form's folded constants and merged terms would round differently.
         self._evaluated = tree if self.official else self.tree
         self.canonical = to_text(self.tree)
+        _check_canonical(self.canonical, primitives, expr)
         self.hash = stable_hash(self.canonical)
         self.primitives = primitives_of(self._evaluated)
         shift = OFFICIAL_EPSILON if self.official else 0.0
@@ -136,10 +143,26 @@ class MetaReward:
         return self.episodic(traj, lengths)
 
 
+def _check_canonical(canonical: str, primitives: PrimitiveSet, expr: str) -> None:
+    """Refuse an expression whose canonical form the language's limits refuse.
+
+    The canonical form names a reward (its hash, the records, the Meta-Optimizer's history) and
+    is compiled again from its text (a resumed search, a board's check); writing out aliases
+    (``g4`` -> ``last_third(env_reward)``) and constants can make it longer or deeper than the
+    expression. Checking it here keeps every accepted expression's canonical form accepted."""
+    try:
+        parse(canonical, primitives)
+    except (InputTooLongError, TooDeepError) as err:
+        raise type(err)(f"its canonical form (aliases written out, constants folded) would be "
+                        f"refused: {err.message}", None, expr) from None
+
+
 def pad_episodes(
     episodes: Sequence[Sequence[Mapping[str, float]]], names: Iterable[str]
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Stack ragged per-step primitive dicts into ``(B, T)`` arrays and ``(B,)`` lengths."""
+    """Stack ragged per-step primitive dicts into ``(B, T)`` arrays and ``(B,)`` lengths.
+    A value must be a number (a bool counts as 0 or 1), never its text: :class:`TrajectoryError`
+    names the episode, step and primitive."""
     names = tuple(names)
     lengths = np.array([len(e) for e in episodes], dtype=np.int64)
     steps = max(1, int(lengths.max(initial=0)))
@@ -149,11 +172,16 @@ def pad_episodes(
             for name in names:
                 if name not in step:
                     raise TrajectoryError(f"episode {b} step {t} lacks primitive {name!r}")
+                value = step[name]
                 try:
-                    traj[name][b, t] = float(step[name])
+                    # float() also reads text: a logged "1" would pass for the number 1
+                    if isinstance(value, str | bytes | bytearray):
+                        raise TypeError
+                    traj[name][b, t] = float(value)
                 except (TypeError, ValueError):
                     raise TrajectoryError(
-                        f"episode {b} step {t}: {name!r} is not a number: {step[name]!r}"
+                        f"episode {b} step {t}: {name!r} is not a number: "
+                        f"{reprlib.repr(value)}"  # shortened: a logged value may be huge
                     ) from None
     return traj, lengths
 

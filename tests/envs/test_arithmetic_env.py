@@ -129,3 +129,16 @@ def test_make_replaces_or_extends_the_cards_observers():
     assert names["replaced"] == ["short_answer"]
     assert names["extended"] == [*names["default"], "short_answer"]
     assert "outcome" in names["default"] and "short_answer" not in names["default"]
+
+
+@pytest.mark.parametrize("options", [{"level": "L1"}, {"index": 0, "seed": 3}, {"idx": 0}])
+def test_an_unknown_reset_option_is_refused_not_ignored(options):
+    env = gym.make("derl/Arithmetic-v0")
+    try:
+        with pytest.raises(ValueError, match=r"unknown reset options \[.*\]; the only option "
+                                             r"is 'index'"):
+            env.reset(options=options)
+        _, info = env.reset(options={"index": 7})  # the env plays on
+        assert info["index"] == 7
+    finally:
+        env.close()

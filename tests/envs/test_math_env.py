@@ -105,6 +105,12 @@ def test_reset_seed_is_deterministic_and_index_option_picks(gsm8k_test):
         gsm8k_test.reset(options={"index": 1319})
 
 
+def test_an_unknown_reset_option_is_refused(gsm8k_test, math500):
+    for env in (gsm8k_test, math500):
+        with pytest.raises(ValueError, match=r"unknown reset options \['split'\]"):
+            env.reset(options={"split": "train"})
+
+
 def test_info_carries_the_documented_fields(math500):
     obs, info = math500.reset(options={"index": 3})
     assert obs == math500.unwrapped.problems[3].question

@@ -207,6 +207,31 @@ def test_the_cli_refuses_bad_input_with_status_2(command_model, tmp_path, capsys
     assert not (tmp_path / "rec.json").exists()
 
 
+@pytest.mark.parametrize(("name", "damage", "why"), [
+    ("model.safetensors", lambda data: data[: len(data) // 2],
+     "incomplete metadata, file not fully covered"),
+    ("tokenizer.json", lambda data: b"", "not JSON: Expecting value at line 1"),
+    ("config.json", lambda data: data[:-10], "not JSON"),
+])
+def test_the_cli_names_a_damaged_file_of_the_command_model(data_root, command_model, tmp_path,
+                                                           capsys, name, damage, why):
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(command_model, folder)
+    (folder / name).write_bytes(damage((folder / name).read_bytes()))
+    out = tmp_path / "rec.json"
+    status = main(["evaluate", "--env", ALFWORLD, "--level", "L0", "--commands", str(folder),
+                   "--method", "teacher-dagger", "--checkpoint", "final", "--limit", "1",
+                   "--no-progress", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err.startswith(f"error: the command model cannot be loaded: {folder / name} is "
+                          f"damaged (") and why in err
+    assert len(err.splitlines()) == 1
+    assert not out.exists()
+
+
 def test_train_seed_goes_with_commands_only(tmp_path, capsys):
     status = main(["evaluate", "--env", "derl/Arithmetic-v0", "--level", "L0", "--policy",
                    "random", "--train-seed", "0", "--limit", "1"])

@@ -298,3 +298,69 @@ def test_the_serve_command_refuses_an_unknown_env_id():
                                                                  "PYTHONPATH": str(REPO)})
     assert result.returncode == 2
     assert result.stderr.startswith("error: unknown env id 'derl/Nope-v0'")
+
+
+def test_a_binary_frame_ends_its_session_with_a_clear_error_and_the_server_goes_on():
+    import json
+
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    from derl_bench.integrations.openenv_server import BINARY_FRAME_MESSAGE
+
+    async def play(url: str) -> tuple[int, dict, int | None, str]:
+        async with connect(url.replace("http://", "ws://") + "/ws") as socket:
+            await socket.send(json.dumps({"type": "reset", "data": {"index": 0}}))
+            assert json.loads(await socket.recv())["type"] == "observation"
+            held = open_envs()
+            await socket.send(b'{"type": "reset", "data": {}}')
+            frame = json.loads(await socket.recv())
+            with pytest.raises(ConnectionClosed) as closed:
+                await socket.recv()
+        async with DerlEnvClient(base_url=url) as env:  # the server goes on serving
+            again = await env.reset(index=0)
+        code = closed.value.rcvd.code if closed.value.rcvd is not None else None
+        return held, frame, code, again.observation.text
+
+    with serving(build_app("derl/Arithmetic-v0", max_sessions=1, session_timeout=None)) as url:
+        held, frame, code, text = asyncio.run(play(url))
+    assert held == 1
+    assert frame == {"type": "error",
+                     "data": {"message": BINARY_FRAME_MESSAGE, "code": "SESSION_ERROR"}}
+    assert code == 1003  # unsupported data
+    assert text.startswith("Compute ")
+    assert wait_until(lambda: open_envs() == 0)
+
+
+def _serve(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+    """``derl-bench serve ARGS`` run to its end (a server that starts is killed at ``timeout``
+    and fails the test)."""
+    return subprocess.run([sys.executable, "-m", "derl_bench", "serve", *args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_the_serve_command_refuses_a_port_in_use_before_it_says_it_serves():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _serve("derl/Arithmetic-v0", "--port", str(port))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (f"error: --port {port}: the port is already in use on 127.0.0.1 "
+                             "(another server?); choose another --port\n")
+
+
+@pytest.mark.parametrize("value", ["-5", "nan"])
+def test_the_serve_command_refuses_a_negative_session_timeout(value):
+    result = _serve("derl/Arithmetic-v0", "--port", str(_free_port()), "--session-timeout",
+                    value)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("error: --session-timeout must be a number of seconds > 0, or 0 "
+                             f"for never, not {value}\n")
+
+
+def test_the_serve_command_refuses_a_split_the_env_lacks_at_start_up(data_root):
+    result = _serve(ENV, "--split", "nosplit", "--port", str(_free_port()))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == "error: derl/ALFWorld-v0 has no split 'nosplit' at level 'L0'\n"

@@ -101,3 +101,18 @@ def test_bad_arguments_are_refused_before_any_rollout(data_root):
         derl_bench.load_environment(env_id="derl/ALFWorld-v0", level="L4")
     with pytest.raises(TaskError, match="action_format"):
         derl_bench.load_environment(env_id="derl/GSM8K-v0", action_format="command")
+
+
+def test_a_step_cap_or_seed_the_server_refuses_is_refused_at_load(data_root):
+    # The server refuses both (a reset's max_episode_steps=0, seed=-1); so does this door,
+    # at load, not with the card's cap or in the middle of a rollout.
+    with pytest.raises(TaskError, match="max_episode_steps must be a positive integer, not 0"):
+        derl_bench.load_environment(env_id="derl/ALFWorld-v0", max_episode_steps=0)
+    with pytest.raises(TaskError, match="seed must be a non-negative integer, not -1"):
+        derl_bench.load_environment(env_id="derl/ALFWorld-v0", seeds=[-1, 0])
+    with pytest.raises(TaskError, match="seed must be a non-negative integer, not '3'"):
+        derl_bench.load_environment(env_id="derl/ALFWorld-v0", seeds=["3"])
+    env = derl_bench.load_environment(env_id="derl/ALFWorld-v0", seeds=[4, 0],
+                                      max_episode_steps=3)
+    assert [row["info"]["seed"] for row in env.dataset] == [4, 0]
+    assert env.max_turns == 4

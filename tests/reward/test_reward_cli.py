@@ -138,6 +138,35 @@ def test_eval_rejects_bad_files(tmp_path, capsys, content, fragment):
     assert fragment in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("value", "shown"), [('"1"', "'1'"), ('"0.5"', "'0.5'"),
+                                               ('" -2 "', "' -2 '")])
+def test_eval_refuses_a_primitive_given_as_text(tmp_path, capsys, value, shown):
+    args = ["reward", "eval", "g1", "--domain", "agent", "--trajectories"]
+    text = _write(tmp_path / "text.jsonl", [
+        f'[{{"success": 0, "env_reward": 0}}, {{"success": {value}, "env_reward": 1}}]'])
+    assert main([*args, text]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("error: trajectory error: episode 0 step 1: 'success' is not a "
+                            f"number: {shown}\n")
+    # JSON numbers and booleans are what a step holds
+    numbers = _write(tmp_path / "numbers.jsonl", [
+        '[{"success": false, "env_reward": 0}, {"success": true, "env_reward": 1}]'])
+    assert main([*args, numbers]) == 0
+    assert json.loads(capsys.readouterr().out)["reward"] == 1.0
+
+
+@pytest.mark.parametrize("depth", [995, 100_000])
+def test_eval_refuses_json_nested_too_deeply_to_read(tmp_path, capsys, depth):
+    log = _write(tmp_path / "deep.jsonl", ['[{"success": 0, "env_reward": 0}]',
+                                           "[" * depth + "]" * depth])
+    assert main(["reward", "eval", "g1", "--domain", "agent", "--trajectories", log]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"error: {log}:2: nested too deeply to read (an episode is a list "
+                            "of per-step dicts of numbers)\n")
+
+
 def test_eval_missing_file(tmp_path, capsys):
     assert (
         main(

@@ -279,6 +279,46 @@ def test_too_deep():
     assert isinstance(_error("(" * 100_000 + "g1" + ")" * 100_000), InputTooLongError)
 
 
+def _accepted(expr: str, domain: str = "agent"):
+    try:
+        return compile_reward(expr, domain=domain)
+    except MetaRewardError:
+        return None
+
+
+def test_an_accepted_expressions_canonical_form_is_accepted_too():
+    # g4 is last_third(env_reward) in the agent domain: written out, an alias grows 11-fold and
+    # nests one call deeper; 1/3 is printed with 16 digits.
+    near_the_limits = [
+        *("*".join(["g4"] * n) for n in (100, 163, 164, 300, MAX_LENGTH // 3)),
+        *("abs(" * n + "g4" + ")" * n for n in (MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH)),
+        *("+".join(f"{i}/3*sqrt(g{i % 4 + 1})" for i in range(1, n)) for n in (80, 200)),
+    ]
+    accepted = [r for r in map(_accepted, near_the_limits) if r is not None]
+    assert 0 < len(accepted) < len(near_the_limits)
+    for reward in accepted:
+        again = compile_reward(reward.canonical, domain="agent")
+        assert (again.canonical, again.hash) == (reward.canonical, reward.hash)
+
+
+def test_an_expression_whose_canonical_form_is_over_the_limits_is_refused(capsys):
+    from derl_bench.cli import main
+
+    long = "*".join(["g4"] * (MAX_LENGTH // 3))
+    assert len(long) <= MAX_LENGTH
+    with pytest.raises(InputTooLongError, match=r"^input too long: its canonical form \(aliases "
+                       r"written out, constants folded\) would be refused: 34122 characters; "
+                       f"the limit is {MAX_LENGTH}$"):
+        compile_reward(long, domain="agent")
+    deep = "abs(" * MAX_DEPTH + "g4" + ")" * MAX_DEPTH
+    with pytest.raises(TooDeepError, match="canonical form .* parentheses nest deeper than"):
+        compile_reward(deep, domain="agent")
+    assert main(["reward", "check", long, "--domain", "agent"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error: input too long: its canonical")
+    assert len(captured.err.splitlines()) == 1
+
+
 def test_unary_chains_do_not_recurse():
     assert compile_reward("-" * 4001 + "g1", domain="math").canonical == "-outcome"
 

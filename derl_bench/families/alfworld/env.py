@@ -42,6 +42,7 @@ from typing import Any
 import gymnasium as gym
 
 from derl_bench.data.root import dataset_dir
+from derl_bench.envs.options import reset_options
 from derl_bench.envs.spaces import as_text, text_space
 from derl_bench.families.alfworld import games as games_mod
 from derl_bench.families.alfworld.engine import Engine
@@ -129,12 +130,9 @@ class ALFWorldEnv(gym.Env[str, str]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = dict(options or {})
-        game_id = options.pop("game", None)
-        index = options.pop("index", None)
-        if options:
-            raise ValueError(f"unknown reset options {sorted(options)}; the options are 'game' "
-                             "and 'index'")
+        options = reset_options(options, ("game", "index"))
+        game_id = options.get("game")
+        index = options.get("index")
         if index is not None:
             if not 0 <= int(index) < len(self.game_ids):
                 raise ValueError(f"index {index} is outside the split's {len(self.game_ids)} games")
