@@ -236,6 +236,27 @@ def test_a_recipe_that_is_a_folder_is_called_a_folder(command, tmp_path, capsys)
     assert list(tmp_path.iterdir()) == [folder]
 
 
+@pytest.mark.parametrize("command", ["train", "meta"])
+def test_an_override_where_the_recipe_goes_says_the_recipe_comes_first(command, tmp_path,
+                                                                     capsys):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: 1\n")
+    out = tmp_path / "run"
+    for argv in (["steps=1", str(recipe), "--output", str(out)],
+                 ["--output", str(out), "steps=1", str(recipe)], ["steps=1"]):
+        assert main([command, *argv]) == 2
+        assert _error_line(capsys.readouterr().err) == (
+            "error: recipe: steps=1 does not exist; it looks like a KEY=VALUE override, and "
+            f"the recipe comes first: derl-bench {command} RECIPE [KEY=VALUE ...]")
+    assert list(tmp_path.iterdir()) == [recipe]
+    # A recipe file whose name has an '=' in it is still read as the recipe.
+    (tmp_path / "steps=1.yaml").write_text("# nothing set\n")
+    assert main([command, str(tmp_path / "steps=1.yaml"), "--output", str(out)]) == 2
+    assert _error_line(capsys.readouterr().err).startswith(
+        f"error: recipe {tmp_path / 'steps=1.yaml'} is empty")
+    assert not out.exists()
+
+
 def test_a_changed_setting_on_resume_is_named_old_to_new(tmp_path, capsys):
     from derl_bench.meta import load_meta_config
 

@@ -1,7 +1,7 @@
-"""What the commands that run share: ``KEY=VALUE`` overrides anywhere on the line, the hold
-on an output folder (one command per folder at a time) and the checks of a run's folder and
-models, made before anything is written, and the argument types that refuse a bad count or
-override with exit 2 as argparse refuses any bad argument."""
+"""What the commands that run share: the recipe, with ``KEY=VALUE`` overrides after it (before
+or after the options), the hold on an output folder (one command per folder at a time) and the
+checks of a run's folder and models, made before anything is written, and the argument types
+that refuse a bad count or override with exit 2 as argparse refuses any bad argument."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from derl_bench.cli._errors import RECIPE_MAX_BYTES, CommandError, require_input
 from derl_bench.grpo.rundir import FolderLock, RunDirError, claim_run_dir, output_problem
 
 
@@ -68,8 +69,28 @@ def key_value(text: str) -> str:
     return text
 
 
+def require_recipe(args: argparse.Namespace) -> Path:
+    """The recipe of ``train`` or ``meta`` if it is a regular file that can be read (and not
+    over :data:`~derl_bench.cli._errors.RECIPE_MAX_BYTES`), else :class:`CommandError`.
+
+    The recipe is the first word that is not an option, so an override put before it
+    (``derl-bench train steps=1 r.yaml``) arrives here as the recipe; one that is not a file
+    is refused saying that the recipe comes first."""
+    recipe = args.recipe
+    if not Path(recipe).exists():
+        try:
+            key_value(recipe)
+        except argparse.ArgumentTypeError:
+            pass  # not shaped like an override: the plain "does not exist" below says it
+        else:
+            raise CommandError(f"recipe: {recipe} does not exist; it looks like a KEY=VALUE "
+                               f"override, and the recipe comes first: derl-bench "
+                               f"{args.command} RECIPE [KEY=VALUE ...]")
+    return require_input("recipe", recipe, RECIPE_MAX_BYTES)
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """``--resume`` and ``--overwrite``, and overrides anywhere on the line."""
+    """``--resume`` and ``--overwrite``, and overrides before or after the options."""
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in the output folder from its last checkpoint "
                         "(after a crash or kill); changed settings are refused")
@@ -96,6 +117,32 @@ def hold_output(folder: str | Path, args: argparse.Namespace, *,
         lock = full.parent / f".{full.name}.lock"
     with FolderLock(folder, lock, command=getattr(args, "command_line", None)):
         yield
+
+
+def folder_owner(folder: str | Path, benchmark: str | None = None) -> str | None:
+    """What another derl-bench command keeps in ``folder``, with the files that tell, or None:
+    a ``train`` or ``meta`` run (:func:`~derl_bench.grpo.rundir.run_kind`), a model, the
+    leaderboards' list of records run here, or a board's result records (but those of
+    ``benchmark``'s board, which the caller writes). The one place a command asks whose a
+    folder is before it writes there."""
+    from derl_bench.evaluation.record import RUN_HERE_FILE
+    from derl_bench.grpo.rundir import RUN_ID_FILE, RUN_MARKER, run_kind
+    from derl_bench.leaderboard.validate import board_titles, records_benchmark
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    kind = run_kind(folder)
+    if kind is not None:
+        return f"a {kind} run ({RUN_MARKER}, {RUN_ID_FILE})"
+    if (folder / "config.json").is_file():
+        return "a model (config.json)"
+    if (folder / RUN_HERE_FILE).is_file():
+        return f"the leaderboards' list of records run here ({RUN_HERE_FILE})"
+    theirs = records_benchmark(folder)
+    if theirs is not None and theirs != benchmark:
+        return f"the {board_titles().get(theirs, theirs)} board's result records (*.json)"
+    return None
 
 
 @contextlib.contextmanager

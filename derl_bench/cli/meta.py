@@ -7,8 +7,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from derl_bench.cli._errors import RECIPE_MAX_BYTES, require_input
-from derl_bench.cli._runs import add_run_options, hold_run
+from derl_bench.cli._runs import add_run_options, hold_run, require_recipe
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -31,7 +30,7 @@ def _run(args: argparse.Namespace) -> int:
     from derl_bench.grpo.rundir import clear_run_dir
     from derl_bench.meta.workers import ray_available
 
-    config = load_meta_config(require_input("recipe", args.recipe, RECIPE_MAX_BYTES), overrides)
+    config = load_meta_config(require_recipe(args), overrides)
     if config.executor == "ray" and not ray_available():  # refused before the folder
         raise ConfigError("executor: ray needs the ray package: pip install "
                           "'derl-bench[distributed]' (or executor: local)")

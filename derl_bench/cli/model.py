@@ -129,8 +129,12 @@ def run_init_tiny(args: argparse.Namespace) -> int:
 def _write_folder(write: Callable[[], Path]) -> int:
     """Run ``write`` (which writes a model folder atomically) and print the folder; a folder
     in the way or a refused source is a :class:`CommandError` or an ``OSError``."""
+    from derl_bench.policies.tiny import ModelFolderExistsError
+
     try:
         path = write()
+    except ModelFolderExistsError as err:  # the library names its argument, not our flag
+        raise CommandError(str(err.replace_with("--overwrite"))) from err
     except ValueError as err:
         raise CommandError(str(err)) from err
     print(path)

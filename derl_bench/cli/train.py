@@ -25,8 +25,7 @@ import argparse
 import sys
 from typing import Any
 
-from derl_bench.cli._errors import RECIPE_MAX_BYTES, require_input
-from derl_bench.cli._runs import add_run_options, hold_run
+from derl_bench.cli._runs import add_run_options, hold_run, require_recipe
 
 
 def register(subparsers: Any) -> None:
@@ -109,7 +108,7 @@ def run_train(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
-    config = load_recipe(require_input("recipe", args.recipe, RECIPE_MAX_BYTES), overrides)
+    config = load_recipe(require_recipe(args), overrides)
     if isinstance(config, CommandGRPOConfig):
         return run_command_policy(config, args)
     config.check_machine()

@@ -114,9 +114,12 @@ def apply_lora(model: Any, spec: LoraSpec, base_path: str | Path | None = None) 
 
 def merge_adapter(path: str | Path, output: str | Path, overwrite: bool = False) -> Path:
     """Fold the adapter checkpoint at ``path`` into its base and write a whole model folder
-    (weights in the base's dtype) to ``output``, atomically."""
+    (weights in the base's dtype) to ``output``, atomically. A ``path`` that does not exist is a
+    ``FileNotFoundError``, one that holds no adapter a ``ValueError``."""
     from derl_bench.policies.tiny import write_model_dir
 
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no such checkpoint folder: {path}")
     if not is_adapter_dir(path):
         raise ValueError(f"{path} is not a LoRA adapter checkpoint (no {ADAPTER_CONFIG})")
 

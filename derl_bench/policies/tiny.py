@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from derl_bench.files import output_folder_problem
 from derl_bench.progress import quiet_transformers
 
 PAD, EOS, IM_START, IM_END = "<|endoftext|>", "<|im_end|>", "<|im_start|>", "<|im_end|>"
@@ -222,27 +223,51 @@ def build_tiny_model(tokenizer: Any, spec: TinyModelSpec | None = None) -> Any:
                                 eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
 
 
+class ModelFolderExistsError(FileExistsError):
+    """A folder that is not empty stands where a model folder is to be written, and nothing
+    said to replace it. The message names the Python argument, ``overwrite=True``; a command
+    names its own flag with :meth:`replace_with`."""
+
+    def __init__(self, path: Path, option: str = "overwrite=True") -> None:
+        self.path, self.option = path, option
+        super().__init__(f"{path} exists and is not empty (pass {option} to replace it)")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its parts, not from its message, when it crosses a process boundary.
+        return type(self), (self.path, self.option)
+
+    def replace_with(self, option: str) -> ModelFolderExistsError:
+        """The same refusal, naming ``option`` (``--overwrite``) as the way to replace it."""
+        return type(self)(self.path, option)
+
+
 def write_model_dir(path: str | Path, build: Callable[[], tuple[Any, Any]],
                     extra_files: dict[str, dict], overwrite: bool = False) -> Path:
     """Write ``build()``'s model and tokenizer (and ``extra_files``, JSON) to ``path``.
 
     The directory appears whole or not at all: everything is written to a sibling temporary
-    directory first and renamed into place. An existing non-empty ``path`` is refused before
-    anything is built unless ``overwrite``, and ``overwrite`` replaces only a model folder (one
-    holding ``config.json``), never a file or a folder of other files.
+    directory first and renamed into place. An existing non-empty ``path`` is refused
+    (:class:`ModelFolderExistsError`) before anything is built unless ``overwrite``, and
+    ``overwrite`` replaces only a model folder (one holding ``config.json``), never a file or a
+    folder of other files. A ``path`` under a file, or in a folder that cannot be written, is
+    refused too (an ``OSError`` naming it).
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise FileExistsError(f"{path} is a file, not a model folder")
     if path.exists() and any(path.iterdir()):
         if not overwrite:
-            raise FileExistsError(f"{path} exists and is not empty (pass overwrite=True to "
-                                  "replace it)")
+            raise ModelFolderExistsError(path)
         if not (path / "config.json").is_file():
             # Replacing removes the whole folder: only a folder this function could have
             # written is fair game, so a mistyped PATH cannot take a user's files with it.
             raise FileExistsError(f"{path} is not a model folder (no config.json); overwrite "
                                   "replaces only a model folder")
+    # A file where one of its folders would be is named as such, before anything is built
+    # (mkdir would report it as "File exists").
+    problem = None if path.exists() else output_folder_problem(path)
+    if problem:
+        raise OSError(problem)
     path.parent.mkdir(parents=True, exist_ok=True)
     model, tokenizer = build()
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))

@@ -151,7 +151,7 @@ def test_a_new_run_into_a_finished_runs_folder_deletes_nothing(uninterrupted, tm
     broken = _write_recipe(tmp_path / "broken.yaml", inner={**INNER, "model": str(gone)})
     assert main(["meta", str(broken), "--output", str(uninterrupted), "--overwrite"]) == 2
     assert f"no such model folder: {gone}" in capsys.readouterr().err
-    # Overrides go anywhere on the line, as with train.
+    # Overrides go after the recipe, as with train.
     assert main(["meta", str(recipe), "--output", str(uninterrupted), "--resume",
                  "population=4"]) == 2
     assert "population: 3 -> 4" in capsys.readouterr().err

@@ -224,6 +224,13 @@ def test_merge_writes_a_whole_model_with_the_adapters_outputs(data_root, tmp_pat
     assert not (tmp_path / "x").exists()
 
 
+def test_merge_names_a_missing_checkpoint_folder(tmp_path, capsys):
+    gone = tmp_path / "nope"
+    assert main(["model", "merge", str(gone), str(tmp_path / "merged")]) == 2
+    assert capsys.readouterr().err == f"error: no such checkpoint folder: {gone}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_warm_started_lora_run_continues_the_adapter(data_root, tmp_path):
     from derl_bench.meta import MetaConfig, run_meta
 

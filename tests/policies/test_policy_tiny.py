@@ -88,6 +88,30 @@ def test_init_tiny_refuses_to_overwrite(tmp_path):
 
 
 @pytest.mark.parametrize("command", [["init-tiny"], ["init", "--shape", "qwen2.5-narrow"]])
+def test_a_folder_in_the_way_names_the_flag_on_the_command_line(tmp_path, capsys, command):
+    """The command line names its own flag, the Python function its own argument."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "keep.txt").write_text("mine")
+    assert main(["model", *command, str(tmp_path / "m")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'm'} exists and is not empty (pass --overwrite to replace it)\n")
+    with pytest.raises(FileExistsError, match=r"\(pass overwrite=True to replace it\)$"):
+        init_tiny_model(tmp_path / "m")
+    assert [p.name for p in (tmp_path / "m").iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize("command", [["init-tiny"], ["init", "--shape", "qwen2.5-narrow"]])
+def test_a_model_path_under_a_file_is_named_as_such(tmp_path, capsys, command):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    for target in (afile / "t", afile / "sub" / "t"):
+        assert main(["model", *command, str(target)]) == 2
+        assert capsys.readouterr().err == f"error: {target} cannot be created: {afile} is a file\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["afile"]
+    assert afile.read_text() == "mine"
+
+
+@pytest.mark.parametrize("command", [["init-tiny"], ["init", "--shape", "qwen2.5-narrow"]])
 def test_overwrite_replaces_a_model_folder_and_nothing_else(tmp_path, command):
     """``--overwrite`` removes the whole folder, so it must refuse a folder of a user's files
     and a plain file; a model folder is replaced."""
