@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from derl_bench.cli._errors import CommandError, require_output_folder
-from derl_bench.cli._runs import at_least_one, hold_output, key_value
+from derl_bench.cli._runs import at_least_one, folder_owner, hold_output, key_value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -17,7 +17,27 @@ def _run(args: argparse.Namespace) -> int:
         require_output_folder("--records", args.records)
     # Every mode writes under --output, from its first check to its last write.
     with hold_output(args.output, args):
+        owner = folder_owner(args.output)
+        if owner:  # its files would end up beside another command's, mixed with them
+            raise CommandError(f"--output: {args.output} holds {owner}; proxy writes a folder "
+                               "of its own: choose an empty or a proxy folder")
         return _proxy(args)
+
+
+def _check_records(records: Path, env_id: str) -> None:
+    """Refuse a ``--records`` folder that is not ``env_id``'s board folder or a folder of its
+    own, before any work: what ``leaderboard validate`` would reject only afterwards."""
+    from derl_bench.family import board_folder
+    from derl_bench.leaderboard.validate import records_folder_problem
+
+    problem = records_folder_problem(records, env_id)
+    if problem:
+        raise CommandError(f"--records: {problem}")
+    benchmark = board_folder(env_id)
+    owner = folder_owner(records, benchmark)
+    if owner:
+        raise CommandError(f"--records: {records} holds {owner}; records of {env_id} go into "
+                           f"its board folder (leaderboards/{benchmark}) or a new folder")
 
 
 def _proxy(args: argparse.Namespace) -> int:
@@ -32,6 +52,8 @@ def _proxy(args: argparse.Namespace) -> int:
     except (ValueError, KeyError) as err:
         reason = err.args[0] if isinstance(err, KeyError) and err.args else err
         raise CommandError(f"--env {args.env}: {reason}") from err
+    if args.records:
+        _check_records(Path(args.records), config.env_id)
     if args.small:
         config = small(config)
     if args.optimizer:

@@ -258,23 +258,25 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     state = command_parts(family).state
     check_command_data(config, family)
     out = config.run_dir
-    out.mkdir(parents=True, exist_ok=True)
-    # The settings first, as a recipe that runs the same run again (and marks the folder as
-    # a run, which --overwrite may replace).
-    write_text_atomic(out / RUN_MARKER, yaml.safe_dump(asdict(config), sort_keys=False))
-    start_run_id(out, resume=False)
     torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     model, tokenizer = load_model_and_tokenizer(config.model)
+    # the envs too: a data root without the dataset is refused before the folder is a run
+    envs = make_envs(config, "train", config.envs)
+    val_envs = make_envs(config, "validation", config.envs)
+    out.mkdir(parents=True, exist_ok=True)
+    # The settings before anything else the run writes, as a recipe that runs the same run
+    # again (and marks the folder as a run, which --overwrite may replace); but only once the
+    # model has loaded, so that a model that does not load leaves no run to refuse a re-run.
+    write_text_atomic(out / RUN_MARKER, yaml.safe_dump(asdict(config), sort_keys=False))
+    start_run_id(out, resume=False)
     model.eval()
     policy = CommandPolicy(model, tokenizer)
     base = copy.deepcopy(model).eval().requires_grad_(False)  # the KL's reference
     vocab_size = model.get_output_embeddings().weight.shape[0]
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
     started = time.perf_counter()
-    envs = make_envs(config, "train", config.envs)
-    val_envs = make_envs(config, "validation", config.envs)
     metrics_file = out / "metrics.jsonl"
     metrics_file.write_text("")
     history: list[dict[str, Any]] = []

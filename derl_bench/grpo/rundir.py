@@ -38,6 +38,8 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
+import yaml
+
 from derl_bench.files import write_text_atomic
 
 RUN_MARKER = "config.yaml"
@@ -69,6 +71,21 @@ def is_run_dir(run_dir: str | Path) -> bool:
     (a file named ``config.yaml`` alone is too common to tell a run from a user's folder)."""
     run_dir = Path(run_dir)
     return (run_dir / RUN_MARKER).is_file() and (run_dir / RUN_ID_FILE).is_file()
+
+
+def run_kind(run_dir: str | Path) -> str | None:
+    """Which command's run ``run_dir`` holds (:func:`is_run_dir`): ``"meta"`` for reward
+    discovery, whose settings hold the recipe of its ``inner`` runs, ``"train"`` for any other,
+    ``"derl-bench"`` when its ``config.yaml`` cannot be read; None when it holds no run."""
+    if not is_run_dir(run_dir):
+        return None
+    try:
+        settings = yaml.safe_load((Path(run_dir) / RUN_MARKER).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return "derl-bench"
+    if not isinstance(settings, dict):
+        return "derl-bench"
+    return "meta" if isinstance(settings.get("inner"), dict) else "train"
 
 
 def claim_run_dir(run_dir: str | Path, *, resume: bool, overwrite: bool) -> bool:
@@ -290,4 +307,5 @@ def start_run_id(run_dir: str | Path, resume: bool) -> str:
 
 
 __all__ = ["LOCK_FILE", "RUN_ID_FILE", "RUN_MARKER", "FolderLock", "RunDirError", "claim_run_dir",
-           "clear_run_dir", "is_run_dir", "output_problem", "read_run_id", "start_run_id"]
+           "clear_run_dir", "is_run_dir", "output_problem", "read_run_id", "run_kind",
+           "start_run_id"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import random
+import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -121,15 +122,26 @@ def saved_settings(path: Path) -> dict[str, Any]:
     return saved
 
 
+def check_recorded(config: TrainConfig) -> None:
+    """Refuse to resume a run whose recorded ``config.yaml`` differs from ``config`` in a
+    setting that alters what the run learns; writes nothing."""
+    path = config.run_dir / CONFIG_FILE
+    if path.exists():
+        check_unchanged(saved_settings(path), config.to_dict(), RESUMABLE_CHANGES)
+
+
 def record_config(config: TrainConfig, resume: bool) -> None:
     """Write ``config.yaml`` into the run directory, and the run's id (a new one unless
-    resuming); on resume, refuse a changed run."""
-    path = config.run_dir / CONFIG_FILE
-    current = config.to_dict()
-    if resume and path.exists():
-        check_unchanged(saved_settings(path), current, RESUMABLE_CHANGES)
-    write_text_atomic(path, yaml.safe_dump(current, sort_keys=False))
+    resuming); on resume, refuse a changed run (:func:`check_recorded`)."""
+    if resume:
+        check_recorded(config)
+    write_text_atomic(config.run_dir / CONFIG_FILE,
+                      yaml.safe_dump(config.to_dict(), sort_keys=False))
     start_run_id(config.run_dir, resume)
+
+
+TINY_DIR = "init-model"
+"""Where a ``model: tiny`` run writes the tiny model it starts from, in its run directory."""
 
 
 def initial_model_path(config: TrainConfig) -> str:
@@ -137,7 +149,7 @@ def initial_model_path(config: TrainConfig) -> str:
     written once under the run directory."""
     if config.model != TINY_MODEL:
         return config.model
-    path = config.run_dir / "init-model"
+    path = config.run_dir / TINY_DIR
     if not (path / "config.json").exists():
         with quiet_transformers():
             init_tiny_model(path, TinyModelSpec(seed=config.seed), overwrite=True)
@@ -297,24 +309,35 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     if checkpoint is not None:
         state = open_checkpoint(run_dir, checkpoint)
         check_same_run(run_dir, checkpoint, state)
-    record_config(config, resume)
+    if resume:
+        check_recorded(config)  # a changed run is refused before its model loads
+    built = config.model == TINY_MODEL and not (run_dir / TINY_DIR).exists()
     start_path = initial_model_path(config)
 
     # Model, frozen reference, optimiser (restored from the checkpoint on resume).
     random.seed(config.seed)
     np.random.seed(config.seed)
     torch.manual_seed(config.seed)
-    with quiet_transformers():
-        model, tokenizer = load_model_and_tokenizer(checkpoint or start_path, config.device,
-                                                    config.dtype)
-        model = prepare_lora(model, config, start_path)
-        reference = None
-        if config.kl_coef > 0 and config.lora is not None:
-            reference = FrozenBase(model)
-        elif config.kl_coef > 0:
-            reference = (copy.deepcopy(model) if checkpoint is None else
-                         load_model_and_tokenizer(start_path, config.device, config.dtype)[0])
-            reference.eval().requires_grad_(False)
+    try:
+        with quiet_transformers():
+            model, tokenizer = load_model_and_tokenizer(checkpoint or start_path,
+                                                        config.device, config.dtype)
+            model = prepare_lora(model, config, start_path)
+            reference = None
+            if config.kl_coef > 0 and config.lora is not None:
+                reference = FrozenBase(model)
+            elif config.kl_coef > 0:
+                reference = (copy.deepcopy(model) if checkpoint is None else
+                             load_model_and_tokenizer(start_path, config.device,
+                                                      config.dtype)[0])
+                reference.eval().requires_grad_(False)
+    except BaseException:
+        if built:  # the tiny model of a run that never started would make the folder no run's
+            shutil.rmtree(run_dir / TINY_DIR, ignore_errors=True)
+        raise
+    # The folder becomes a run (config.yaml, run-id) only once its model has loaded: a model
+    # that does not load leaves nothing that would refuse the next try.
+    record_config(config, resume)
     configure_threads(model, config.num_threads)
     optimizer = make_optimizer(model, config.learning_rate, config.weight_decay)
     settings = update_settings(config)

@@ -60,6 +60,7 @@ from typing import Any
 
 from derl_bench.evaluation.families import FamilyAdapter, evaluated_env_ids, resolve_adapter
 from derl_bench.evaluation.protocol import ProtocolError, draw_rule
+from derl_bench.evaluation.record import RUN_HERE_FILE
 from derl_bench.evaluation.schema import (
     COMPACT_CONSTRAINED,
     REPORTED_NOTE,
@@ -69,7 +70,7 @@ from derl_bench.evaluation.schema import (
     policy_interface,
     schema_errors,
 )
-from derl_bench.family import Family, resolve_family
+from derl_bench.family import Family, board_folder, family_specs, resolve_family
 
 MAX_BYTES = 1 << 20
 SE_TOLERANCE = 1e-6
@@ -527,6 +528,64 @@ def read_regular_file(path: Path, limit: int = MAX_BYTES) -> tuple[bytes | None,
 
 def _on_board(path: Path) -> bool:
     return path.parent.parent.name == "leaderboards"
+
+
+def board_titles() -> dict[str, str]:
+    """Every board the cards define, by its folder (the benchmark): its title.
+
+    >>> board_titles()["gsm8k"], board_titles()["arithmetic"]
+    ('GSM8K', 'Arithmetic')
+    """
+    return {entry.benchmark: spec.board(entry.benchmark).title
+            for spec in family_specs().values() for entry in spec.ids.values()}
+
+
+def records_benchmark(folder: Path) -> str | None:
+    """The benchmark that the result records in ``folder`` (its ``*.json`` files, read as the
+    validator reads them) name; None when it holds none."""
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        data, _ = read_regular_file(path)
+        try:
+            record = json.loads(data) if data is not None else None
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("benchmark"), str):
+            return record["benchmark"]
+    return None
+
+
+def _in_leaderboards(folder: Path) -> bool:
+    """Whether ``folder`` sits in a leaderboards folder, whose every subfolder is a board's: one
+    named ``leaderboards`` (as :func:`validate_file` tells a board's file), or one holding the
+    list of records run here beside a board folder (as ``leaderboard validate --dir`` reads)."""
+    parent = folder.parent
+    return _on_board(folder / "record.json") or ((parent / RUN_HERE_FILE).is_file() and any(
+        (parent / name).is_dir() for name in board_titles()))
+
+
+def records_folder_problem(folder: Path, env_id: str) -> str | None:
+    """Why result records of ``env_id`` may not be written into ``folder``, else None; by the
+    rule :func:`record_problems` checks on a board (a record's file sits in its benchmark's
+    board folder), so that what is refused here is what ``leaderboard validate`` would
+    refuse later: another benchmark's board folder, by its name or by the records it holds,
+    or a folder in a leaderboards folder (:func:`_in_leaderboards`) named for no benchmark.
+
+        >>> records_folder_problem(Path("boards/arithmetic"), "derl/Arithmetic-v0") is None
+        True
+        >>> records_folder_problem(Path("boards/gsm8k"), "derl/Arithmetic-v0").split("; ")[0]
+        "records for derl/Arithmetic-v0 do not belong in the GSM8K board's folder boards/gsm8k"
+    """
+    ours = board_folder(env_id)
+    theirs = folder.name if folder.name in board_titles() else records_benchmark(folder)
+    home = folder.parent / ours
+    if theirs is not None and theirs != ours:
+        title = board_titles().get(theirs, theirs)
+        return (f"records for {env_id} do not belong in the {title} board's folder {folder}; "
+                f"write them into {home}, or a new folder")
+    if folder.name != ours and _in_leaderboards(folder):
+        return (f"records for {env_id} on a board go into its folder {home}, not {folder}: "
+                "`leaderboard validate` refuses a record outside its benchmark's folder")
+    return None
 
 
 def validate_file(path: str | Path, board: bool | None = None) -> Report:

@@ -4,6 +4,7 @@ model; the Meta-Reward sees the think/action parser's format_valid and every pri
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -158,3 +159,16 @@ def test_derl_bench_train_runs_a_command_recipe(tmp_path, data_root, capsys):
         fresh = tmp_path / f"refused-{override.split('=')[0]}"
         assert main(["train", str(recipe), "--output", str(fresh), override]) == 2
         assert not fresh.exists() or not any(fresh.iterdir())
+
+
+def test_a_command_run_without_its_dataset_is_refused_before_its_folder_is_a_run(
+        tmp_path, monkeypatch, capsys):
+    from derl_bench.cli import main
+
+    base = init_command_model(tmp_path / "base", ALFWORLD)
+    monkeypatch.setenv("DERL_BENCH_DATA", str(tmp_path / "empty-root"))
+    out = tmp_path / "run"
+    recipe = str(Path(__file__).resolve().parents[2] / "baselines" / "alfworld-commands-pilot.yaml")
+    assert main(["train", recipe, f"model={base}", "--output", str(out)]) == 2
+    assert "dataset 'alfworld' is not in the data root" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())

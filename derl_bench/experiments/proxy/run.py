@@ -279,9 +279,17 @@ def base_figures(model: str, config: ProxyConfig) -> dict[str, Any]:
 def run_proxy(config: ProxyConfig, records: Path | None = None,
               log: Any = print) -> dict[str, Any]:
     """Run the benchmark (see the module docstring); returns what ``results.json`` holds."""
+    from derl_bench.grpo.config import TINY_MODEL
+    from derl_bench.policies.loading import ModelNotFoundError, model_problem
+
     out = Path(config.output)
     for method in config.methods:  # a bad recipe fails here, not in a worker an hour later
-        meta_config_for(config, method, config.seeds[0], "tiny", out / "runs" / "check")
+        meta = meta_config_for(config, method, config.seeds[0], TINY_MODEL, out / "runs" / "check")
+        # a model the optimizer recipe names (its own, or the inner runs')
+        for model in dict.fromkeys([meta.inner.model, meta.optimizer.model]):
+            problem = None if model == TINY_MODEL else model_problem(model)
+            if problem:
+                raise ModelNotFoundError(problem)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     log(f"base policy: tiny model + SFT ({config.base_spec.steps} steps) ...")

@@ -156,9 +156,10 @@ def train_trl(config: TrainConfig, resume: bool = False, reward: MetaReward | No
     if resume and last is None:
         raise ResumeError(f"--resume: no checkpoint under {trl_dir}")
     meta_reward, success = _replay_reward(config, family, reward)
-    record_config(config, resume)
     start_path = initial_model_path(config)
     _, tokenizer = load_model_and_tokenizer(start_path)
+    # Only once the model has loaded: one that does not leaves no run to refuse a re-run.
+    record_config(config, resume)
     trainer = GRPOTrainer(model=start_path, reward_funcs=[meta_reward, success],
                           args=trl_args(config, trl_dir), train_dataset=_dataset(config, family),
                           processing_class=tokenizer, peft_config=trl_peft_config(config))
