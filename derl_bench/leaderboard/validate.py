@@ -420,6 +420,9 @@ def _date_problems(text: str) -> list[str]:
 
 def name_problems(path: Path, record: Mapping[str, Any]) -> list[str]:
     """Whether a board file's name says what its record holds: level, method and seed."""
+    if path.suffix != ".json":
+        return [f"file name {path.name!r} ends in {path.suffix!r}: a record's file ends in "
+                f"'.json' (lower case), or it is read on one disk and skipped on another"]
     stem = path.name.removesuffix(".json")
     method = record["method"]
     seed = _SEED.search(method)
@@ -543,7 +546,7 @@ def board_titles() -> dict[str, str]:
 def records_benchmark(folder: Path) -> str | None:
     """The benchmark that the result records in ``folder`` (its ``*.json`` files, read as the
     validator reads them) name; None when it holds none."""
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for path in json_entries(folder):
         data, _ = read_regular_file(path)
         try:
             record = json.loads(data) if data is not None else None
@@ -673,10 +676,21 @@ def validate_board(root: str | Path) -> list[Report]:
     return validate_files(submission_files(root), board=True)
 
 
+def json_entries(folder: Path) -> list[Path]:
+    """The entries of ``folder`` named like JSON files, whatever the case of the ending
+    (``x.JSON`` too, so that it is reported rather than skipped on a case-sensitive disk),
+    hidden ones left out as a glob leaves them, sorted."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir()
+                  if p.suffix.lower() == ".json" and not p.name.startswith("."))
+
+
 def submission_files(root: str | Path) -> list[Path]:
-    """Every entry named like a submission under ``root`` (``<root>/<benchmark>/*.json``),
-    sorted; entries that are not regular files are listed too, so that they are reported."""
-    return sorted(Path(root).glob("*/*.json"))
+    """Every entry named like a submission under ``root`` (``<root>/<benchmark>/*.json``, any
+    case of ``.json``), sorted; entries that are not regular files are listed too, so that
+    they are reported."""
+    return sorted(path for board in Path(root).glob("*") for path in json_entries(board))
 
 
 def load_submission(path: str | Path) -> dict[str, Any]:

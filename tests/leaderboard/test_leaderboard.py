@@ -460,6 +460,17 @@ def test_the_folder_check_runs_under_any_leaderboards_folder(tmp_path, capsys):
     assert "but its benchmark is 'alfworld'" in capsys.readouterr().out
 
 
+def test_a_record_file_ending_in_upper_case_json_is_reported_not_skipped(tmp_path, capsys):
+    board_dir = _board_with_base(tmp_path)
+    gsm8k = BOARDS / "gsm8k" / "random-none-L0.json"
+    shouted = board_dir / "gsm8k" / "random-none-L0.JSON"
+    shouted.write_bytes(gsm8k.read_bytes())
+    assert main(["leaderboard", "validate", "--dir", str(board_dir)]) == 1
+    out = capsys.readouterr().out
+    assert str(shouted) in out
+    assert "file name 'random-none-L0.JSON' ends in '.JSON': a record's file ends in '.json'" in out
+
+
 def test_schema_accepts_a_fresh_record_and_names_every_field():
     record = base_record()
     assert schema_errors(record, RESULT_SCHEMA) == []
