@@ -3,6 +3,7 @@ only a derl-bench run (docs/guarantees.md)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from derl_bench.cli import main
+from derl_bench.cli._runs import hold_output
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = {"name": "tiny", "env_id": "derl/Arithmetic-v0", "model": "tiny", "steps": 1,
@@ -184,3 +186,74 @@ def test_every_command_that_writes_a_folder_refuses_a_held_one(tmp_path, capsys,
         holder.communicate("")
     assert holder.returncode == 0
     assert not out.exists()
+
+
+def test_resume_into_a_run_of_the_other_command_is_refused_naming_its_kind(tmp_path, capsys,
+                                                                          running):
+    train_recipe = _recipe(tmp_path, "tiny.yaml", TRAIN)
+    meta_recipe = _recipe(tmp_path, "meta.yaml", META)
+    trained = tmp_path / "trained"
+    assert main(["train", train_recipe, "--output", str(trained)]) == 0
+    capsys.readouterr()
+    before = _tree(trained)
+    assert main(["meta", meta_recipe, "--output", str(trained), "--resume"]) == 2
+    assert _error_line(capsys.readouterr().err) == (
+        f"error: --resume: {trained} holds a train run (config.yaml, run-id), not a "
+        "reward-discovery (meta) run; resume it with derl-bench train, or give --output the "
+        "folder of the meta run to resume")
+    assert _tree(trained) == before
+    # A reward-discovery run killed once it has started, as one left to be resumed is.
+    searched = tmp_path / "searched"
+    proc = running("meta", meta_recipe, "--output", str(searched))
+    _wait_for(lambda: (searched / "run-id").is_file(), proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = _tree(searched)
+    assert main(["train", train_recipe, "--output", str(searched), "--resume"]) == 2
+    assert _error_line(capsys.readouterr().err) == (
+        f"error: --resume: {searched} holds a meta run (config.yaml, run-id), not a train run; "
+        "resume it with derl-bench meta, or give --output the folder of the train run to "
+        "resume")
+    assert _tree(searched) == {k: v for k, v in before.items() if k != ".lock"}
+
+
+def _error_line(err: str) -> str:
+    return [line for line in err.splitlines() if line.startswith("error: ")][-1]
+
+
+MODEL_COMMANDS = {
+    "model sft": ["model", "sft", "{out}", "--env", "derl/Arithmetic-v0", "--steps", "1"],
+    "model agent-base": ["model", "agent-base", "{out}"],
+}
+
+
+@pytest.mark.parametrize("holder", sorted(MODEL_COMMANDS))
+def test_a_train_into_a_folder_a_model_command_holds_is_refused_naming_it(tmp_path, capsys,
+                                                                          holder):
+    recipe = _recipe(tmp_path, "tiny.yaml", TRAIN)
+    out = tmp_path / "out"
+    # This process holds the folder as the model command does while it builds its model.
+    held = argparse.Namespace(command_line=f"derl-bench {holder} {out}")
+    with hold_output(out, held, whole=True):
+        assert main(["train", recipe, "--output", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"the output folder {out} " + IN_USE.format(pid=os.getpid()) in err, err
+        assert f"derl-bench {holder} {out})" in err
+        assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.yaml"]
+
+
+@pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
+def test_a_model_command_into_a_folder_a_train_holds_is_refused_naming_it(tmp_path, capsys,
+                                                                          command):
+    out = tmp_path / "out"
+    # This process holds the folder as train does while it runs.
+    held = argparse.Namespace(command_line=f"derl-bench train tiny.yaml --output {out}")
+    with hold_output(out, held):
+        before = _tree(out)
+        assert main([arg.format(out=out) for arg in MODEL_COMMANDS[command]]) == 2
+        err = capsys.readouterr().err
+        assert f"the output folder {out} " + IN_USE.format(pid=os.getpid()) in err, err
+        assert f"derl-bench train tiny.yaml --output {out})" in err
+        assert _tree(out) == before
+    assert list(tmp_path.iterdir()) == []

@@ -1,7 +1,8 @@
 """What the commands that run share: the recipe, with ``KEY=VALUE`` overrides after it (before
 or after the options), the hold on an output folder (one command per folder at a time) and the
 checks of a run's folder and models, made before anything is written, and the argument types
-that refuse a bad count or override with exit 2 as argparse refuses any bad argument."""
+and actions that refuse a bad count, override or list with exit 2 as argparse refuses any bad
+argument."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.cli._errors import RECIPE_MAX_BYTES, CommandError, require_input
-from derl_bench.grpo.rundir import FolderLock, RunDirError, claim_run_dir, output_problem
+from derl_bench.files import output_folder_problem
+from derl_bench.grpo.rundir import (
+    FolderLock,
+    RunDirError,
+    claim_run_dir,
+    output_problem,
+    run_kind,
+)
 
 
 class IntermixedParser(argparse.ArgumentParser):
@@ -69,6 +77,32 @@ def key_value(text: str) -> str:
     return text
 
 
+class Distinct(argparse.Action):
+    """``action=`` of a list option (``nargs="+"``) whose items each make their own runs
+    (``--seeds``, ``--methods``): an item given twice is refused, as argparse refuses any bad
+    argument (exit 2, before any work). Given twice, an item's runs share their folders and
+    clash there, or count twice in the statistics.
+
+    >>> parser = argparse.ArgumentParser(exit_on_error=False)
+    >>> _ = parser.add_argument("--seeds", type=int, nargs="+", action=Distinct)
+    >>> parser.parse_args(["--seeds", "0", "1"]).seeds
+    [0, 1]
+    >>> parser.parse_args(["--seeds", "0", "1", "0"])
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentError: argument --seeds: 0 is given twice; give each once
+    """
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        seen: list[Any] = []
+        for value in values:
+            if value in seen:
+                raise argparse.ArgumentError(self, f"{value!r} is given twice; give each once")
+            seen.append(value)
+        setattr(namespace, self.dest, values)
+
+
 def require_recipe(args: argparse.Namespace) -> Path:
     """The recipe of ``train`` or ``meta`` if it is a regular file that can be read (and not
     over :data:`~derl_bench.cli._errors.RECIPE_MAX_BYTES`), else :class:`CommandError`.
@@ -105,17 +139,25 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 def hold_output(folder: str | Path, args: argparse.Namespace, *,
                 whole: bool = False) -> Iterator[None]:
     """Hold ``folder`` for this command while the ``with`` block runs; a folder another command
-    holds is refused (:class:`RunDirError`, naming it). ``whole``: the output appears whole at
-    the end (a model folder renamed into place), so its lock sits beside it, not in it."""
+    holds is refused (:class:`RunDirError`, naming it). It is held by its lock beside it,
+    ``.<name>.lock``, and but for ``whole`` by its own ``<folder>/.lock``. ``whole``: the output
+    appears whole at the end (a model folder renamed into place), so nothing is put in it."""
     folder = Path(folder)
     problem = output_problem(folder)
     if problem:
         raise RunDirError(problem)
-    lock = None
-    if whole:
-        full = Path(os.path.abspath(folder))
-        lock = full.parent / f".{full.name}.lock"
-    with FolderLock(folder, lock, command=getattr(args, "command_line", None)):
+    full = Path(os.path.abspath(folder))
+    command = getattr(args, "command_line", None)
+    with contextlib.ExitStack() as held:
+        # Every command takes the lock beside the folder, so that one whose output appears
+        # whole (and cannot lock inside a folder it has yet to make) and one that writes in
+        # place see each other. Where nothing can be written beside the folder, no whole
+        # output can appear there either, and the lock inside it is enough.
+        if whole or output_folder_problem(full.parent) is None:
+            held.enter_context(FolderLock(folder, full.parent / f".{full.name}.lock",
+                                          command=command))
+        if not whole:
+            held.enter_context(FolderLock(folder, command=command))
         yield
 
 
@@ -145,6 +187,19 @@ def folder_owner(folder: str | Path, benchmark: str | None = None) -> str | None
     return None
 
 
+_KIND_NAMES = {"train": "train", "meta": "reward-discovery (meta)"}
+
+
+def _refuse_other_kind(run_dir: Path, command: str) -> None:
+    """Refuse ``--resume`` of a run that ``command`` did not start: compared with this
+    command's settings, every field of the other run's would be reported as changed."""
+    theirs = run_kind(run_dir)
+    if theirs in _KIND_NAMES and theirs != command:
+        raise RunDirError(f"--resume: {run_dir} holds {folder_owner(run_dir)}, not a "
+                          f"{_KIND_NAMES[command]} run; resume it with derl-bench {theirs}, "
+                          f"or give --output the folder of the {command} run to resume")
+
+
 @contextlib.contextmanager
 def hold_run(run_dir: Path, models: Iterable[str], args: argparse.Namespace) -> Iterator[bool]:
     """Hold a run's folder (:func:`hold_output`) and refuse (:class:`RunDirError`) a folder or a
@@ -154,6 +209,8 @@ def hold_run(run_dir: Path, models: Iterable[str], args: argparse.Namespace) -> 
 
     with hold_output(run_dir, args):
         replace = claim_run_dir(run_dir, resume=args.resume, overwrite=args.overwrite)
+        if args.resume:
+            _refuse_other_kind(run_dir, args.command)
         for model in models:
             problem = model_problem(model)
             if problem:

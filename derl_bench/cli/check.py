@@ -6,6 +6,7 @@ import argparse
 from dataclasses import replace
 
 from derl_bench.cli._errors import CommandError
+from derl_bench.cli._runs import Distinct
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -57,12 +58,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", default="runs/proposer-check", help="output directory")
     parser.add_argument("--env", default="derl/Arithmetic-v0", help="env whose primitives the "
                         "proposals use (default derl/Arithmetic-v0)")
-    parser.add_argument("--rules", nargs="+", default=None, metavar="RULE",
+    parser.add_argument("--rules", nargs="+", default=None, metavar="RULE", action=Distinct,
                         help="rank:EXPR, pays:NAME, noisy-rank:EXPR, noisy-pays:NAME")
     parser.add_argument("--proposers", nargs="+", default=None, metavar="NAME",
+                        action=Distinct,
                         help="a subset of: derl, derl-frozen, random, revolve")
-    parser.add_argument("--cold-starts", nargs="+", default=None, choices=("paper", "generator"))
-    parser.add_argument("--seeds", type=int, nargs="+", default=None)
+    parser.add_argument("--cold-starts", nargs="+", default=None, choices=("paper", "generator"),
+                        action=Distinct)
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, action=Distinct)
     parser.add_argument("--generations", type=int, default=None)
     parser.add_argument("--population", type=int, default=None)
     parser.add_argument("--endpoint-from", type=int, default=None,

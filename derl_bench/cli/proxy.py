@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from derl_bench.cli._errors import CommandError, require_output_folder
-from derl_bench.cli._runs import at_least_one, folder_owner, hold_output, key_value
+from derl_bench.cli._runs import Distinct, at_least_one, folder_owner, hold_output, key_value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -187,12 +187,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="also copy the result records here (e.g. leaderboards/arithmetic)")
     parser.add_argument("--workers", type=at_least_one, default=2,
                         help="runs side by side (default 2)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, action=Distinct,
                         help="seeds (default 0 1 2 3 4)")
     parser.add_argument("--generations", type=int, default=None, metavar="N",
                         help="generations per search (default 20; the mechanism endpoint then "
                         "averages generations N/2 to N-1)")
-    parser.add_argument("--methods", nargs="+", default=None,
+    parser.add_argument("--methods", nargs="+", default=None, action=Distinct,
                         help="a subset of: the hand-made rewards (outcome, 'outcome + format', "
                         "average), the search methods (random, revolve, derl, derl-pop, "
                         "derl-frozen and any from DERL_BENCH_METHOD_PATH or an installed "

@@ -198,6 +198,23 @@ def test_bad_check_arguments_exit_2(tmp_path, capsys):
     assert not (tmp_path / "z").exists()
 
 
+@pytest.mark.parametrize(("option", "twice"), [
+    ("--seeds", ["1", "1"]), ("--proposers", ["random", "random"]),
+    ("--rules", ["pays:answer_closeness"] * 2), ("--cold-starts", ["paper", "paper"]),
+])
+def test_an_item_given_twice_is_refused_before_anything_is_written(tmp_path, capsys, option,
+                                                                    twice):
+    # Its runs would count twice in the paired differences.
+    out = tmp_path / "check"
+    with pytest.raises(SystemExit) as exit_:
+        main(["proposer-check", "--small", "--output", str(out), option, *twice])
+    assert exit_.value.code == 2
+    shown = twice[0] if option == "--seeds" else repr(twice[0])
+    assert f"argument {option}: {shown} is given twice; give each once" in \
+        capsys.readouterr().err
+    assert not out.exists()
+
+
 def _cold_start_in_a_process(args: tuple[str, str]) -> float:
     from derl_bench.policies.threads import configure_threads
 

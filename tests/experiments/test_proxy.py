@@ -168,6 +168,11 @@ def test_a_bad_optimizer_recipe_exits_2_before_anything_is_written(tmp_path, cap
     (["--workers", "0"], "argument --workers: must be at least 1, got 0"),
     (["--workers", "-1"], "argument --workers: must be at least 1, got -1"),
     (["--optimizer", "nokey"], "argument --optimizer: override 'nokey' is not KEY=VALUE"),
+    # Twice over, a seed's or a method's runs would share their folders under runs/.
+    (["--seeds", "0", "0", "--methods", "outcome"],
+     "argument --seeds: 0 is given twice; give each once"),
+    (["--methods", "outcome", "outcome"],
+     "argument --methods: 'outcome' is given twice; give each once"),
 ])
 def test_bad_proxy_arguments_exit_2_before_anything_is_written(tmp_path, capsys, args, message):
     from derl_bench.cli import main
