@@ -19,10 +19,25 @@ from pathlib import Path
 
 from derl_bench.data.sources import Check, Dataset, Source
 
-RELEASE_MANIFESTS = {"train": "L0-train", "valid_seen": "L0-eval", "valid_unseen": "L1-eval",
-                     "valid_train": "L0-validation"}
-"""The card manifest that lists each release split's games (its digests follow its order)."""
 DIGEST_CHARS = 16
+
+
+@functools.cache
+def release_manifests() -> dict[str, str]:
+    """Release split -> the card manifest that lists all its games (its digests follow that
+    manifest's order): the first level split built from the whole release split.
+
+        >>> release_manifests()["valid_unseen"]
+        'L1-eval'
+    """
+    from derl_bench.families.alfworld.games import LEVEL_SOURCES, TASK_TYPES, manifest_name
+
+    found: dict[str, str] = {}
+    for level, splits in LEVEL_SOURCES.items():
+        for split, (release, types) in splits.items():
+            if set(types) == set(TASK_TYPES):
+                found.setdefault(release, manifest_name(level, split))
+    return found
 
 
 @functools.cache
@@ -34,7 +49,7 @@ def game_digests() -> dict[str, str]:
 
     folder = card_paths()[FAMILY].parent / "manifests" / FAMILY
     digests: dict[str, str] = {}
-    for split, manifest in RELEASE_MANIFESTS.items():
+    for split, manifest in release_manifests().items():
         games = read_manifest(FAMILY, manifest)
         path = folder / f"{split}.sha256"
         lines = path.read_text(encoding="utf-8").split() if path.is_file() else []
@@ -67,7 +82,8 @@ def _key_games(key: str) -> list[str]:
     if ":" in key:
         return read_manifest(FAMILY, key.rsplit(":", 1)[1])
     split = key.rstrip("/").rsplit("/", 1)[-1]
-    return read_manifest(FAMILY, RELEASE_MANIFESTS[split]) if split in RELEASE_MANIFESTS else []
+    manifests = release_manifests()
+    return read_manifest(FAMILY, manifests[split]) if split in manifests else []
 
 
 def damaged_games(root: Path, key: str) -> list[Path]:

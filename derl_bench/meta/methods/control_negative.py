@@ -19,8 +19,8 @@ def withheld(env_id: str) -> tuple[str, ...]:
 
     parts = planted_parts(env_id)
     if not parts:
-        raise ValueError(f"{env_id}'s card names no planted_parts, so there is no part to "
-                         f"withhold")
+        raise ValueError(f"method control-negative withholds the first of the planted reward's "
+                         f"parts, and {env_id}'s card names none (planted_parts)")
     return tuple(sorted(compile_reward(next(iter(parts.values())), env=env_id).primitives))
 
 
@@ -33,12 +33,10 @@ def negative_control(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
 
 
 def _check(recipe: Any) -> str | None:
-    from derl_bench.reward.planted import planted_parts
-
-    env_id = recipe.inner.env_id
-    if not planted_parts(env_id):
-        return (f"method control-negative withholds the first of the planted reward's parts, "
-                f"and {env_id}'s card names none (planted_parts)")
+    try:
+        withheld(recipe.inner.env_id)
+    except ValueError as err:
+        return str(err)
     return None
 
 
