@@ -13,7 +13,12 @@ t-interval over seeds, against episodes trained), the change from the base at th
 (paired by seed, Holm-corrected over the arms) and the diagnostics that say what limits it,
 and writes them with every run's ``metrics.jsonl`` to ``--evidence``. ``pool`` plays the
 first 64 games of each seed's training pool greedily with the base and with each arm's final
-model (``pool.json``).
+model (``pool.json``). ``score`` plays all 200 validation games with the base and each final
+model at RLVMR's validation temperature (0.4), the training temperature (1.0) and greedily
+(``scores.json``), for the third pilot's endpoint:
+
+    python scripts/alfworld_pilot.py score --base runs/alfworld-weak-L0 --runs runs/pilot-long \
+        --arms long-lr2e-4 --evidence leaderboards/alfworld/evidence/pilot-long
 """
 
 from __future__ import annotations
@@ -188,6 +193,94 @@ def pool_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _validation_success(model: str, temperature: float, draw: int) -> float:
+    """Success of ``model`` on all 200 games of L0's validation split: greedy at temperature
+    0, else one seeded draw (seed ``draw``) per game at ``temperature``."""
+    import torch
+
+    from derl_bench.family import resolve_family
+    from derl_bench.grpo.commands import CommandGRPOConfig, make_envs, respond
+    from derl_bench.policies import load_model_and_tokenizer
+    from derl_bench.policies.command_model import command_parts
+    from derl_bench.policies.commands import CommandPolicy
+    from derl_bench.rollout.commands import game_count, play
+
+    torch.set_num_threads(1)
+    net, tokenizer = load_model_and_tokenizer(model)
+    config = CommandGRPOConfig(model=model, env_id="derl/ALFWorld-v0", envs=16)
+    envs = make_envs(config, "validation", config.envs)
+    try:
+        games = [{"index": i} for i in range(game_count(envs[0]))]
+        sampled = {"temperature": temperature} if temperature else {"greedy": True}
+        episodes = play(envs, CommandPolicy(net.eval(), tokenizer), games,
+                        command_parts(resolve_family(config.env_id)).state, seed=draw,
+                        respond=respond, **sampled)
+    finally:
+        for env in envs:
+            env.close()
+    return float(np.mean([e.won for e in episodes]))
+
+
+SCORED = {0.4: 2, 1.0: 1, 0.0: 1}
+"""The re-scoring's temperatures and draws per game: RLVMR's validation temperature (0.4,
+its endpoint), the training temperature (1.0) and greedy (0), each on all 200 validation
+games. The base plays twice as many draws: its error is common to every seed's difference,
+so the interval over seeds does not hold it."""
+
+
+def _draws(name: str, temperature: float) -> int:
+    return SCORED[temperature] * (2 if name == "base" and temperature else 1)
+
+
+def score(args: argparse.Namespace) -> int:
+    """Re-score the base and each seed's final model at :data:`SCORED`'s temperatures; each
+    value is kept in ``--runs``/scores.json as it finishes, so a stopped run resumes."""
+    from derl_bench.experiments.stats import paired_difference
+
+    runs, evidence = Path(args.runs), Path(args.evidence)
+    cache_path = runs / "scores.json"
+    cache: dict[str, float] = (json.loads(cache_path.read_text()) if cache_path.is_file()
+                               else {})
+    models = {"base": args.base} | {
+        f"{arm}-s{seed}": str(runs / f"{arm}-s{seed}" / "model") for arm in args.arms
+        for seed in args.seeds if (runs / f"{arm}-s{seed}" / "result.json").is_file()}
+    units = [(name, t, d) for name in models for t in SCORED
+             for d in range(_draws(name, t)) if f"{name}|{t:g}|{d}" not in cache]
+    with concurrent.futures.ProcessPoolExecutor(args.workers) as pool:
+        futures = {pool.submit(_validation_success, models[n], t, d): (n, t, d)
+                   for n, t, d in units}
+        for future in concurrent.futures.as_completed(futures):
+            name, t, d = futures[future]
+            cache[f"{name}|{t:g}|{d}"] = future.result()
+            cache_path.write_text(json.dumps(cache, indent=2, sort_keys=True) + "\n")
+            print(f"{name} at temperature {t:g}, draw {d}: {future.result() * 100:.1f}%",
+                  flush=True)
+    table: dict[str, Any] = {"games": 200, "draws": {f"{t:g}": n for t, n in SCORED.items()},
+                             "base_draws": {f"{t:g}": _draws("base", t) for t in SCORED},
+                             "models": {}, "last_minus_base": {}}
+    for name in models:
+        table["models"][name] = {f"{t:g}": float(np.mean(
+            [cache[f"{name}|{t:g}|{d}"] for d in range(_draws(name, t))])) * 100
+            for t in SCORED}
+    for arm in args.arms:
+        seeds = [s for s in args.seeds if f"{arm}-s{s}" in models]
+        if not seeds:
+            continue
+        for t in SCORED:
+            final = [table["models"][f"{arm}-s{s}"][f"{t:g}"] for s in seeds]
+            base = [table["models"]["base"][f"{t:g}"]] * len(seeds)
+            d = paired_difference(final, base)
+            table["last_minus_base"].setdefault(arm, {})[f"{t:g}"] = d
+            interval = ("no test" if d["n"] < 2
+                        else f"95% [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]")
+            print(f"{arm} at temperature {t:g} ({len(seeds)} seeds): base "
+                  f"{base[0]:.1f}, final " + ", ".join(f"{v:.1f}" for v in final)
+                  + f"; final - base {d['mean']:+.1f} points, {interval}, MDE {d['mde']:.1f}")
+    evidence.mkdir(parents=True, exist_ok=True)
+    (evidence / "scores.json").write_text(json.dumps(table, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -196,17 +289,22 @@ def main() -> int:
     r.add_argument("--workers", type=int, default=2)
     rep = sub.add_parser("report")
     check = sub.add_parser("pool", help="greedy success on each seed's training pool")
+    rescore = sub.add_parser("score", help="the base and final models at RLVMR's validation "
+                             "temperature, the training temperature and greedy")
+    rescore.add_argument("--base", required=True)
+    rescore.add_argument("--workers", type=int, default=2)
     check.add_argument("--base", required=True)
     check.add_argument("--games", type=int, default=64)
     check.add_argument("--workers", type=int, default=2)
-    for p in (rep, check):
+    for p in (rep, check, rescore):
         p.add_argument("--evidence", default=str(EVIDENCE))
-    for p in (r, rep, check):
+    for p in (r, rep, check, rescore):
         p.add_argument("--runs", default="runs/pilot")
         p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
         p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     args = parser.parse_args()
-    return {"run": run, "report": report, "pool": pool_check}[args.action](args)
+    return {"run": run, "report": report, "pool": pool_check,
+            "score": score}[args.action](args)
 
 
 if __name__ == "__main__":

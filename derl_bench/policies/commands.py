@@ -33,6 +33,7 @@ word_tokenizer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -295,12 +296,31 @@ def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: i
     return picked, token_log_probs.masked_fill(~valid.to(log_softmax.device), 0.0).sum(0).cpu()
 
 
-def sample_command(log_probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
+def sample_command(log_probs: torch.Tensor, generator: torch.Generator | None = None,
+                   temperature: float = 1.0) -> int:
     """Index of a command drawn from ``exp(log_probs)`` with ``generator`` (seeded draws repeat).
 
     The same distribution as sampling token by token inside the trie, since the command's
-    probability is the product of its constrained token probabilities."""
-    probs = log_probs.detach().exp().float().cpu()
+    probability is the product of its constrained token probabilities. At another
+    ``temperature`` the draw is from ``softmax(log_probs / temperature)``: the temperature
+    applies to whole commands, not to each token (a command's tokens are not independent
+    choices), and 0 is the most probable command.
+
+    >>> lp = torch.tensor([0.7, 0.2, 0.1]).log()
+    >>> sample_command(lp, temperature=0.0)
+    0
+    >>> g = torch.Generator().manual_seed(0)
+    >>> sorted({sample_command(lp, g, temperature=0.05) for _ in range(20)})
+    [0]
+    """
+    if temperature < 0 or not math.isfinite(temperature):
+        raise ValueError(f"temperature must be a finite number >= 0, not {temperature}")
+    if temperature == 0:
+        return greedy_command(log_probs)
+    scaled = log_probs.detach().double().cpu()
+    if temperature != 1.0:
+        scaled = (scaled / temperature).log_softmax(-1)
+    probs = scaled.exp().float()
     return int(torch.multinomial(probs, 1, generator=generator).item())
 
 
@@ -351,12 +371,15 @@ class CommandPolicy:
         return command_log_probs(self.model, [self.encode(p, c) for p, c in states], self.end_id)
 
     def act(self, states: Sequence[tuple[str, Sequence[str]]],
-            generator: torch.Generator | None = None, greedy: bool = False) -> list[Choice]:
-        """One command per state: sampled with ``generator``, or the most probable."""
+            generator: torch.Generator | None = None, greedy: bool = False,
+            temperature: float = 1.0) -> list[Choice]:
+        """One command per state: sampled with ``generator`` at ``temperature``
+        (:func:`sample_command`), or the most probable. ``log_prob`` is the model's own (at
+        temperature 1)."""
         with torch.no_grad():
             all_log_probs = self.log_probs(states)
         choices = []
         for (_, commands), lp in zip(states, all_log_probs, strict=True):
-            i = greedy_command(lp) if greedy else sample_command(lp, generator)
+            i = greedy_command(lp) if greedy else sample_command(lp, generator, temperature)
             choices.append(Choice(index=i, command=commands[i], log_prob=float(lp[i].item())))
         return choices

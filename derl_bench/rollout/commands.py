@@ -140,6 +140,7 @@ def _admissible(info: Mapping[str, Any]) -> list[str]:
 
 def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[Mapping[str, Any]],
          state_factory: Callable[[], AgentState], *, greedy: bool = False,
+         temperature: float = 1.0,
          teacher_share: float = 0.0, detour_share: float = 0.0, seed: int = 0,
          respond: Callable[[str], str] | None = None, decode: bool = False,
          timing: dict[str, float] | None = None,
@@ -153,6 +154,9 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
         games: reset options, one episode each, played in this order.
         state_factory: a new policy view per episode.
         greedy: the policy's most probable command instead of a sample.
+        temperature: the policy's draws come from ``softmax(log_probs / temperature)`` over
+            whole commands (:func:`~derl_bench.policies.commands.sample_command`); each step's
+            ``log_prob`` stays the model's own. Not with ``decode``, which samples at 1.
         teacher_share: probability that a step executes the teacher's command.
         detour_share: probability that a step executes a uniformly random admissible command
             (drawn before the teacher's; the teacher still labels the state).
@@ -173,6 +177,11 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
         raise ValueError("a policy is needed unless the teacher executes every step")
     if not 0.0 <= teacher_share <= 1.0 or not 0.0 <= detour_share <= 1.0:
         raise ValueError("teacher_share and detour_share are probabilities")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0 (greedy=True for the most "
+                         f"probable command), not {temperature}")
+    if decode and temperature != 1.0:
+        raise ValueError("decode draws at temperature 1 only")
     clock = timing if timing is not None else {}
     for key in ("reset_s", "step_s", "model_s"):
         clock.setdefault(key, 0.0)
@@ -249,7 +258,8 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
                 chosen = drawn[i]
             else:
                 lp = log_probs[i]
-                chosen = greedy_command(lp) if greedy else sample_command(lp, generator)
+                chosen = (greedy_command(lp) if greedy
+                          else sample_command(lp, generator, temperature))
             if i in drawn:
                 lp_chosen = drawn_log_probs[i]
             else:

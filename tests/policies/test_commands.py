@@ -184,6 +184,25 @@ def test_sampling_is_seeded_and_follows_the_distribution(policy):
     assert greedy.index == int(lp.argmax())
 
 
+def test_a_temperature_draws_from_the_commands_rescaled_distribution(policy):
+    """At temperature T the draws follow softmax(log p / T) over whole commands: flatter above
+    1, sharper below, the most probable command at 0; a negative one is refused."""
+    [lp] = policy.log_probs([(PROMPT, COMMANDS)])
+    lp = lp.detach()
+    for temperature in (0.4, 2.5):
+        gen = torch.Generator().manual_seed(1)
+        drawn = torch.tensor([sample_command(lp, gen, temperature) for _ in range(4000)])
+        counts = torch.bincount(drawn, minlength=len(COMMANDS)).double() / 4000
+        assert (counts - (lp / temperature).softmax(-1)).abs().max() < 0.04
+        assert (counts - lp.exp()).abs().max() > 0.04  # not the temperature-1 distribution
+    assert sample_command(lp, temperature=0.0) == greedy_command(lp)
+    [chosen] = policy.act([(PROMPT, COMMANDS)], torch.Generator().manual_seed(0),
+                          temperature=0.4)
+    assert chosen.log_prob == pytest.approx(float(lp[chosen.index]))  # the model's own
+    with pytest.raises(ValueError, match="temperature"):
+        sample_command(lp, temperature=-1.0)
+
+
 def test_bad_inputs_are_refused(policy):
     with pytest.raises(ValueError, match="at least one command"):
         command_log_probs(policy.model, [([2, 5], [])], policy.end_id)

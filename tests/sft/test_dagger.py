@@ -84,6 +84,18 @@ def test_the_same_seed_plays_the_same_episodes_and_keeps_the_rollout_log_probs(e
         assert float(lp.detach().exp().sum()) == pytest.approx(1.0, abs=1e-9)
 
 
+def test_a_play_at_a_temperature_is_seeded_and_refuses_what_it_cannot_do(envs, policy):
+    cold = play(envs, policy, GAMES, CompactState, seed=5, temperature=0.4)
+    assert [[s.chosen for s in e.steps] for e in cold] == [
+        [s.chosen for s in e.steps] for e in play(envs, policy, GAMES, CompactState, seed=5,
+                                                   temperature=0.4)]
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="temperature"):
+            play(envs, policy, GAMES[:1], CompactState, temperature=bad)
+    with pytest.raises(ValueError, match="decode draws at temperature 1"):
+        play(envs, policy, GAMES[:1], CompactState, temperature=0.4, decode=True)
+
+
 def test_a_teacher_only_play_needs_no_policy_and_a_policy_play_needs_one(envs):
     episodes = play(envs, None, GAMES[:1], CompactState, teacher_share=1.0)
     assert all(s.actor == "teacher" and s.chosen == s.label for s in episodes[0].steps)
