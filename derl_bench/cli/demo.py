@@ -49,7 +49,7 @@ def run_demo(output: Path, workers: int = 2, small: bool = False,
              log: Any = print) -> dict[str, Any]:
     """Run the demo into ``output``; returns what it wrote to ``output/demo.json``.
     ``small`` shrinks every budget to the proxy benchmark's CI size (numbers meaningless)."""
-    from derl_bench.experiments.evidence import best_so_far_curves
+    from derl_bench.experiments.evidence import best_so_far_curves, trains_a_run
     from derl_bench.experiments.proxy import ProxyConfig, run_proxy
     from derl_bench.experiments.proxy import small as shrink
     from derl_bench.experiments.proxy.report import candidates_of
@@ -76,6 +76,9 @@ def run_demo(output: Path, workers: int = 2, small: bool = False,
             "variant": row["method"],
             "generation_mean": row["generation_mean"],
             "best_so_far_by_generation": row["validation_by_generation"],
+            "trained_by_generation": [
+                sum(trains_a_run(c) for c in row["candidates"] if c["generation"] <= g)
+                for g in range(len(row["validation_by_generation"]))],
             "best_so_far_by_run": (curves.get(row["method"]) or [[]])[0],
             "best_meta_reward": row["best_expr"],
             "best_validation": row["best_validation"],
@@ -106,16 +109,20 @@ def explain(summary: dict[str, Any]) -> str:
     lines = [
         "",
         f"Reward discovery on {summary['env_id']} (search seed {summary['seed']}): each "
-        f"method spent {summary['budget_inner_runs']} inner GRPO runs from the base policy, "
-        f"{per} per generation; each policy was scored by greedy success on "
-        f"{summary['validation_episodes']} fixed validation problems.",
+        f"method made {summary['budget_inner_runs']} proposals, {per} per generation, each an "
+        f"inner GRPO run from the base policy unless it repeats an earlier one or is constant "
+        f"on the probe set (then nothing is trained); each policy was scored by greedy "
+        f"success on {summary['validation_episodes']} fixed validation problems.",
         "",
-        "Best validation success found so far (%), against inner runs spent:",
-        f"{'method':<10}" + "".join(f"{'after ' + str(m):>10}" for m in marks),
+        "Best validation success found so far (%), against proposals made (inner runs "
+        "trained in brackets):",
+        f"{'method':<10}" + "".join(f"{'after ' + str(m):>12}" for m in marks),
     ]
     for name, m in summary["methods"].items():
-        lines.append(f"{name:<10}" + "".join(f"{100 * v:>10.1f}"
-                                             for v in m["best_so_far_by_generation"]))
+        lines.append(f"{name:<10}" + "".join(
+            f"{f'{100 * v:.1f} ({n})':>12}"
+            for v, n in zip(m["best_so_far_by_generation"], m["trained_by_generation"],
+                            strict=True)))
     lines += [
         "",
         f"Each method's pick (its best validation run), trained again from the base on "

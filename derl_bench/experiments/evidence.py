@@ -186,17 +186,33 @@ def generation_table(rows: Sequence[dict[str, Any]], primitives: Sequence[str],
     return table
 
 
+def trains_a_run(candidate: dict[str, Any]) -> bool:
+    """Whether a proposal trained an inner run: not a repeat of an earlier proposal (it keeps
+    that run's score) and not constant on the probe set (status ``constant``: every episode
+    would get the same reward, so GRPO has no advantage to follow and nothing is trained).
+    A run that failed was trained (and scores 0).
+
+    >>> trains_a_run({"status": "scored"}), trains_a_run({"status": "constant"})
+    (True, False)
+    >>> trains_a_run({"status": "scored", "repeat": True})
+    False
+    """
+    return not candidate.get("repeat") and candidate.get("status") != "constant"
+
+
 def best_so_far_curves(candidates: Sequence[dict[str, Any]]) -> dict[str, list[list[float]]]:
     """Per method, one curve per seed: the best validation score its search has found after
-    each inner run it spent, in the order it proposed (a repeated proposal keeps its first
-    run's score and spends no run; a failed run scores 0)::
+    each inner run it trained, in the order it proposed (:func:`trains_a_run`: a repeated or
+    constant proposal trains none; a failed run scores 0)::
 
         >>> best_so_far_curves([
         ...     {"method": "m", "seed": 0, "generation": 0, "index": 0, "score": 0.2},
         ...     {"method": "m", "seed": 0, "generation": 0, "index": 1, "score": 0.1},
         ...     {"method": "m", "seed": 0, "generation": 1, "index": 0, "score": 0.5,
         ...      "repeat": True},
-        ...     {"method": "m", "seed": 0, "generation": 1, "index": 1, "score": None}])
+        ...     {"method": "m", "seed": 0, "generation": 1, "index": 1, "score": 0.0,
+        ...      "status": "constant"},
+        ...     {"method": "m", "seed": 0, "generation": 1, "index": 2, "score": None}])
         {'m': [[0.2, 0.2, 0.2]]}
     """
     runs: dict[str, dict[int, list[dict[str, Any]]]] = {}
@@ -207,7 +223,7 @@ def best_so_far_curves(candidates: Sequence[dict[str, Any]]) -> dict[str, list[l
         for seed in sorted(seeds):
             best, curve = 0.0, []
             for c in sorted(seeds[seed], key=lambda c: (c["generation"], c["index"])):
-                if c.get("repeat"):
+                if not trains_a_run(c):
                     continue
                 best = max(best, float(c.get("score") or 0.0))
                 curve.append(best)
@@ -227,18 +243,26 @@ def runs_to_reach(curve: Sequence[float], target: float) -> int | None:
 
 def best_so_far_table(candidates: Sequence[dict[str, Any]], target: float | None = None,
                       ) -> dict[str, dict[str, Any]]:
-    """Per method, over seeds: the mean best-so-far score with its 95% band after each inner
-    run (up to the fewest runs any seed spent) and, given ``target`` (the planted reward's
-    confirmed score), each seed's runs to reach it."""
+    """Per method, over seeds: the mean best-so-far score with its 95% band after each
+    trained inner run, each seed's proposals and trained runs, and, given ``target`` (the
+    planted reward's confirmed score), each seed's trained runs to reach it. The curve runs
+    to the most runs any seed trained; a seed whose budget of proposals trained fewer keeps
+    its last best (its search had ended), and one that trained none counts 0."""
+    proposals: dict[str, dict[int, int]] = {}
+    for c in candidates:
+        seeds = proposals.setdefault(c["method"], {})
+        seeds[int(c["seed"])] = seeds.get(int(c["seed"]), 0) + 1
     out: dict[str, dict[str, Any]] = {}
     for method, curves in best_so_far_curves(candidates).items():
-        spent = min(len(c) for c in curves)
+        spent = max(len(c) for c in curves)
         points = []
         for k in range(spent):
-            mean, low, high = mean_ci([c[k] for c in curves])
+            mean, low, high = mean_ci([c[min(k, len(c) - 1)] if c else 0.0 for c in curves])
             points.append({"runs": k + 1, "mean": round(mean, 4), "ci_low": round(low, 4),
                            "ci_high": round(high, 4)})
-        out[method] = {"curve": points, "seeds": len(curves)}
+        out[method] = {"curve": points, "seeds": len(curves),
+                       "proposals": [proposals[method][s] for s in sorted(proposals[method])],
+                       "trained": [len(c) for c in curves]}
         if target is not None:
             out[method]["runs_to_reach"] = [runs_to_reach(c, target) for c in curves]
     return out
@@ -259,7 +283,7 @@ def planted_target(evidence: Path) -> float | None:
 
 def plot_best_so_far(table: dict[str, dict[str, Any]], path: Path, dashed: Sequence[str] = (),
                      target: float | None = None) -> None:
-    """The best validation score found so far against the inner runs spent, one line a
+    """The best validation score found so far against the inner runs trained, one line a
     method with its 95% band over seeds; ``target`` (the planted reward's confirmed score) as
     a horizontal line."""
     def mark_target(ax: Any) -> None:
@@ -268,7 +292,7 @@ def plot_best_so_far(table: dict[str, dict[str, Any]], path: Path, dashed: Seque
 
     _plot_bands(path, {method: ([p["runs"] for p in e["curve"]], e["curve"], "mean")
                        for method, e in table.items()},
-                dashed, "inner runs spent", "best validation success so far, %", "",
+                dashed, "inner runs trained", "best validation success so far, %", "",
                 mark_target)
 
 
@@ -388,4 +412,4 @@ def plot_optimizer(table: dict[str, list[dict[str, Any]]], path: Path) -> None:
 __all__ = ["CORRECTED", "MECHANISM", "OPTIMIZER_STATS", "STRUCTURES", "comparisons",
            "correct_together", "endpoint", "family", "generation_table", "rescored_endpoint",
            "best_so_far_curves", "best_so_far_table", "planted_target", "plot_best_so_far",
-           "plot_composition", "plot_optimizer", "plot_scores", "runs_to_reach"]
+           "plot_composition", "plot_optimizer", "plot_scores", "runs_to_reach", "trains_a_run"]

@@ -257,15 +257,16 @@ def board_figures(board: Path) -> list[str]:
 
 def best_so_far_figures(board: Path) -> list[str]:
     """From ``candidates.jsonl``: each method's best validation score found after the inner
-    runs it spent (mean over seeds), and, where the board holds its task's planted check, how
-    many inner runs each seed needed to reach the planted reward's confirmed score."""
+    runs it trained (mean over seeds; a repeated or constant proposal trains none), the runs
+    it trained of the proposals it made, and, where the board holds its task's planted check,
+    how many trained runs each seed needed to reach the planted reward's confirmed score."""
     path = board / EVIDENCE / "candidates.jsonl"
     if not path.is_file():
         return []
     candidates = [json.loads(line) for line in path.read_text().splitlines()]
     target = planted_target(board / EVIDENCE)
     table = best_so_far_table(candidates, target)
-    lines = ["best so far against inner runs spent (mean over seeds)"
+    lines = ["best so far against inner runs trained (mean over seeds)"
              + (f"; runs to reach the planted reward's confirmed {_pct(target)}%"
                 if target is not None else "") + ":"]
     for method, entry in table.items():
@@ -278,7 +279,9 @@ def best_so_far_figures(board: Path) -> list[str]:
             reached = [r for r in runs if r is not None]
             reach = (f"; reached on {len(reached)} of {len(runs)} seeds, after "
                      + ", ".join("never" if r is None else str(r) for r in runs) + " runs")
-        lines.append(f"  {method}: {marks}{reach}")
+        trained, made = entry["trained"], entry["proposals"]
+        lines.append(f"  {method}: {marks}{reach}; trained {sum(trained)} runs of "
+                     f"{sum(made)} proposals")
     return lines
 
 

@@ -233,16 +233,24 @@ def test_best_so_far_counts_inner_runs_spent_and_the_runs_to_reach_the_planted_s
     from derl_bench.experiments.evidence import best_so_far_table
     from derl_bench.experiments.recompute import best_so_far_figures
 
-    def c(seed: int, gen: int, index: int, score: float, repeat: bool = False) -> dict:
+    def c(seed: int, gen: int, index: int, score: float, repeat: bool = False,
+          status: str = "scored") -> dict:
         return {"method": "m", "seed": seed, "generation": gen, "index": index,
-                "score": score, "repeat": repeat}
+                "score": score, "repeat": repeat, "status": status}
 
     candidates = [c(0, 0, 0, 0.1), c(0, 0, 1, 0.5), c(0, 1, 0, 0.9, repeat=True),
-                  c(0, 1, 1, 0.7), c(1, 0, 0, 0.3), c(1, 0, 1, 0.2), c(1, 1, 0, 0.4)]
+                  c(0, 1, 1, 0.7), c(1, 0, 0, 0.3), c(1, 0, 1, 0.2), c(1, 1, 0, 0.4),
+                  c(1, 1, 1, 0.0, status="constant")]
     table = best_so_far_table(candidates, target=0.6)["m"]
-    # seed 0 spent 3 runs (the repeat is free), seed 1 spent 3: bests 0.1/0.5/0.7, 0.3/0.3/0.4
+    # seed 0 trained 3 runs (the repeat is free), seed 1 trained 3 (the constant proposal
+    # trains nothing): bests 0.1/0.5/0.7, 0.3/0.3/0.4
     assert [p["mean"] for p in table["curve"]] == [0.2, 0.4, 0.55]
     assert table["runs_to_reach"] == [3, None]
+    assert table["proposals"] == [4, 4] and table["trained"] == [3, 3]
+    # a seed that trained fewer runs keeps its last best while another searches on
+    longer = best_so_far_table([*candidates, c(1, 2, 0, 0.8)])["m"]
+    assert [p["mean"] for p in longer["curve"]] == [0.2, 0.4, 0.55, 0.75]
+    assert longer["trained"] == [3, 4]
     lines = best_so_far_figures(REPO / "leaderboards/digitshack")
     assert "planted reward's confirmed 90.3%" in lines[0]
     assert len(lines) == 6 and all("reached on" in x for x in lines[1:])

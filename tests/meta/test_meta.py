@@ -450,7 +450,10 @@ def test_demo_writes_every_method_its_pick_re_trained_curves_and_records(tmp_pat
         assert all(isinstance(v, float) for v in method["generation_mean"])
         curve = method["best_so_far_by_run"]
         assert curve == sorted(curve)
-        assert len(curve) == summary["budget_inner_runs"] - method["repeated_proposals"]
+        # a curve point per inner run trained: a repeated or constant proposal trains none
+        assert len(curve) == method["trained_by_generation"][-1] <= (
+            summary["budget_inner_runs"] - method["repeated_proposals"])
+        assert method["trained_by_generation"] == sorted(method["trained_by_generation"])
         picked = method["picked"]
         if picked["expr"] is None:  # every proposal constant: nothing trained, nothing picked
             assert picked["L0_scores"] == [] and picked["L0_mean"] is None
