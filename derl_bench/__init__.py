@@ -9,26 +9,26 @@ Importing the package registers every env id under the ``derl/`` namespace::
 
 ``gymnasium.make("derl_bench:derl/GSM8K-v0")`` imports the package for you.
 
-The package is also a verifiers environment module: ``verifiers.load_environment("derl-bench",
-env="derl/ALFWorld-v0")`` calls :func:`load_environment` (the ``[verifiers]`` extra).
+verifiers trainers load derl-bench's envs as the ``derl-bench-v1`` taskset (verifiers 0.4,
+``environments/derl_bench_v1``; docs/serving.md).
 """
 
 from typing import Any
 
 from derl_bench._version import __version__
 from derl_bench.registration import register_envs
-from derl_bench.settings import DEFAULT_ENV_ID
 
 register_envs()
 
 
-def load_environment(env_id: str = DEFAULT_ENV_ID, **kwargs: Any) -> Any:
-    """A derl-bench env as a verifiers environment (see
-    :func:`derl_bench.integrations.verifiers_env.load_environment`)."""
-    # imported here: verifiers is an optional extra, and the core install stays lean
-    from derl_bench.integrations.verifiers_env import load_environment as load
-
-    return load(env_id, **kwargs)
+def load_environment(*args: Any, **kwargs: Any) -> Any:
+    """Retired with verifiers 0.3: derl-bench's verifiers environment is the ``derl-bench-v1``
+    taskset (a clear error, not an import failure, for code written against the old door)."""
+    raise RuntimeError(
+        "derl_bench.load_environment served verifiers 0.3's environment API, which verifiers "
+        "0.4 removed. derl-bench's envs are the verifiers v1 taskset 'derl-bench-v1' (pip "
+        "install -e environments/derl_bench_v1, then e.g. vf-eval derl-bench-v1 "
+        "--env.taskset.env-id derl/GSM8K-v0); see docs/serving.md.")
 
 
 __all__ = ["__version__", "load_environment", "register_envs"]

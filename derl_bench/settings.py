@@ -11,8 +11,8 @@ naming every setting that breaks its rule, what it may be and what it was::
 A value of the wrong type (a string, a bool) breaks every rule, so a config built in Python
 gets the check a recipe's types already got.
 
-The env a training recipe and a verifiers env fall back to when they name none is written here
-too (:data:`DEFAULT_ENV_ID`), once, rather than in the stages that use it.
+The env a training recipe and the verifiers taskset fall back to when they name none is written
+here too (:data:`DEFAULT_ENV_ID`), once, rather than in the stages that use it.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ GROUP_TEMPERATURE = Rule(lambda v: TEMPERATURE.test(v) and v > 0,
 
 DEFAULT_ENV_ID = "derl/GSM8K-v0"
 """The env a training recipe without ``env_id`` trains on (:class:`~derl_bench.grpo.config.
-TrainConfig`) and :func:`derl_bench.load_environment` serves when it is named none."""
+TrainConfig`) and the verifiers taskset serves when it is named none."""
 
 
 def problems(settings: Iterable[tuple[str, Any, Rule]]) -> list[str]:

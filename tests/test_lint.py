@@ -18,7 +18,8 @@ def _tool(name: str) -> str:
 
 
 def test_ruff_finds_nothing():
-    done = subprocess.run([_tool("ruff"), "check", "derl_bench", "tests", "benchmarks", "scripts"],
+    done = subprocess.run([_tool("ruff"), "check", "derl_bench", "environments", "tests",
+                           "benchmarks", "scripts"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -95,3 +95,8 @@ def test_a_non_editable_install_registers_envs_and_finds_their_cards(tmp_path, d
                          cwd=tmp_path, env=env, check=True).stdout.splitlines()
     assert out[0].startswith(str(target)) and out[0].endswith("_cards")
     assert out[1].startswith("train/")
+
+
+def test_the_retired_verifiers_door_names_the_taskset_that_replaced_it():
+    with pytest.raises(RuntimeError, match="taskset 'derl-bench-v1'"):
+        derl_bench.load_environment(env_id="derl/GSM8K-v0")

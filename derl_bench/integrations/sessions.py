@@ -1,5 +1,5 @@
-"""One derl-bench episode as the outside doors play it: the verifiers environment
-(:mod:`derl_bench.integrations.verifiers_env`) and the OpenEnv server
+"""One derl-bench episode as the outside doors play it: the verifiers taskset
+(``derl-bench-v1``, ``environments/derl_bench_v1``) and the OpenEnv server
 (:mod:`derl_bench.integrations.openenv_server`) both step an :class:`EpisodeSession`, so what
 they report is what ``gymnasium.make`` reports in-process, step for step.
 

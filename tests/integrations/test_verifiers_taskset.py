@@ -1,11 +1,7 @@
 """derl-bench as a verifiers 0.4 taskset (``environments/derl_bench_v1``) and as an OpenEnv server
 played by verifiers' own OpenEnv taskset: the real verifiers loader, env, interception server,
 trace and scoring, and the real ``openenv`` client, with the model replaced by a script served
-on 127.0.0.1.
-
-Same numbers through every door: for a fixed seed (or item) and action list, the env played
-in-process, through the taskset, and through ``derl-bench serve`` as verifiers' OpenEnv taskset
-plays it give the same primitives and Meta-Reward; one test per family.
+on 127.0.0.1. The same numbers through every door are tested in ``test_same_numbers.py``.
 """
 
 from __future__ import annotations
@@ -32,12 +28,8 @@ from verifiers.v1.configs.cli.eval import EvalConfig  # noqa: E402
 import derl_bench  # noqa: E402, F401  (registers the envs)
 from derl_bench.families.alfworld.engine import libraries_in_use  # noqa: E402
 from derl_bench.family import family_specs  # noqa: E402
-from derl_bench.integrations.openenv_server import build_app, open_envs  # noqa: E402
 from derl_bench.integrations.sessions import TaskError  # noqa: E402
-from derl_bench.observers.think_action import ThinkActionWrapper  # noqa: E402
-from derl_bench.reward import compile_reward  # noqa: E402
 from tests.integrations.scripted_model import ScriptedModel, scripted_endpoint  # noqa: E402
-from tests.integrations.serving import serving  # noqa: E402
 
 TASKSET = "derl-bench-v1"
 KEY_VAR = "DERL_BENCH_TEST_MODEL_KEY"  # unset: the scripted model takes any key
@@ -196,82 +188,3 @@ def test_an_agent_env_under_another_verifiers_env_is_refused_before_it_plays(dat
     assert not episode.ok
     messages = " ".join(e.message for t in episode.traces for e in t.errors)
     assert "task has no prompt" in messages
-
-
-# -- one env, both doors ----------------------------------------------------------------------
-
-SEED, INDEX = 3, 1
-COMMANDS = {"alfworld": ["look", "inventory", "go to desk 1", "examine desk 1"],
-            "scienceworld": ["look around", "inventory", "open door to kitchen"]}
-ANSWER = "Step by step: 2 + 2 = 4, so the answer is \\boxed{4}."
-
-
-def _scenario(family: str) -> tuple[str, str, list[str]]:
-    """The family's first env id, a Meta-Reward over two of its primitives, the actions."""
-    spec = family_specs()[family]
-    env_id = next(iter(spec.ids))
-    other = next(name for name in spec.primitives if name != spec.success_primitive)
-    reward = f"{spec.success_primitive} + 0.25 * mean({other})"
-    if spec.multi_turn:
-        commands = COMMANDS.get(family, ["look"])
-        commands += [commands[-1]] * (spec.max_steps - len(commands))  # to the step cap
-        return env_id, reward, [f"<think>try</think><action>{c}</action>" for c in commands]
-    return env_id, reward, [ANSWER]
-
-
-def _in_process(env_id: str, reward: str, actions: list[str], multi_turn: bool,
-                ) -> tuple[list[dict[str, float]], float]:
-    env = gym.make(env_id)
-    env = ThinkActionWrapper(env) if multi_turn else env
-    try:
-        env.reset(seed=SEED) if multi_turn else env.reset(options={"index": INDEX})
-        steps = []
-        for action in actions:
-            _, _, terminated, truncated, info = env.step(action)
-            steps.append(dict(info["primitives"]))
-            if terminated or truncated:
-                break
-    finally:
-        env.close()
-    return steps, float(compile_reward(reward, env=env_id).episodic_from_steps([steps])[0])
-
-
-def _through_the_taskset(env_id: str, reward: str, actions: list[str], multi_turn: bool,
-                         ) -> tuple[list[dict[str, float]], float]:
-    row = dict(seeds=[SEED]) if multi_turn else dict(num_examples=INDEX + 1)
-    _, episodes, _ = play(_taskset(env_id=env_id, reward=reward, **row), actions)
-    trace = _only_trace(episodes[-1])
-    assert trace.task.data.seed == SEED if multi_turn else trace.task.data.index == INDEX
-    return trace.info["derl"]["primitive_steps"], trace.rewards["meta_reward"].score
-
-
-def _through_the_server(env_id: str, reward: str, actions: list[str], multi_turn: bool,
-                        ) -> float:
-    """verifiers' OpenEnv taskset on ``derl-bench serve``: the reset passes the seed (or item)
-    and the Meta-Reward, the trace's reward is the sum of the served per-step rewards."""
-    reset = {"seed": SEED} if multi_turn else {"index": INDEX}
-    config = {"taskset": {"id": "openenv", "resets": [{**reset, "reward": reward}]},
-              # the package's harness (no program to install) on a local runtime
-              "player": {"harness": {"id": TASKSET}, "runtime": {"type": "subprocess"}}}
-    with serving(build_app(env_id, max_sessions=1, session_timeout=None)) as url:
-        config["taskset"]["base_url"] = url
-        _, (episode,), model = play(config, actions)
-    assert open_envs() == 0  # the session closed its env
-    trace = _only_trace(episode)
-    sent = json.loads(model.requests[0][-1]["content"])
-    assert sent["action_schema"]["required"] == ["text"]
-    return trace.rewards["openenv_reward"].score
-
-
-@pytest.mark.parametrize("family", sorted(family_specs()))
-def test_every_door_gives_the_same_numbers(family, data_root):
-    multi_turn = family_specs()[family].multi_turn
-    env_id, reward, actions = _scenario(family)
-    steps, value = _in_process(env_id, reward, actions, multi_turn)
-    assert len(steps) == len(actions)  # the scenario plays every action
-    taskset_steps, taskset_value = _through_the_taskset(env_id, reward, actions, multi_turn)
-    assert taskset_steps == steps and taskset_value == value
-    # The server's rewards are the Meta-Reward's increments, which telescope to its value up to
-    # the rounding of as many float additions as there are steps.
-    assert _through_the_server(env_id, reward, actions, multi_turn) == pytest.approx(
-        value, rel=1e-12, abs=1e-12)
