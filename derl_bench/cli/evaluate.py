@@ -54,7 +54,9 @@ def register(subparsers: Any) -> None:
                    help="with --commands: the training run's seed, named in the method "
                         "('derl (seed 2)', filed as derl-s2-L0.json)")
     p.add_argument("--model", help="model name for the record (default: the policy's)")
-    p.add_argument("--recipe", type=Path, help="training recipe file; its sha256 is recorded")
+    p.add_argument("--recipe", type=Path,
+                   help="training recipe file: cited by its path and sha256 under baselines/ "
+                        "or the board's evidence folder, else its settings go into the record")
     p.add_argument("--meta-reward", help="the Meta-Reward expression the policy was trained with")
     p.add_argument("--checkpoint", metavar="RULE",
                    help="which weights are evaluated, in words (e.g. 'final', 'step 150', "
@@ -113,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     any episode, damaged data (a file that differs from the data catalogue, or does not parse)
     where it is read."""
     from derl_bench.evaluation import adapter_for, check_settings, evaluate
-    from derl_bench.evaluation.record import file_sha256
+    from derl_bench.evaluation.record import recipe_block
     from derl_bench.files import write_json_atomic, write_jsonl_atomic
     from derl_bench.policies.loading import model_problem
     from derl_bench.progress import progress_bar
@@ -139,9 +141,10 @@ def run(args: argparse.Namespace) -> int:
         meta_reward = _meta_reward(args.meta_reward, args.env)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
-    recipe = None
-    if args.recipe is not None:
-        recipe = {"name": args.recipe.name, "sha256": file_sha256(args.recipe)}
+    try:
+        recipe = recipe_block(args.recipe, benchmark=adapter.benchmark)
+    except ValueError as exc:
+        raise CommandError(f"--recipe: {exc}") from exc
     total = min(eval_set.size, args.limit) if args.limit else eval_set.size
     bar = progress_bar(total=total, desc=f"{args.env} {args.level}", unit="ep",
                        disable=args.no_progress, file=sys.stderr)
@@ -180,7 +183,7 @@ def _run_commands(args: argparse.Namespace) -> int:
     """``--commands MODEL_DIR``: evaluate a command policy and write its record."""
     from derl_bench.evaluation import adapter_for
     from derl_bench.evaluation.commands import evaluate_commands
-    from derl_bench.evaluation.record import command_record
+    from derl_bench.evaluation.record import command_record, recipe_block
     from derl_bench.evaluation.schema import COMPACT_CONSTRAINED
     from derl_bench.files import write_json_atomic
     from derl_bench.rollout.commands import CommandEpisode
@@ -216,6 +219,10 @@ def _run_commands(args: argparse.Namespace) -> int:
         meta_reward = _meta_reward(args.meta_reward, args.env)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
+    try:
+        recipe = recipe_block(args.recipe, benchmark=adapter.benchmark)
+    except ValueError as exc:
+        raise CommandError(f"--recipe: {exc}") from exc
     if COMPACT_CONSTRAINED not in adapter.policy_interfaces:
         raise CommandError(f"{args.env} has no command policies (no compact state)")
     episodes: list[CommandEpisode] = []
@@ -227,7 +234,7 @@ def _run_commands(args: argparse.Namespace) -> int:
                                 model=args.model or args.commands.name,
                                 model_dir=args.commands, checkpoint=args.checkpoint,
                                 seed=args.train_seed, meta_reward=meta_reward,
-                                recipe=args.recipe, env_id=args.env,
+                                recipe=recipe, env_id=args.env,
                                 family=adapter.resolved)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc

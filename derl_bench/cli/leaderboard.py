@@ -70,11 +70,13 @@ def run_validate(args: argparse.Namespace) -> int:
     from derl_bench.leaderboard import validate_board, validate_files
 
     if args.files:
-        # A named file that sits on the board under --dir is held to the board's rules.
+        # A named file that sits on the board under --dir is held to the board's rules; any
+        # file's cited recipe is looked for in the repository that holds --dir.
         root = args.dir.resolve()
         reports = [*validate_files([p for p in args.files if p.resolve().parent.parent == root],
                                    board=True),
-                   *validate_files([p for p in args.files if p.resolve().parent.parent != root])]
+                   *validate_files([p for p in args.files if p.resolve().parent.parent != root],
+                                   repository=root.parent)]
     else:
         reports = validate_board(_board_dir(args.dir))
     if not reports:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from derl_bench.evaluation.families import (
@@ -66,7 +67,7 @@ def evaluate(
     base_seed: int = 0,
     method: str | None = None,
     model: str | None = None,
-    recipe: Mapping[str, str] | None = None,
+    recipe: str | Path | Mapping[str, Any] | None = None,
     meta_reward: Mapping[str, str] | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     keep_trajectories: bool = False,
@@ -87,12 +88,14 @@ def evaluate(
     (seeded by ``base_seed``, RLVMR's ``env.seed``), tick limit, prompt, temperature and
     action parsing; such a record documents a reproduction and is not a board entry.
     ``checkpoint`` says which weights were evaluated (the built-in scripted policies say it
-    themselves); a board requires it. Data that differs from the data catalogue's checksums is
-    refused first, with a :class:`~derl_bench.data.verify.DataChecksumError` naming the file;
-    a data file that does not parse raises a :class:`~derl_bench.data.read.DataFileError`
-    naming it. ``family`` is ``env_id``'s :class:`~derl_bench.family.Family` where the caller
-    resolved it (without it the family is found from ``env_id`` here); an env id no card
-    defines raises :class:`ProtocolError`.
+    themselves); a board requires it. ``recipe`` is the training recipe (a file, a config
+    mapping or a ready block: :func:`~derl_bench.evaluation.record.recipe_block`). Data that
+    differs from the data catalogue's checksums is refused first, with a
+    :class:`~derl_bench.data.verify.DataChecksumError` naming the file; a data file that does
+    not parse raises a :class:`~derl_bench.data.read.DataFileError` naming it. ``family`` is
+    ``env_id``'s :class:`~derl_bench.family.Family` where the caller resolved it (without it
+    the family is found from ``env_id`` here); an env id no card defines raises
+    :class:`ProtocolError`.
     """
     from derl_bench.data.verify import check_data
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -24,8 +25,10 @@ from derl_bench.evaluation.runner import EpisodeResult
 from derl_bench.evaluation.schema import (
     COMPACT_CONSTRAINED,
     DEFAULT_POLICY_INTERFACE,
+    RECIPE_PATH_PATTERN,
     RESULT_SCHEMA,
     SCHEMA_VERSION,
+    WEIGHT_POLICIES,
     binomial_se,
     schema_errors,
 )
@@ -143,7 +146,7 @@ def build_record(
     wall_time_s: float,
     base_seed: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
-    recipe: Mapping[str, str] | None = None,
+    recipe: str | Path | Mapping[str, Any] | None = None,
     meta_reward: Mapping[str, str] | None = None,
     data_checksums: Mapping[str, str] | None = None,
     date: dt.date | None = None,
@@ -157,9 +160,18 @@ def build_record(
     ``checkpoint`` says which weights were evaluated (e.g. "final", "best validation
     success"); without it the record says it was not stated, and a board rejects it.
     ``policy_interface`` (see :data:`~derl_bench.evaluation.schema.POLICY_INTERFACES`) is
-    written only when it is not the default."""
+    written only when it is not the default. ``recipe`` is what :func:`recipe_block` takes.
+
+    A policy that loads weights names its model folder relative to the current folder
+    (:func:`portable_policy`), and its setup carries the folder's digest
+    (:func:`checkpoint_digest`), so the record names no folder of this machine and still
+    pins the weights it scored."""
     summary = summarize(results, adapter.has_score, adapter.has_published)
     described = eval_set.describe()
+    loads_weights = policy_spec is not None and policy_spec.startswith(WEIGHT_POLICIES)
+    setup = run_setup(described, len(results), adapter.max_steps, checkpoint,
+                      loads_weights=loads_weights,
+                      checkpoint_sha256=checkpoint_digest(policy_spec) if loads_weights else None)
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "run",
@@ -177,13 +189,13 @@ def build_record(
         "versions": package_versions(),
         "method": method,
         "model": model,
-        "policy": policy_spec,
-        "recipe": dict(recipe) if recipe else None,
+        "policy": portable_policy(policy_spec),
+        "recipe": recipe_block(recipe, benchmark=adapter.benchmark) if recipe else None,
         "meta_reward": dict(meta_reward) if meta_reward else None,
         "seeds": {"base": base_seed, "rule": SEED_RULE},
         "hardware": hardware(),
         "date": (date or dt.datetime.now(dt.UTC).date()).isoformat(),
-        "setup": run_setup(described, len(results), adapter.max_steps, checkpoint),
+        "setup": setup,
         "results": {**summary, "wall_time_s": round(wall_time_s, 3)},
         "source": None,
     }
@@ -194,17 +206,60 @@ CHECKPOINT_NOT_STATED = ("not stated when the record was made (derl-bench evalua
 
 
 def run_setup(eval_set: Mapping[str, Any], episodes: int, step_cap: int,
-              checkpoint: str | None) -> dict[str, Any]:
+              checkpoint: str | None, *, loads_weights: bool = False,
+              checkpoint_sha256: str | None = None) -> dict[str, Any]:
     """The ``setup`` block of a run: one pass over ``eval_set`` (its ``eval_set`` block) with
-    episodes capped at ``step_cap`` steps.
+    episodes capped at ``step_cap`` steps; for a policy that ``loads_weights``, also the
+    digest of its model folder (``None``: not hashed).
 
     >>> run_setup({"manifest": "test", "manifest_count": 5, "selection": "all",
     ...            "sample_seed": None, "size": 5}, 5, 1, None)["unknown"]["checkpoint"][:10]
     'not stated'
     """
-    return {"step_cap": step_cap, "episodes": episodes, "drawn": draw_rule(eval_set),
-            "repeats": 1, "checkpoint": checkpoint,
-            "unknown": {} if checkpoint else {"checkpoint": CHECKPOINT_NOT_STATED}}
+    setup: dict[str, Any] = {"step_cap": step_cap, "episodes": episodes,
+                             "drawn": draw_rule(eval_set), "repeats": 1,
+                             "checkpoint": checkpoint}
+    if loads_weights:
+        setup["checkpoint_sha256"] = checkpoint_sha256
+    setup["unknown"] = {} if checkpoint else {"checkpoint": CHECKPOINT_NOT_STATED}
+    return setup
+
+
+def _model_path(spec: str) -> str:
+    """The model a weight-loading ``policy`` spec names: after its prefix, up to a comma."""
+    return spec.partition(":")[2].partition(",")[0]
+
+
+def portable_policy(spec: str | None, start: str | Path | None = None) -> str | None:
+    """``spec`` with the model folder of a policy that loads weights named relative to
+    ``start`` (default: the current folder, where the command ran) where it was absolute or
+    home-relative: a folder of this machine means nothing on another.
+
+    >>> portable_policy("llm:/work/runs/x/model,temperature=0", start="/work")
+    'llm:runs/x/model,temperature=0'
+    >>> portable_policy("commands:runs/x/model,greedy"), portable_policy("random")
+    ('commands:runs/x/model,greedy', 'random')
+    """
+    if spec is None or not spec.startswith(WEIGHT_POLICIES):
+        return spec
+    model = _model_path(spec)
+    local = os.path.expanduser(model)
+    if not os.path.isabs(local):
+        return spec
+    relative = Path(os.path.relpath(local, start if start is not None else Path.cwd()))
+    prefix, _, rest = spec.partition(":")
+    return f"{prefix}:{relative.as_posix()}{rest[len(model):]}"
+
+
+def checkpoint_digest(spec: str | None) -> str | None:
+    """The digest of the model folder a weight-loading ``policy`` spec names
+    (:func:`~derl_bench.policies.model_files.model_digest`); ``None`` for another policy, a
+    hub id or a folder that holds no model file."""
+    if spec is None or not spec.startswith(WEIGHT_POLICIES):
+        return None
+    from derl_bench.policies.model_files import model_digest
+
+    return model_digest(os.path.expanduser(_model_path(spec)))
 
 
 RUN_HERE_FILE = "run-here.txt"
@@ -266,27 +321,104 @@ def meta_reward_block(expression: str | MetaReward, env_id: str) -> dict[str, st
     return {"expression": compiled.canonical, "hash": compiled.hash}
 
 
+def recipe_digest(config: Mapping[str, Any]) -> str:
+    """sha256 of a recipe's canonical JSON (sorted keys; values JSON cannot hold written as
+    text): the ``sha256`` of an embedded recipe, and of a cited file's ``config``.
+
+    >>> recipe_digest({"lr": 1e-4, "steps": 10}) == recipe_digest({"steps": 10, "lr": 1e-4})
+    True
+    """
+    text = json.dumps(config, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                      default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+RECIPE_FOLDER = "baselines"
+"""The repository's folder of recipes; a recipe may also lie in its board's evidence folder."""
+
+
+def recipe_folders(benchmark: str | None) -> tuple[str, ...]:
+    """The folders (relative to the repository's root) whose files a record of ``benchmark``
+    may cite as its recipe: ``baselines`` and the board's evidence folder.
+
+    >>> recipe_folders("alfworld")
+    ('baselines', 'leaderboards/alfworld/evidence')
+    """
+    board = () if benchmark is None else (f"leaderboards/{benchmark}/evidence",)
+    return (RECIPE_FOLDER, *board)
+
+
+def recipe_path_problem(path: str, benchmark: str | None) -> str | None:
+    """Why ``path`` cannot name the recipe file of a record of ``benchmark``, else None: it is
+    relative to the repository's root, of plain parts (none hidden, no ``..``), and lies in
+    one of :func:`recipe_folders`, which the repository keeps.
+
+    >>> recipe_path_problem("baselines/gsm8k-outcome.yaml", "gsm8k") is None
+    True
+    >>> recipe_path_problem("runs/x/config.yaml", "gsm8k")[:40]
+    "'runs/x/config.yaml' lies outside baseli"
+    """
+    if not re.fullmatch(RECIPE_PATH_PATTERN, path):
+        return f"{path!r} is not a relative path of plain parts (no '/' first, no '..')"
+    folders = recipe_folders(benchmark)
+    if not any(path.startswith(f"{folder}/") for folder in folders):
+        return (f"{path!r} lies outside {' and '.join(folders)}, the folders whose files the "
+                "repository keeps as recipes")
+    return None
+
+
+RECIPE_BLOCK_KEYS = frozenset({"name", "sha256", "path", "config"})
+
+
 def recipe_block(recipe: str | Path | Mapping[str, Any] | None,
-                 name: str = "training config") -> dict[str, str] | None:
-    """The ``recipe`` block: a recipe file (its name and the sha256 of its bytes), a ready
-    ``{name, sha256}`` block, or a config mapping (``name`` and the sha256 of its canonical
-    JSON, sorted keys; values JSON cannot hold are written as text).
+                 name: str = "training config", *, benchmark: str | None = None,
+                 repository: str | Path | None = None) -> dict[str, Any] | None:
+    """The ``recipe`` block, which anyone holding the record and the repository can check: a
+    ready block (``name``, ``sha256`` and ``path`` or ``config``) as it is; a config mapping
+    embedded as ``config``, with ``name`` and its :func:`recipe_digest`; a recipe file under
+    ``repository`` (default: the current folder) in one of :func:`recipe_folders`
+    (``benchmark``'s board) cited by ``path`` with the sha256 of its bytes; any other recipe
+    file embedded as the mapping it holds (YAML or JSON), named by the file's name.
 
     >>> recipe_block({"name": "x", "sha256": "0" * 64})["name"], recipe_block(None)
     ('x', None)
-    >>> recipe_block({"lr": 1e-4, "steps": 10})["sha256"] == recipe_block(
-    ...     {"steps": 10, "lr": 1e-4})["sha256"]
-    True
+    >>> block = recipe_block({"lr": 1e-4, "steps": 10})
+    >>> block["config"], block["sha256"] == recipe_digest({"steps": 10, "lr": 1e-4})
+    ({'lr': 0.0001, 'steps': 10}, True)
     """
     if recipe is None:
         return None
     if isinstance(recipe, str | Path):
-        return {"name": Path(recipe).name, "sha256": file_sha256(recipe)}
-    if set(recipe) == {"name", "sha256"}:
-        return {"name": str(recipe["name"]), "sha256": str(recipe["sha256"])}
-    text = json.dumps(recipe, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-                      default=str)
-    return {"name": name, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+        return _recipe_file_block(Path(recipe), benchmark, repository)
+    if {"name", "sha256"} <= set(recipe) <= RECIPE_BLOCK_KEYS:
+        return dict(recipe)
+    # as the record holds it: the digest is of what a reader of the record finds there
+    config = json.loads(json.dumps(dict(recipe), ensure_ascii=False, default=str))
+    return {"name": name, "sha256": recipe_digest(config), "config": config}
+
+
+def _recipe_file_block(path: Path, benchmark: str | None,
+                       repository: str | Path | None) -> dict[str, Any]:
+    root = Path(repository if repository is not None else Path.cwd()).resolve()
+    try:
+        relative: str | None = path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        relative = None
+    if relative is not None and recipe_path_problem(relative, benchmark) is None:
+        return {"name": path.name, "sha256": file_sha256(path), "path": relative}
+    import yaml
+
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ValueError(f"recipe {path} is not YAML or JSON: {err}") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"recipe {path} holds no mapping: a recipe outside "
+                         f"{' and '.join(recipe_folders(benchmark))} goes into the record, "
+                         "and only a mapping of settings can")
+    block = recipe_block(values, path.name)
+    assert block is not None
+    return block
 
 
 COMMAND_POLICY = "commands:{model},greedy"
@@ -346,9 +478,10 @@ def command_record(
     ``method`` is the board's method name (``teacher-dagger``, ``grpo-outcome``, ``derl``);
     ``seed``, the training run's seed, is named in it (``derl (seed 2)``, filed as
     ``derl-s2-L0.json``). ``model`` names the model on the board, ``model_dir`` is the folder
-    evaluated (recorded as the ``policy`` spec), ``checkpoint`` which of the run's weights it
-    holds, in words. ``meta_reward`` is the Meta-Reward expression the policy was trained with
-    (or its ``{expression, hash}`` block; ``None`` for a policy trained without one),
+    evaluated (recorded as the ``policy`` spec, relative to the current folder, with the
+    digest of its files), ``checkpoint`` which of the run's weights it holds, in words.
+    ``meta_reward`` is the Meta-Reward expression the policy was trained with (or its
+    ``{expression, hash}`` block; ``None`` for a policy trained without one),
     ``recipe`` the training recipe (see :func:`recipe_block`). ``level``, when given, must be
     the evaluation's. The record carries ``policy_interface`` (default: the compact state,
     constrained decoding) and the eval set, data checksums, versions and hardware of
@@ -385,7 +518,7 @@ def command_record(
     record = build_record(
         eval_set, results, method=method if seed is None else f"{method} (seed {seed})",
         model=model, policy_spec=COMMAND_POLICY.format(model=model_dir),
-        wall_time_s=float(evaluation.get("seconds", 0.0)), recipe=recipe_block(recipe),
+        wall_time_s=float(evaluation.get("seconds", 0.0)), recipe=recipe,
         meta_reward=meta_block, date=date, checkpoint=checkpoint,
         policy_interface=policy_interface, adapter=adapter)
     problems = schema_errors(record, RESULT_SCHEMA)

@@ -46,6 +46,8 @@ def policy_interface(record: Mapping[str, Any]) -> str:
 
 
 _HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+RECIPE_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$"
+"""A recipe's ``path``: relative, of plain parts, none hidden or ``..``."""
 _NAME = {"type": "string", "minLength": 1, "maxLength": 120,
          "pattern": r"^[A-Za-z0-9][A-Za-z0-9 _.,:;+/()\[\]%=@#'-]*$"}
 _TEXT = {"type": "string", "maxLength": 2000}
@@ -53,6 +55,10 @@ _RATE = {"type": "number", "minimum": 0, "maximum": 1}
 _RATE_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 _COUNT = {"type": "integer", "minimum": 0}
 _VERSION = {"type": ["string", "null"], "maxLength": 64, "pattern": r"^[A-Za-z0-9.+_-]*$"}
+
+WEIGHT_POLICIES = ("llm:", "commands:")
+"""How a ``policy`` spec that loads a model's weights begins: the spec names the model (a
+folder or a hub id) after the prefix, up to the first comma."""
 
 SETUP_FIELDS = ("step_cap", "episodes", "drawn", "repeats", "checkpoint")
 """What a reader needs to compare a number with another: the step cap, how many eval episodes
@@ -69,6 +75,10 @@ _SETUP = {
         "drawn": {"type": ["string", "null"], "minLength": 1, "maxLength": 300},
         "repeats": {"type": ["integer", "null"], "minimum": 1},
         "checkpoint": {"type": ["string", "null"], "minLength": 1, "maxLength": 300},
+        # a policy that loads weights (WEIGHT_POLICIES): the digest of its model folder
+        # (derl_bench.policies.model_files.model_digest); null where the files were not
+        # hashed, a reason docs/evaluation.md gives once rather than every record
+        "checkpoint_sha256": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$"},
         # why a field is null: only a reported record may leave one unknown
         "unknown": {"type": "object", "maxProperties": len(SETUP_FIELDS),
                     "propertyNames": {"enum": list(SETUP_FIELDS)},
@@ -150,7 +160,15 @@ RESULT_SCHEMA: dict[str, Any] = {
             "type": ["object", "null"],
             "additionalProperties": False,
             "required": ["name", "sha256"],
-            "properties": {"name": _NAME, "sha256": _HEX64},
+            "properties": {
+                "name": _NAME, "sha256": _HEX64,
+                # where the repository holds the recipe (relative to its root, no hidden or
+                # parent parts): the validator hashes the file, or its "config" object
+                "path": {"type": "string", "minLength": 1, "maxLength": 300,
+                         "pattern": RECIPE_PATH_PATTERN},
+                # or the recipe itself, whose canonical JSON the sha256 hashes
+                "config": {"type": "object", "maxProperties": 200},
+            },
         },
         "meta_reward": {
             "type": ["object", "null"],

@@ -37,7 +37,14 @@ A submission is rejected, with every reason found, when:
 - its date is not a real date or lies in the future;
 - it was run under another protocol than the strict one (``protocol: rlvmr``);
 - it names a policy interface its env does not offer (``policy_interface``: the compact,
-  constrained interface exists for ALFWorld only).
+  constrained interface exists for ALFWorld only);
+- its policy names a folder of the machine that made it (an absolute or home-relative path);
+  a ``run`` of a policy that loads weights (``llm:``, ``commands:``) does not state the digest
+  of its model folder (``setup.checkpoint_sha256``, null where its files were not hashed), or
+  another record states one;
+- its recipe cannot be checked: neither embedded (``config``, whose canonical JSON its sha256
+  hashes) nor cited (``path``, a file under ``baselines/`` or the board's evidence folder that
+  the repository holds and whose bytes, or ``config`` object, its sha256 hashes).
 
     >>> problems_in_text('{"a": 1, "a": 2}')
     ["malformed JSON: duplicate key 'a'"]
@@ -60,12 +67,13 @@ from typing import Any
 
 from derl_bench.evaluation.families import FamilyAdapter, evaluated_env_ids, resolve_adapter
 from derl_bench.evaluation.protocol import ProtocolError, draw_rule
-from derl_bench.evaluation.record import RUN_HERE_FILE
+from derl_bench.evaluation.record import RUN_HERE_FILE, recipe_digest, recipe_path_problem
 from derl_bench.evaluation.schema import (
     COMPACT_CONSTRAINED,
     REPORTED_NOTE,
     RESULT_SCHEMA,
     SETUP_FIELDS,
+    WEIGHT_POLICIES,
     binomial_se,
     policy_interface,
     schema_errors,
@@ -332,6 +340,82 @@ def _interface_problems(record: Mapping[str, Any], adapter: FamilyAdapter | None
     return problems
 
 
+_MACHINE_PATH = re.compile(r"^(/|~|[A-Za-z]:[/\\])")
+"""An absolute or home-relative path: a folder of the machine that wrote it."""
+
+
+def _policy_path_problems(record: Mapping[str, Any]) -> list[str]:
+    """The policy spec names no folder of the machine that made the record (its model, or a
+    path in an option): elsewhere the path means nothing, and says where one machine kept its
+    runs."""
+    policy = record.get("policy")
+    if not isinstance(policy, str):
+        return []
+    head, *options = policy.split(",")
+    values = [head.partition(":")[2] or head, *(o.partition("=")[2] for o in options)]
+    return [f"$.policy: {value!r} is a path on the machine that made the record (absolute or "
+            f"home-relative); name the model folder relative to the folder the command ran in "
+            f"(runs/...), as derl-bench evaluate records it"
+            for value in values if _MACHINE_PATH.match(value)]
+
+
+def _checkpoint_digest_problems(record: Mapping[str, Any]) -> list[str]:
+    """A run of a policy that loads weights says which bytes it scored (the digest of its
+    model folder, or null where they were not hashed); no other record has a digest."""
+    policy = record.get("policy")
+    loads = isinstance(policy, str) and policy.startswith(WEIGHT_POLICIES)
+    given = "checkpoint_sha256" in record["setup"]
+    if loads and record["kind"] == "run" and not given:
+        return ["$.setup.checkpoint_sha256: a run of a policy that loads weights states the "
+                "digest of its model folder (null where its files were not hashed)"]
+    if given and not loads:
+        return ["$.setup.checkpoint_sha256: only a policy that loads weights "
+                f"({', '.join(WEIGHT_POLICIES)}) has a model folder to hash"]
+    return []
+
+
+def _recipe_problems(record: Mapping[str, Any], repository: Path | None) -> list[str]:
+    """The recipe's sha256 can be checked: the recipe is embedded (``config``, whose canonical
+    JSON it hashes) or cited (``path``, a file the repository keeps under ``baselines/`` or the
+    board's evidence folder, whose bytes, or whose ``config`` object, it hashes). Without a
+    ``repository`` (a file checked off a board) a cited file is not looked for."""
+    block = record["recipe"]
+    if block is None:
+        return []
+    path, config, sha256 = block.get("path"), block.get("config"), block["sha256"]
+    if (path is None) == (config is None):
+        return ["$.recipe: cite the recipe file the repository holds (path) or embed the recipe "
+                "(config), one of the two: a bare sha256 names a recipe nobody can check"
+                if path is None else "$.recipe: give path or config, not both"]
+    if config is not None:
+        digest = recipe_digest(config)
+        return [] if digest == sha256 else [
+            f"$.recipe.sha256: {sha256!r} is not the hash of the embedded config (its "
+            f"canonical JSON hashes to {digest!r})"]
+    problem = recipe_path_problem(path, record["benchmark"])
+    if problem is not None:
+        return [f"$.recipe.path: {problem}"]
+    if repository is None:
+        return []
+    file = repository / path
+    root = repository.resolve()
+    if file.exists() and not file.resolve().is_relative_to(root):
+        return [f"$.recipe.path: {path} leads out of the repository ({root})"]
+    data, why = read_regular_file(file)
+    if data is None:
+        return [f"$.recipe.path: {path} is not a file the repository holds ({why})"]
+    if hashlib.sha256(data).hexdigest() == sha256:
+        return []
+    try:
+        held = json.loads(data)
+    except ValueError:
+        held = None
+    if isinstance(held, dict) and isinstance(held.get("config"), dict) and recipe_digest(
+            held["config"]) == sha256:
+        return []
+    return [f"$.recipe.sha256: {sha256!r} is the hash neither of {path} nor of its config"]
+
+
 def known_data_checksums(family: str | Family) -> dict[str, frozenset[str]]:
     """Data path -> the sha256 values accepted for it: every checksum the data catalogue records
     (:mod:`derl_bench.data.sources`, the cards' ``data_checksums`` included: checksums over a
@@ -454,9 +538,12 @@ def _record_adapter(env_id: str) -> FamilyAdapter | None:
     return resolve_adapter(env_id)
 
 
-def record_problems(record: Any, path: Path | None = None) -> list[str]:
+def record_problems(record: Any, path: Path | None = None,
+                    repository: Path | None = None) -> list[str]:
     """Every reason ``record`` (parsed JSON) is not a valid submission; with ``path`` (a file on
-    a board, ``<board>/<benchmark>/<name>.json``) also whether its folder and name fit it."""
+    a board, ``<board>/<benchmark>/<name>.json``) also whether its folder and name fit it; with
+    ``repository`` (the folder holding ``baselines/`` and ``leaderboards/``) also whether the
+    recipe file it cites is there and hashes to its sha256."""
     problems = schema_errors(record, RESULT_SCHEMA)
     problems += code_problems(record)
     if problems:
@@ -469,6 +556,9 @@ def record_problems(record: Any, path: Path | None = None) -> list[str]:
     eval_problems, size = _eval_set_problems(record, adapter)
     problems += eval_problems
     problems += _interface_problems(record, adapter)
+    problems += _policy_path_problems(record)
+    problems += _checkpoint_digest_problems(record)
+    problems += _recipe_problems(record, repository)
     if path is not None:
         if path.parent.name != record["benchmark"]:
             problems.append(f"file is in folder {path.parent.name!r}, but its benchmark is "
@@ -486,13 +576,14 @@ def record_problems(record: Any, path: Path | None = None) -> list[str]:
     return problems
 
 
-def problems_in_text(text: str, path: Path | None = None) -> list[str]:
+def problems_in_text(text: str, path: Path | None = None,
+                     repository: Path | None = None) -> list[str]:
     """Parse ``text`` strictly and return every problem (empty: valid)."""
     try:
         record = parse_strict(text)
     except (ValueError, RecursionError) as exc:
         return [f"malformed JSON: {exc}"]
-    return record_problems(record, path)
+    return record_problems(record, path, repository)
 
 
 _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
@@ -591,12 +682,15 @@ def records_folder_problem(folder: Path, env_id: str) -> str | None:
     return None
 
 
-def validate_file(path: str | Path, board: bool | None = None) -> Report:
+def validate_file(path: str | Path, board: bool | None = None,
+                  repository: str | Path | None = None) -> Report:
     """Read and check one submission file.
 
     ``board`` says whether the file sits on a board (``<board>/<benchmark>/<name>.json``), so
     that its folder and name must fit its record; by default, when its folder's parent is
-    named ``leaderboards``.
+    named ``leaderboards``. ``repository`` is where a cited recipe file is looked for; by
+    default, for a file on a board, the folder that holds its leaderboards folder, and for
+    any other file nowhere (the citation's form is still checked).
     """
     path = Path(path)
     report = Report(path)
@@ -610,7 +704,10 @@ def validate_file(path: str | Path, board: bool | None = None) -> Report:
         report.problems.append(f"malformed JSON: not UTF-8 ({exc.reason})")
         return report
     in_board = _on_board(path) if board is None else board
-    report.problems = problems_in_text(text, path if in_board else None)
+    if repository is None and in_board:
+        repository = path.absolute().parent.parent.parent
+    report.problems = problems_in_text(text, path if in_board else None,
+                                       None if repository is None else Path(repository))
     if report.ok:
         report.record = parse_strict(text)
     return report
@@ -637,11 +734,12 @@ def entry_key(record: Mapping[str, Any]) -> tuple[str, ...] | None:
             "" if record["kind"] == "run" else f"{source.get('citation')} {source.get('table')}")
 
 
-def validate_files(paths: Iterable[Path], board: bool | None = None) -> list[Report]:
+def validate_files(paths: Iterable[Path], board: bool | None = None,
+                   repository: str | Path | None = None) -> list[Report]:
     """Check several files as :func:`validate_file` does; a record that another file already
     holds (the same JSON, whatever its layout) is a duplicate and rejected, and so is a second
     record of one board entry (:func:`entry_key`): the same method, model, seed and level."""
-    reports = [validate_file(path, board) for path in paths]
+    reports = [validate_file(path, board, repository) for path in paths]
     seen: dict[str, Path] = {}
     entries: dict[tuple[str, ...], Path] = {}
     for report in reports:

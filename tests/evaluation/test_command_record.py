@@ -5,6 +5,7 @@ the level's eval games is refused, by the builder and by ``derl-bench evaluate -
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,15 @@ import pytest
 from derl_bench.cli import main
 from derl_bench.evaluation import adapter_for
 from derl_bench.evaluation.commands import summarise
-from derl_bench.evaluation.record import command_record, recipe_block
+from derl_bench.evaluation.record import (
+    command_record,
+    file_sha256,
+    recipe_block,
+    recipe_digest,
+)
 from derl_bench.evaluation.schema import COMPACT_CONSTRAINED
 from derl_bench.leaderboard import validate_file
+from derl_bench.policies.model_files import model_digest
 from derl_bench.rollout.commands import CommandEpisode, CommandStep
 
 ALFWORLD = "derl/ALFWorld-v0"
@@ -89,13 +96,48 @@ def test_a_trained_method_records_its_meta_reward_recipe_and_seed(data_root, tmp
                validate_file(_board_file(tmp_path, record, "derl-L0.json")).problems)
 
 
-def test_recipe_blocks_hash_files_and_configs(tmp_path):
-    recipe = tmp_path / "base.yaml"
-    recipe.write_text("lr: 0.001\n")
-    block = recipe_block(recipe)
-    assert block is not None and block["name"] == "base.yaml" and len(block["sha256"]) == 64
+def test_recipe_blocks_cite_the_files_the_repository_keeps_and_embed_the_rest(tmp_path):
+    kept = tmp_path / "baselines" / "base.yaml"
+    evidence = tmp_path / "leaderboards" / "alfworld" / "evidence" / "base.yaml"
+    elsewhere = tmp_path / "runs" / "base.yaml"
+    for path in (kept, evidence, elsewhere):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("lr: 0.001\n")
+    assert recipe_block(kept, repository=tmp_path) == {
+        "name": "base.yaml", "sha256": file_sha256(kept), "path": "baselines/base.yaml"}
+    assert recipe_block(evidence, benchmark="alfworld", repository=tmp_path)["path"] == (
+        "leaderboards/alfworld/evidence/base.yaml")
+    embedded = {"name": "base.yaml", "sha256": recipe_digest({"lr": 0.001}),
+                "config": {"lr": 0.001}}
+    assert recipe_block(elsewhere, repository=tmp_path) == embedded
+    # another board's evidence is not this record's: its recipe goes into the record
+    assert recipe_block(evidence, benchmark="gsm8k", repository=tmp_path) == embedded
     assert recipe_block({"b": 1, "a": 2}) == recipe_block({"a": 2, "b": 1})
     assert recipe_block({"a": 1}) != recipe_block({"a": 2})
+    elsewhere.write_text("- a list\n")
+    with pytest.raises(ValueError, match="holds no mapping"):
+        recipe_block(elsewhere, repository=tmp_path)
+
+
+def test_a_model_folder_is_named_where_the_command_ran_and_pinned_by_its_digest(
+        data_root, tmp_path, monkeypatch):
+    folder = tmp_path / "runs" / "grpo-s0" / "model"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "trainer_state.json").write_text('{"at": "/home/me"}')  # not the policy
+    monkeypatch.chdir(tmp_path)
+    episodes = _episodes("L0")
+    record = command_record(_evaluation(episodes), episodes, seed=0,
+                            **{**BASE, "model_dir": folder})
+    assert record["policy"] == "commands:runs/grpo-s0/model,greedy"
+    digest = record["setup"]["checkpoint_sha256"]
+    assert digest == model_digest(folder) and len(digest) == 64
+    (folder / "trainer_state.json").write_text("{}")
+    assert model_digest(folder) == digest
+    (folder / "model.safetensors").write_bytes(b"other weights")
+    assert model_digest(folder) != digest
+    assert validate_file(_board_file(tmp_path, record, "teacher-dagger-s0-L0.json")).ok
 
 
 def _swap(episodes: list[CommandEpisode]) -> list[CommandEpisode]:
@@ -155,7 +197,8 @@ def test_a_short_real_evaluation_becomes_a_record(data_root, command_model, tmp_
     record = command_record(evaluation, episodes, seed=0, **{**BASE, "model_dir": command_model})
     assert record["results"]["n"] == 2
     assert record["results"]["mean_steps"] == sum(e.length for e in episodes) / 2
-    assert record["policy"] == f"commands:{command_model},greedy"
+    assert record["policy"] == f"commands:{Path(os.path.relpath(command_model)).as_posix()},greedy"
+    assert record["setup"]["checkpoint_sha256"] == model_digest(command_model)
     # a partial pass is a record, but not one a board takes
     problems = validate_file(_board_file(tmp_path, record, "teacher-dagger-s0-L0.json")).problems
     assert problems == ["$.results.n: n=2 is too small: the eval set has 140 episodes"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from derl_bench.evaluation import (
     load_policy,
     sample_entries,
 )
+from derl_bench.evaluation.record import file_sha256
 from derl_bench.families.scienceworld.adapter import SCIENCEWORLD_SAMPLE
 from derl_bench.leaderboard import problems_in_text
 
@@ -141,12 +143,15 @@ def test_bad_policy_specs_fail_clearly(spec):
 
 def test_llm_policy_on_a_tiny_model(data_root, tmp_path):
     from derl_bench.policies import init_tiny_model
+    from derl_bench.policies.model_files import model_digest
 
     path = init_tiny_model(tmp_path / "tiny")
     record, results = evaluate("derl/GSM8K-v0", "L0", f"llm:{path}", limit=2, num_envs=2,
                                keep_trajectories=True, max_new_tokens=8)
     assert record["model"] == Path(path).name and record["method"] == "llm"
-    assert record["policy"] == f"llm:{path}"
+    # named from where the command ran, and pinned by the folder's digest
+    assert record["policy"] == f"llm:{Path(os.path.relpath(path)).as_posix()}"
+    assert record["setup"]["checkpoint_sha256"] == model_digest(path)
     assert len(results) == 2 and all(isinstance(r.actions[0], str) for r in results)
 
 
@@ -203,7 +208,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_run(tmp_path, ca
     assert list(folder.iterdir()) == []
 
 
-def test_recipe_and_meta_reward_are_recorded(data_root, tmp_path):
+def test_recipe_and_meta_reward_are_recorded(data_root, tmp_path, monkeypatch):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("lr: 1e-6\n")
     out = tmp_path / "rec.json"
@@ -212,9 +217,19 @@ def test_recipe_and_meta_reward_are_recorded(data_root, tmp_path):
                  "--meta-reward", "g1 + 0.5 * g2", "--method", "my method", "--model",
                  "tiny", "--no-progress"]) == 0
     record = json.loads(out.read_text())
+    # a recipe outside the repository's recipe folders goes into the record
     assert record["recipe"]["name"] == "recipe.yaml" and len(record["recipe"]["sha256"]) == 64
+    assert record["recipe"]["config"] == {"lr": "1e-6"}
     assert record["meta_reward"]["expression"] and len(record["meta_reward"]["hash"]) >= 8
     assert (record["method"], record["model"]) == ("my method", "tiny")
+    # one under baselines/ is cited by its path, relative to the repository's root
+    monkeypatch.chdir(REPO)  # where the command runs is the root a path is relative to
+    kept = REPO / "baselines" / "gsm8k-outcome.yaml"
+    assert main(["evaluate", "--env", "derl/GSM8K-v0", "--level", "L0", "--policy", "random",
+                 "--limit", "1", "--output", str(out), "--recipe", str(kept),
+                 "--no-progress"]) == 0
+    assert json.loads(out.read_text())["recipe"] == {
+        "name": kept.name, "sha256": file_sha256(kept), "path": f"baselines/{kept.name}"}
 
 
 # -- degenerate policies and the two ScienceWorld metrics ---------------------------------------

@@ -15,7 +15,14 @@ import pytest
 
 from derl_bench.cli import main
 from derl_bench.evaluation import adapter_for, evaluated_env_ids, schema_errors
-from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, RESULT_SCHEMA, binomial_se
+from derl_bench.evaluation.record import file_sha256, recipe_block, recipe_digest
+from derl_bench.evaluation.schema import (
+    DEFAULT_POLICY_INTERFACE,
+    RESULT_SCHEMA,
+    SETUP_FIELDS,
+    WEIGHT_POLICIES,
+    binomial_se,
+)
 from derl_bench.family import board_folder
 from derl_bench.leaderboard import (
     render_html,
@@ -666,7 +673,7 @@ def test_every_committed_record_states_its_setup_or_why_not():
         setup, metric = record["setup"], record["results"]["metric"]
         assert metric in ("strict", "published")
         if record["kind"] == "run":
-            assert setup["unknown"] == {} and None not in setup.values(), path
+            assert setup["unknown"] == {} and None not in map(setup.get, SETUP_FIELDS), path
         else:
             assert {k for k, v in setup.items() if v is None} == set(setup["unknown"]), path
 
@@ -683,6 +690,124 @@ def test_a_fresh_run_record_carries_its_setup():
     assert record["results"]["metric"] == "strict"
     trained, _ = evaluate("derl/Arithmetic-v0", "L0", "oracle", checkpoint="step 150")
     assert trained["setup"]["checkpoint"] == "step 150"
+
+
+# -- records that travel: no machine path, a checkpoint digest, a recipe anyone can check ------
+
+DIGEST = "ab" * 32
+RECIPE = REPO / "baselines" / "gsm8k-outcome.yaml"
+_DELETE = object()
+
+
+def _trained(**changes: Any) -> dict[str, Any]:
+    """The base record as a trained policy's run: its model folder named relative to where the
+    command ran, the folder's digest and a recipe cited from baselines/; then ``changes``
+    (``setup__checkpoint_sha256=...``; the value ``_DELETE`` removes the field)."""
+    record = base_record()
+    record["policy"] = "llm:runs/gsm8k/checkpoints/step-20,temperature=0,batched"
+    record["setup"].update(checkpoint="final weights", checkpoint_sha256=DIGEST)
+    record["recipe"] = {"name": RECIPE.name, "sha256": file_sha256(RECIPE),
+                        "path": f"baselines/{RECIPE.name}"}
+    for path, value in changes.items():
+        key = path.replace("__", ".")
+        (_delete(key) if value is _DELETE else _set(key, value))(record)
+    return record
+
+
+def _on_board(tmp_path: Path, record: dict[str, Any]) -> Path:
+    path = tmp_path / "leaderboards" / "gsm8k" / BASE.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return path
+
+
+def test_a_trained_run_with_a_relative_folder_its_digest_and_a_cited_recipe_validates(
+        tmp_path, capsys):
+    path = _on_board(tmp_path, _trained())
+    assert validate_file(path, repository=REPO).problems == []
+    # from the command line, a file off the board finds the recipe in the repository of --dir
+    assert main(["leaderboard", "validate", "--dir", str(BOARDS), str(path)]) == 0
+    assert "ok " in capsys.readouterr().out
+
+
+def test_an_embedded_recipe_and_one_cited_from_the_boards_evidence_validate(tmp_path):
+    embedded = _trained(recipe=recipe_block({"learning_rate": 1e-5, "steps": 20}))
+    assert validate_file(_on_board(tmp_path, embedded)).problems == []
+    # a run's result.json in the board's evidence: the sha256 is its config's canonical hash
+    config = {"model": "runs/base", "learning_rate": 1e-5, "steps": 20}
+    evidence = tmp_path / "leaderboards" / "gsm8k" / "evidence" / "outcome-s0"
+    evidence.mkdir(parents=True)
+    (evidence / "result.json").write_text(json.dumps({"config": config, "score": 0.5}))
+    cited = _trained(recipe={"name": "training config", "sha256": recipe_digest(config),
+                             "path": "leaderboards/gsm8k/evidence/outcome-s0/result.json"})
+    assert validate_file(_on_board(tmp_path, cited)).problems == []  # its repository: tmp_path
+
+
+@pytest.mark.parametrize(("name", "changes", "reason"), [
+    ("model-folder-at-an-absolute-path",
+     {"policy": "llm:/work/runs/gsm8k/checkpoints/step-20,temperature=0,batched"},
+     "$.policy: '/work/runs/gsm8k/checkpoints/step-20' is a path on the machine that made the "
+     "record"),
+    ("model-folder-at-a-windows-path", {"policy": "llm:C:/runs/model"},
+     "$.policy: 'C:/runs/model' is a path on the machine"),
+    ("model-folder-in-the-home", {"policy": "llm:~/runs/model"},  # the schema's pattern
+     "$.policy: 'llm:~/runs/model' does not match"),
+    ("digest-not-hex", {"setup__checkpoint_sha256": "12345"},
+     "$.setup.checkpoint_sha256: '12345' does not match"),
+    ("digest-in-capitals", {"setup__checkpoint_sha256": "AB" * 32},
+     "$.setup.checkpoint_sha256: 'ABAB"),
+    ("weights-without-a-digest", {"setup__checkpoint_sha256": _DELETE},
+     "$.setup.checkpoint_sha256: a run of a policy that loads weights states the digest"),
+    ("digest-of-a-scripted-policy", {"policy": "random"},
+     "$.setup.checkpoint_sha256: only a policy that loads weights"),
+    ("recipe-by-a-bare-hash", {"recipe": {"name": "config", "sha256": "0" * 64}},
+     "a bare sha256 names a recipe nobody can check"),
+    ("recipe-both-cited-and-embedded", {"recipe__config": {"steps": 3}},
+     "$.recipe: give path or config, not both"),
+    ("recipe-outside-the-kept-folders", {"recipe__path": "runs/gsm8k/config.yaml"},
+     "$.recipe.path: 'runs/gsm8k/config.yaml' lies outside baselines and "
+     "leaderboards/gsm8k/evidence"),
+    ("recipe-in-another-boards-evidence",
+     {"recipe__path": "leaderboards/alfworld/evidence/dagger-base-L0.json"}, "lies outside"),
+    ("recipe-path-leaving-the-repository", {"recipe__path": "../baselines/gsm8k-outcome.yaml"},
+     "$.recipe.path: '../baselines/gsm8k-outcome.yaml' does not match"),
+    ("recipe-at-an-absolute-path", {"recipe__path": "/srv/repo/baselines/gsm8k-outcome.yaml"},
+     "$.recipe.path: '/srv/repo/baselines/gsm8k-outcome.yaml' does not match"),
+    ("recipe-file-the-repository-lacks", {"recipe__path": "baselines/no-such-recipe.yaml"},
+     "$.recipe.path: baselines/no-such-recipe.yaml is not a file the repository holds"),
+    ("recipe-hash-of-another-file", {"recipe__sha256": file_sha256(BASE)},
+     "is the hash neither of baselines/gsm8k-outcome.yaml nor of its config"),
+    ("embedded-recipe-of-another-hash",
+     {"recipe": {"name": "config", "sha256": "0" * 64, "config": {"steps": 3}}},
+     "$.recipe.sha256: '" + "0" * 64 + "' is not the hash of the embedded config"),
+])
+def test_a_record_that_cannot_be_checked_elsewhere_is_rejected(tmp_path, name, changes, reason):
+    report = validate_file(_on_board(tmp_path, _trained(**changes)), repository=REPO)
+    assert any(reason in p for p in report.problems), report.problems
+
+
+def test_a_cited_recipe_is_looked_for_in_the_boards_repository(tmp_path):
+    """On a board, the repository is the folder holding its leaderboards folder: a record
+    citing baselines/ is checked against the recipe there, not against this checkout's."""
+    path = _on_board(tmp_path, _trained())
+    assert any("is not a file the repository holds" in p for p in validate_file(path).problems)
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / RECIPE.name).write_text("steps: 3\n")  # another recipe
+    assert any("is the hash neither of" in p for p in validate_file(path).problems)
+    (tmp_path / "baselines" / RECIPE.name).write_bytes(RECIPE.read_bytes())
+    assert validate_file(path).problems == []
+
+
+def test_committed_runs_name_no_machine_path_and_state_their_checkpoint_digest():
+    for path in committed():
+        record = json.loads(path.read_text())
+        policy = record["policy"] or ""
+        model = policy.partition(":")[2].partition(",")[0]
+        assert not model.startswith(("/", "~")), path
+        if record["kind"] == "run" and policy.startswith(WEIGHT_POLICIES):
+            assert "checkpoint_sha256" in record["setup"], path
+        if record["recipe"] is not None:
+            assert {"path", "config"} & set(record["recipe"]), path
 
 
 # -- provenance: run here, submitted, reported --------------------------------------------------
