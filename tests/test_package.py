@@ -100,3 +100,14 @@ def test_a_non_editable_install_registers_envs_and_finds_their_cards(tmp_path, d
 def test_the_retired_verifiers_door_names_the_taskset_that_replaced_it():
     with pytest.raises(RuntimeError, match="taskset 'derl-bench-v1'"):
         derl_bench.load_environment(env_id="derl/GSM8K-v0")
+
+
+def test_the_installed_packages_have_no_dependency_conflict():
+    """`pip check` in the setup's venv: every requirement installed at a version it accepts.
+    Its "not supported on this platform" lines judge a wheel's tags, not a requirement (the
+    textworld wheel gets one here and runs), so they are not conflicts."""
+    done = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True,
+                          text=True, timeout=300)
+    conflicts = [line for line in done.stdout.splitlines()
+                 if line.strip() and "is not supported on this platform" not in line]
+    assert not conflicts, "\n".join(conflicts)

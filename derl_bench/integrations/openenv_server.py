@@ -1,7 +1,7 @@
 """A derl-bench env served over HTTP and WebSocket with OpenEnv (``pip install
 'derl-bench[serve]'``): ``derl-bench serve derl/ALFWorld-v0 --port 8000 --max-sessions 32``.
 
-The app is openenv-core's ``create_app`` around :class:`DerlEnvironment`, so any OpenEnv client
+The app is ``openenv``'s ``create_app`` around :class:`DerlEnvironment`, so any OpenEnv client
 plays it (TRL, SkyRL, Unsloth, or :class:`DerlEnvClient` here). Each WebSocket session (``/ws``)
 has its own env; a reset may set the task: ``level``, ``split``, ``index`` (an item of the
 split), ``reward`` (a Meta-Reward), ``semantics``, ``max_episode_steps`` and ``action_format``
@@ -80,9 +80,9 @@ class DerlAction(Action):
 
 class DerlObservation(Observation):
     """The env's observation text and the step's primitives and rewards; ``reward`` is the
-    Meta-Reward's increment. The same fields are in ``metadata`` too (OpenEnv's serializer
-    leaves ``metadata`` off the wire, so they travel as fields; :class:`DerlEnvClient` puts
-    them back in ``metadata``)."""
+    Meta-Reward's increment. The same fields are in ``metadata`` too: they travel as fields,
+    which every OpenEnv client reads (``openenv`` 0.4 also sends ``metadata``, which older
+    servers left off the wire), and :class:`DerlEnvClient` fills ``metadata`` from them."""
 
     text: str = Field(default="", description="the env's observation")
     primitives: dict[str, float] = Field(default_factory=dict,
@@ -199,7 +199,7 @@ def _observation(view: StepView) -> DerlObservation:
 
 class QuietDisconnect:
     """ASGI middleware: a WebSocket whose client left before the server's closing frame is
-    over, not an error. (openenv-core's ``/ws`` route closes the socket after the client's
+    over, not an error. (OpenEnv's ``/ws`` route closes the socket after the client's
     ``close`` message and expects a ``RuntimeError`` there; Starlette raises
     ``WebSocketDisconnect``, which would be logged as a crash of the app.)"""
 
@@ -224,7 +224,7 @@ BINARY_FRAME_MESSAGE = ("binary frames are not supported; send each message as J
 class TextFramesOnly:
     """ASGI middleware: a binary WebSocket frame ends its session with an error frame that says
     so (:data:`BINARY_FRAME_MESSAGE`, code ``SESSION_ERROR``) and close code 1003 (unsupported
-    data). openenv-core's ``/ws`` route reads text only, and a binary frame failed inside
+    data). OpenEnv's ``/ws`` route reads text only, and a binary frame failed inside
     Starlette with a ``KeyError``, which reached the client as ``SESSION_ERROR: 'text'``."""
 
     def __init__(self, app: Any) -> None:
