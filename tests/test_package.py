@@ -104,8 +104,9 @@ def test_the_retired_verifiers_door_names_the_taskset_that_replaced_it():
 
 def test_the_installed_packages_have_no_dependency_conflict():
     """`pip check` in the setup's venv: every requirement installed at a version it accepts.
-    Its "not supported on this platform" lines judge a wheel's tags, not a requirement (the
-    textworld wheel gets one here and runs), so they are not conflicts."""
+    Its "not supported on this platform" lines judge a wheel's tags, not a requirement: pip
+    reads no tag from a WHEEL file whose headers a blank line ends before its `Tag:` line, as
+    the textworld wheel's here does, though it installs and runs. They are not conflicts."""
     done = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True,
                           text=True, timeout=300)
     conflicts = [line for line in done.stdout.splitlines()
