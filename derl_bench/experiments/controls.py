@@ -51,7 +51,7 @@ def control_comparisons(result: Mapping[str, Any], pairs: Sequence[tuple[str, st
     seeds both picked at), Holm-corrected together, with the sign-flip test, the McNemar test
     of finding the class, and how many seeds each method found it on (``found``)."""
     scores = picked_l0(result)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for better, worse in pairs:
         seeds = sorted(set(scores.get(better, {})) & set(scores.get(worse, {})))
         a = [100 * scores[better][s] for s in seeds]
@@ -66,8 +66,8 @@ def control_comparisons(result: Mapping[str, Any], pairs: Sequence[tuple[str, st
                      "mcnemar": mcnemar_exact(found_a, found_b),
                      "found": [sum(found_a), sum(found_b)],
                      "means": [sum(a) / len(a), sum(b) / len(b)]})
-    corrected = holm([{k: r[k] for k in ("mean", "se", "ci_low", "ci_high", "n", "mde")}
-                      for r in rows])
+    corrected = holm([{k: float(r[k]) for k in ("mean", "se", "ci_low", "ci_high", "mde")}
+                      | {"n": int(r["n"])} for r in rows])
     return [{**r, **c} for r, c in zip(rows, corrected, strict=True)]
 
 
