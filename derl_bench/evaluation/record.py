@@ -133,7 +133,9 @@ def summarize(results: Sequence[EpisodeResult], has_score: bool = False,
 
 def file_sha256(path: str | Path) -> str:
     """sha256 of a file's bytes (recipes are hashed this way)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    from derl_bench.data.verify import sha256_file
+
+    return sha256_file(Path(path))
 
 
 def build_record(

@@ -80,13 +80,11 @@ def model_digest(folder: str | Path) -> str | None:
     files = model_files(folder) if Path(folder).is_dir() else []
     if not files:
         return None
+    from derl_bench.data.verify import sha256_file
+
     listing = hashlib.sha256()
     for path in files:
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        listing.update(f"{digest.hexdigest()}  {path.name}\n".encode())
+        listing.update(f"{sha256_file(path)}  {path.name}\n".encode())
     return listing.hexdigest()
 
 
