@@ -29,6 +29,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,13 +145,15 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _greedy_on_pool(model: str, seed: int, games: int) -> float:
-    """Greedy success of ``model`` on the first ``games`` games of seed ``seed``'s training
-    pool (the games its GRPO run drew its batches from)."""
+def _success(model: str, split: str, games: Callable[[int], list[dict[str, Any]]],
+             seed: int = 0, temperature: float = 0.0) -> float:
+    """Success of ``model`` on the games (reset options) ``games`` chooses from the number of
+    games in L0's ``split``: greedy at temperature 0, else one seeded draw (seed ``seed``) per
+    game at ``temperature``."""
     import torch
 
     from derl_bench.family import resolve_family
-    from derl_bench.grpo.commands import CommandGRPOConfig, make_envs, respond, training_pool
+    from derl_bench.grpo.commands import CommandGRPOConfig, make_envs, respond
     from derl_bench.policies import load_model_and_tokenizer
     from derl_bench.policies.command_model import command_parts
     from derl_bench.policies.commands import CommandPolicy
@@ -158,19 +161,27 @@ def _greedy_on_pool(model: str, seed: int, games: int) -> float:
 
     torch.set_num_threads(1)
     net, tokenizer = load_model_and_tokenizer(model)
-    config = CommandGRPOConfig(model=model, env_id="derl/ALFWorld-v0", seed=seed,
-                               envs=16)
-    envs = make_envs(config, "train", config.envs)
+    config = CommandGRPOConfig(model=model, env_id="derl/ALFWorld-v0", envs=16)
+    envs = make_envs(config, split, config.envs)
+    sampled = {"temperature": temperature} if temperature else {"greedy": True}
     try:
-        pool = training_pool(config, game_count(envs[0]))[:games]
-        episodes = play(envs, CommandPolicy(net.eval(), tokenizer),
-                        [{"index": int(g)} for g in pool],
-                        command_parts(resolve_family(config.env_id)).state, greedy=True,
-                        respond=respond)
+        episodes = play(envs, CommandPolicy(net.eval(), tokenizer), games(game_count(envs[0])),
+                        command_parts(resolve_family(config.env_id)).state, seed=seed,
+                        respond=respond, **sampled)
     finally:
         for env in envs:
             env.close()
     return float(np.mean([e.won for e in episodes]))
+
+
+def _greedy_on_pool(model: str, seed: int, games: int) -> float:
+    """Greedy success of ``model`` on the first ``games`` games of seed ``seed``'s training
+    pool (the games its GRPO run drew its batches from)."""
+    from derl_bench.grpo.commands import CommandGRPOConfig, training_pool
+
+    config = CommandGRPOConfig(model=model, env_id="derl/ALFWorld-v0", seed=seed)
+    return _success(model, "train", lambda total: [
+        {"index": int(g)} for g in training_pool(config, total)[:games]])
 
 
 def pool_check(args: argparse.Namespace) -> int:
@@ -196,29 +207,8 @@ def pool_check(args: argparse.Namespace) -> int:
 def _validation_success(model: str, temperature: float, draw: int) -> float:
     """Success of ``model`` on all 200 games of L0's validation split: greedy at temperature
     0, else one seeded draw (seed ``draw``) per game at ``temperature``."""
-    import torch
-
-    from derl_bench.family import resolve_family
-    from derl_bench.grpo.commands import CommandGRPOConfig, make_envs, respond
-    from derl_bench.policies import load_model_and_tokenizer
-    from derl_bench.policies.command_model import command_parts
-    from derl_bench.policies.commands import CommandPolicy
-    from derl_bench.rollout.commands import game_count, play
-
-    torch.set_num_threads(1)
-    net, tokenizer = load_model_and_tokenizer(model)
-    config = CommandGRPOConfig(model=model, env_id="derl/ALFWorld-v0", envs=16)
-    envs = make_envs(config, "validation", config.envs)
-    try:
-        games = [{"index": i} for i in range(game_count(envs[0]))]
-        sampled = {"temperature": temperature} if temperature else {"greedy": True}
-        episodes = play(envs, CommandPolicy(net.eval(), tokenizer), games,
-                        command_parts(resolve_family(config.env_id)).state, seed=draw,
-                        respond=respond, **sampled)
-    finally:
-        for env in envs:
-            env.close()
-    return float(np.mean([e.won for e in episodes]))
+    return _success(model, "validation", lambda total: [{"index": i} for i in range(total)],
+                    draw, temperature)
 
 
 SCORED = {0.4: 2, 1.0: 1, 0.0: 1}
