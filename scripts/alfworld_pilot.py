@@ -52,7 +52,7 @@ DIAGNOSTICS = ("kl", "clip_fraction", "grad_norm", "entropy", "weights/max_chang
                "groups_with_advantage", "success", "length/mean", "commands/trained")
 
 
-def _one(base: str, runs: Path, arm: str, seed: int) -> str:
+def _one(base: str, runs: Path, arm: str, seed: int, overrides: list[str]) -> str:
     out = runs / f"{arm}-s{seed}"
     if (out / "result.json").is_file():
         return f"{out.name}: done before"
@@ -60,7 +60,8 @@ def _one(base: str, runs: Path, arm: str, seed: int) -> str:
         shutil.rmtree(out)  # a run stopped half way starts again
     recipe, rate = ARMS[arm]
     command = [sys.executable, "-m", "derl_bench", "train", str(BASELINES / recipe),
-               "--output", str(out), f"model={base}", f"seed={seed}", f"learning_rate={rate}"]
+               "--output", str(out), f"model={base}", f"seed={seed}", f"learning_rate={rate}",
+               *overrides]
     log = runs / f"{arm}-s{seed}.log"
     with log.open("w") as fh:
         status = subprocess.call(command, stdout=fh, stderr=subprocess.STDOUT)
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     runs.mkdir(parents=True, exist_ok=True)
     units = [(arm, seed) for seed in args.seeds for arm in args.arms]
     with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
-        for line in pool.map(lambda u: _one(args.base, runs, *u), units):
+        for line in pool.map(lambda u: _one(args.base, runs, *u, args.set), units):
             print(line, flush=True)
     return 0
 
@@ -212,14 +213,30 @@ def _validation_success(model: str, temperature: float, draw: int) -> float:
 
 
 SCORED = {0.4: 2, 1.0: 1, 0.0: 1}
-"""The re-scoring's temperatures and draws per game: RLVMR's validation temperature (0.4,
+"""The third pilot's temperatures and draws per game: RLVMR's validation temperature (0.4,
 its endpoint), the training temperature (1.0) and greedy (0), each on all 200 validation
 games. The base plays twice as many draws: its error is common to every seed's difference,
-so the interval over seeds does not hold it."""
+so the interval over seeds does not hold it. ``score --scored`` sets others (the fourth
+pilot's: ``1:2 0:1``)."""
 
 
-def _draws(name: str, temperature: float) -> int:
-    return SCORED[temperature] * (2 if name == "base" and temperature else 1)
+def _scored(items: list[str]) -> dict[float, int]:
+    """``TEMPERATURE:DRAWS`` items, e.g. ``1:2 0:1``; greedy (0) plays one draw whatever."""
+    table: dict[float, int] = {}
+    for item in items:
+        t, _, n = item.partition(":")
+        try:
+            temperature, draws = float(t), int(n)
+        except ValueError:
+            raise SystemExit(f"--scored {item!r}: expected TEMPERATURE:DRAWS, e.g. 1:2") from None
+        if temperature < 0 or draws < 1:
+            raise SystemExit(f"--scored {item!r}: a temperature >= 0 and at least one draw")
+        table[temperature] = draws if temperature else 1
+    return table
+
+
+def _draws(scored: dict[float, int], name: str, temperature: float) -> int:
+    return scored[temperature] * (2 if name == "base" and temperature else 1)
 
 
 def score(args: argparse.Namespace) -> int:
@@ -228,14 +245,15 @@ def score(args: argparse.Namespace) -> int:
     from derl_bench.experiments.stats import paired_difference
 
     runs, evidence = Path(args.runs), Path(args.evidence)
+    scored = _scored(args.scored) if args.scored else SCORED
     cache_path = runs / "scores.json"
     cache: dict[str, float] = (json.loads(cache_path.read_text()) if cache_path.is_file()
                                else {})
     models = {"base": args.base} | {
         f"{arm}-s{seed}": str(runs / f"{arm}-s{seed}" / "model") for arm in args.arms
         for seed in args.seeds if (runs / f"{arm}-s{seed}" / "result.json").is_file()}
-    units = [(name, t, d) for name in models for t in SCORED
-             for d in range(_draws(name, t)) if f"{name}|{t:g}|{d}" not in cache]
+    units = [(name, t, d) for name in models for t in scored
+             for d in range(_draws(scored, name, t)) if f"{name}|{t:g}|{d}" not in cache]
     with concurrent.futures.ProcessPoolExecutor(args.workers) as pool:
         futures = {pool.submit(_validation_success, models[n], t, d): (n, t, d)
                    for n, t, d in units}
@@ -245,18 +263,18 @@ def score(args: argparse.Namespace) -> int:
             cache_path.write_text(json.dumps(cache, indent=2, sort_keys=True) + "\n")
             print(f"{name} at temperature {t:g}, draw {d}: {future.result() * 100:.1f}%",
                   flush=True)
-    table: dict[str, Any] = {"games": 200, "draws": {f"{t:g}": n for t, n in SCORED.items()},
-                             "base_draws": {f"{t:g}": _draws("base", t) for t in SCORED},
+    table: dict[str, Any] = {"games": 200, "draws": {f"{t:g}": n for t, n in scored.items()},
+                             "base_draws": {f"{t:g}": _draws(scored, "base", t) for t in scored},
                              "models": {}, "last_minus_base": {}}
     for name in models:
         table["models"][name] = {f"{t:g}": float(np.mean(
-            [cache[f"{name}|{t:g}|{d}"] for d in range(_draws(name, t))])) * 100
-            for t in SCORED}
+            [cache[f"{name}|{t:g}|{d}"] for d in range(_draws(scored, name, t))])) * 100
+            for t in scored}
     for arm in args.arms:
         seeds = [s for s in args.seeds if f"{arm}-s{s}" in models]
         if not seeds:
             continue
-        for t in SCORED:
+        for t in scored:
             final = [table["models"][f"{arm}-s{s}"][f"{t:g}"] for s in seeds]
             base = [table["models"]["base"][f"{t:g}"]] * len(seeds)
             d = paired_difference(final, base)
@@ -277,12 +295,17 @@ def main() -> int:
     r = sub.add_parser("run")
     r.add_argument("--base", required=True)
     r.add_argument("--workers", type=int, default=2)
+    r.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="recipe overrides every run of the arm gets (e.g. validation_every=0)")
     rep = sub.add_parser("report")
     check = sub.add_parser("pool", help="greedy success on each seed's training pool")
     rescore = sub.add_parser("score", help="the base and final models at RLVMR's validation "
                              "temperature, the training temperature and greedy")
     rescore.add_argument("--base", required=True)
     rescore.add_argument("--workers", type=int, default=2)
+    rescore.add_argument("--scored", nargs="+", metavar="TEMPERATURE:DRAWS",
+                         help="temperatures and draws per final model (the base plays twice "
+                         "as many); default: 0.4:2 1:1 0:1")
     check.add_argument("--base", required=True)
     check.add_argument("--games", type=int, default=64)
     check.add_argument("--workers", type=int, default=2)
