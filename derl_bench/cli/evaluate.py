@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,16 +40,22 @@ def register(subparsers: Any) -> None:
                             "llm:MODEL | module:function | file.py:function")
     which.add_argument("--commands", type=Path, metavar="MODEL_DIR",
                        help="a command policy's model folder (ALFWorld): it reads the compact "
-                            "state and picks among the admissible commands, greedily; the "
-                            "record's policy_interface is compact-constrained. Needs --method "
-                            "and --checkpoint")
+                            "state and picks among the admissible commands, greedily (or "
+                            "sampled with --temperature); the record's policy_interface is "
+                            "compact-constrained. Needs --method and --checkpoint")
     p.add_argument("--output", type=Path, help="result record path (default: print to stdout)")
     p.add_argument("--trajectories", type=Path, help="also write a per-episode JSONL log here")
     p.add_argument("--num-envs", type=int, default=1, help="parallel envs (worker processes)")
     p.add_argument("--limit", type=int,
                    help="run only the first N episodes (a quick check; such a record does not "
                         "validate for a leaderboard)")
-    p.add_argument("--seed", type=int, default=0, help="base seed (episode i uses seed + i)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="base seed (episode i uses seed + i); with --commands --temperature, "
+                        "the seed of the draws")
+    p.add_argument("--temperature", type=float, metavar="T",
+                   help="with --commands: draw each command from softmax(log p / T) over the "
+                        "admissible commands (1 is the distribution command GRPO trains) "
+                        "instead of taking the likeliest; the policy spec records T and --seed")
     p.add_argument("--method", help="method name for the record (default: the policy's)")
     p.add_argument("--train-seed", type=int, metavar="N",
                    help="with --commands: the training run's seed, named in the method "
@@ -127,6 +134,9 @@ def run(args: argparse.Namespace) -> int:
                    loads_model=bool(args.policy and args.policy.startswith("llm:")))
     if args.commands is None and args.train_seed is not None:
         raise CommandError("--train-seed goes with --commands (name the seed in --method)")
+    if args.commands is None and args.temperature is not None:
+        raise CommandError("--temperature goes with --commands (an llm: policy's sampling is "
+                           "its spec's: llm:MODEL,temperature=T)")
     _check_files(args)
     _check_names(args)
     if args.commands is not None:
@@ -196,19 +206,24 @@ def _run_commands(args: argparse.Namespace) -> int:
                                      "'step 150', ...)"),
                (args.train_seed is not None and args.train_seed < 0,
                 "--train-seed must be 0 or more"),
-               (args.seed != 0, "--seed does not apply to --commands: its games are chosen by "
-                                "index and played greedily, with no seed (name the training "
-                                "seed with --train-seed)"),
+               (args.seed != 0 and args.temperature is None,
+                "--seed does not apply to greedy --commands: its games are chosen by index "
+                "and played greedily, with no seed (name the training seed with --train-seed; "
+                "--temperature samples, seeded by --seed)"),
+               (args.temperature is not None
+                and not (math.isfinite(args.temperature) and args.temperature > 0),
+                "--temperature must be a number > 0 (leave it out to play greedily)"),
                (not args.commands.is_dir(), f"--commands: {args.commands} is not a folder")]
     for bad, message in refused:
         if bad:
             raise CommandError(message)
-    from derl_bench.evaluation.record import COMMAND_POLICY
+    from derl_bench.evaluation.record import command_policy
     from derl_bench.evaluation.schema import RESULT_SCHEMA, schema_errors
 
     fields = RESULT_SCHEMA["properties"]
     errors = (schema_errors(args.model or args.commands.name, fields["model"], "the model name")
-              + schema_errors(COMMAND_POLICY.format(model=args.commands), fields["policy"],
+              + schema_errors(command_policy(args.commands, args.temperature, args.seed),
+                              fields["policy"],
                               "the policy spec"))
     if errors:
         raise CommandError(f"{errors[0]} (name the model with --model; give the folder as a "
@@ -229,7 +244,8 @@ def _run_commands(args: argparse.Namespace) -> int:
     try:
         evaluation = evaluate_commands(args.commands, args.level, env_id=args.env,
                                        limit=args.limit, envs=args.num_envs,
-                                       episodes_out=episodes, family=adapter.resolved)
+                                       episodes_out=episodes, family=adapter.resolved,
+                                       temperature=args.temperature, seed=args.seed)
         record = command_record(evaluation, episodes, method=args.method,
                                 model=args.model or args.commands.name,
                                 model_dir=args.commands, checkpoint=args.checkpoint,

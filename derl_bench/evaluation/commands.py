@@ -1,5 +1,6 @@
 """Evaluating a command policy (a model that picks among admissible commands) on an agent
-env's fixed game sets: every game of a level's split once, greedy, in lockstep.
+env's fixed game sets: every game of a level's split once, greedily or sampled at a
+temperature, in lockstep.
 
     result = evaluate_commands("runs/alfworld-base", level="L0", env_id="derl/ALFWorld-v0")
     result["success"], result["by_task_type"]
@@ -11,6 +12,7 @@ as in training.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -46,12 +48,17 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
                       state_factory: Callable[[], Any] | None = None,
                       data_root: str | None = None,
                       episodes_out: list[CommandEpisode] | None = None,
-                      family: Family | None = None) -> dict[str, Any]:
-    """Play every game of ``level``'s ``split`` (the first ``limit``) once, greedily.
+                      family: Family | None = None, temperature: float | None = None,
+                      seed: int = 0) -> dict[str, Any]:
+    """Play every game of ``level``'s ``split`` (the first ``limit``) once: greedily, or with
+    a ``temperature`` one seeded draw (``seed``) of a whole command per step from
+    ``softmax(log p / temperature)`` over the admissible commands (1.0: the distribution
+    command GRPO trains).
 
     ``model`` is a model folder (or a loaded ``CommandPolicy``), ``env_id`` an env whose card
     has a ``commands`` hook; a damaged file of the folder is a ``ValueError`` naming it.
-    Returns :func:`summarise`'s figures with the level, split and wall seconds;
+    Returns :func:`summarise`'s figures with the level, split, temperature (None: greedy),
+    seed and wall seconds;
     ``episodes_out`` receives the episodes. ``family`` is ``env_id``'s
     :class:`~derl_bench.family.Family` where the caller resolved it; without a
     ``state_factory`` the default one is its ``commands`` hook's (found from ``env_id``
@@ -62,6 +69,9 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
     from derl_bench.policies.commands import CommandPolicy
     from derl_bench.rollout.commands import command_envs, game_count, play
 
+    if temperature is not None and not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0 (None plays greedily), "
+                         f"not {temperature!r}")
     if num_threads is not None:
         torch.set_num_threads(num_threads)
     if isinstance(model, CommandPolicy):
@@ -86,14 +96,17 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
     try:
         count = game_count(pool[0])
         games = [{"index": i} for i in range(count if limit is None else min(limit, count))]
+        sampling: dict[str, Any] = ({"greedy": True} if temperature is None
+                                    else {"temperature": temperature, "seed": seed})
         episodes = play(pool[:len(games)] or pool[:1], policy, games, state_factory,
-                        greedy=True)
+                        **sampling)
     finally:
         for env in pool:
             env.close()
     if episodes_out is not None:
         episodes_out.extend(episodes)
     return {"level": level, "split": split, **summarise(episodes),
+            "temperature": temperature, "seed": seed if temperature is not None else None,
             "seconds": time.perf_counter() - started}
 
 

@@ -241,6 +241,8 @@ def portable_policy(spec: str | None, start: str | Path | None = None) -> str | 
     'llm:runs/x/model,temperature=0'
     >>> portable_policy("commands:runs/x/model,greedy"), portable_policy("random")
     ('commands:runs/x/model,greedy', 'random')
+    >>> portable_policy("commands:/work/x/model,temperature=1,seed=0", start="/work")
+    'commands:x/model,temperature=1,seed=0'
     """
     if spec is None or not spec.startswith(WEIGHT_POLICIES):
         return spec
@@ -423,8 +425,16 @@ def _recipe_file_block(path: Path, benchmark: str | None,
     return block
 
 
-COMMAND_POLICY = "commands:{model},greedy"
-"""A command policy's ``policy`` spec: its model folder, decoded greedily."""
+def command_policy(model: str | Path, temperature: float | None = None, seed: int = 0) -> str:
+    """A command policy's ``policy`` spec: its model folder, and how it chose: greedily, or
+    one seeded draw per step at a temperature.
+
+    >>> command_policy("runs/x/model"), command_policy("runs/x/model", 1.0, seed=3)
+    ('commands:runs/x/model,greedy', 'commands:runs/x/model,temperature=1,seed=3')
+    """
+    if temperature is None:
+        return f"commands:{model},greedy"
+    return f"commands:{model},temperature={temperature:g},seed={seed}"
 
 
 def _final_progress(episode: CommandEpisode) -> float | None:
@@ -480,8 +490,9 @@ def command_record(
     ``method`` is the board's method name (``teacher-dagger``, ``grpo-outcome``, ``derl``);
     ``seed``, the training run's seed, is named in it (``derl (seed 2)``, filed as
     ``derl-s2-L0.json``). ``model`` names the model on the board, ``model_dir`` is the folder
-    evaluated (recorded as the ``policy`` spec, relative to the current folder, with the
-    digest of its files), ``checkpoint`` which of the run's weights it holds, in words.
+    evaluated (recorded as the ``policy`` spec, relative to the current folder, with how it
+    chose, greedy or the evaluation's temperature and seed, and the digest of its files),
+    ``checkpoint`` which of the run's weights it holds, in words.
     ``meta_reward`` is the Meta-Reward expression the policy was trained with (or its
     ``{expression, hash}`` block; ``None`` for a policy trained without one),
     ``recipe`` the training recipe (see :func:`recipe_block`). ``level``, when given, must be
@@ -512,14 +523,16 @@ def command_record(
     if not checkpoint:
         raise ValueError("say which weights were evaluated (checkpoint)")
     eval_set = adapter.eval_set(str(evaluation["level"]))
-    results = command_results(eval_set, episodes, adapter=adapter)
+    draws = int(evaluation.get("seed") or 0)  # a sampled evaluation's seed; 0 for greedy
+    results = command_results(eval_set, episodes, draws, adapter=adapter)
     if isinstance(meta_reward, str):
         meta_block: Mapping[str, str] | None = meta_reward_block(meta_reward, env_id)
     else:
         meta_block = meta_reward
     record = build_record(
         eval_set, results, method=method if seed is None else f"{method} (seed {seed})",
-        model=model, policy_spec=COMMAND_POLICY.format(model=model_dir),
+        model=model, policy_spec=command_policy(model_dir, evaluation.get("temperature"),
+                                                draws), base_seed=draws,
         wall_time_s=float(evaluation.get("seconds", 0.0)), recipe=recipe,
         meta_reward=meta_block, date=date, checkpoint=checkpoint,
         policy_interface=policy_interface, adapter=adapter)

@@ -226,6 +226,9 @@ def test_the_cli_evaluates_a_command_model_and_writes_its_record(data_root, comm
     (["--method", "x", "--trajectories", "t.jsonl"], "--trajectories is not available"),
     (["--method", "x", "--protocol", "rlvmr"], "strict protocol"),
     (["--method", "x", "--seed", "3"], "--seed does not apply"),
+    (["--method", "x", "--temperature", "0"], "--temperature must be a number > 0"),
+    (["--method", "x", "--temperature", "nan"], "--temperature must be a number > 0"),
+    (["--method", "x", "--temperature", "1", "--seed", "-1"], "seed must be a whole number >= 0"),
     (["--method", "x", "--folder", "missing"], "is not a folder"),
     (["--method", "$(reboot)"], "--method"),
     (["--method", "x", "--folder", "my model"], "the policy spec"),
@@ -273,6 +276,36 @@ def test_the_cli_names_a_damaged_file_of_the_command_model(data_root, command_mo
                           f"damaged (") and why in err
     assert len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_the_cli_samples_a_command_model_at_a_temperature_seeded(data_root, command_model,
+                                                                 tmp_path, capsys):
+    """``--temperature`` draws every command; the spec records the temperature and the seed,
+    and the same seed plays the same episodes again."""
+    def sampled(seed: int, name: str) -> dict:
+        out = tmp_path / name
+        status = main(["evaluate", "--env", ALFWORLD, "--level", "L0", "--commands",
+                       str(command_model), "--method", "grpo-outcome", "--checkpoint", "final",
+                       "--limit", "2", "--num-envs", "2", "--temperature", "1",
+                       "--seed", str(seed), "--no-progress", "--output", str(out)])
+        assert status == 0, capsys.readouterr().err
+        return json.loads(out.read_text())
+
+    first, again, other = sampled(5, "a.json"), sampled(5, "b.json"), sampled(6, "c.json")
+    folder = Path(os.path.relpath(command_model)).as_posix()
+    assert first["policy"] == f"commands:{folder},temperature=1,seed=5"
+    assert other["policy"].endswith(",temperature=1,seed=6")
+    def played(record: dict) -> dict:
+        return {k: v for k, v in record["results"].items() if k != "wall_time_s"}
+
+    assert played(first) == played(again)
+    assert (first["seeds"]["base"], other["seeds"]["base"]) == (5, 6)
+
+
+def test_temperature_goes_with_commands_only(capsys):
+    status = main(["evaluate", "--env", "derl/Arithmetic-v0", "--level", "L0", "--policy",
+                   "random", "--temperature", "1", "--limit", "1"])
+    assert status == 2 and "--temperature goes with --commands" in capsys.readouterr().err
 
 
 def test_train_seed_goes_with_commands_only(tmp_path, capsys):
