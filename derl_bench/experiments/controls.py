@@ -16,6 +16,8 @@ prints them.
     >>> found = control_comparisons({"runs": rows}, threshold=0.193)
     >>> [(c["name"], round(c["mean"], 1), c["found"]) for c in found]
     [('control-planted - random', 26.5, [4, 4]), ('random - control-negative', 25.0, [4, 0])]
+
+A proxy run without DERL rows renders this family in its ``summary.md``.
 """
 
 from __future__ import annotations
@@ -29,9 +31,19 @@ PRIMARY: tuple[tuple[str, str], ...] = (("control-planted", "random"),
                                         ("random", "control-negative"))
 """The primary family: each pair is (the searcher predicted better, the one predicted worse)."""
 
-FOUND_CLASS = 0.193
-"""DigitsBalance's threshold for "the pick found the class": midway between the two levels its
-board's picks re-train to (32.7% for a pick that pays ``digit_recall``, 5.9% for any other)."""
+FOUND_CLASS: dict[str, float] = {"derl/DigitsBalance-v0": 0.193}
+"""Per task, the threshold for "the pick found the class". DigitsBalance's is midway between
+the two levels its board's picks re-train to (32.7% for a pick that pays ``digit_recall``,
+5.9% for any other); a task without one gets no McNemar test."""
+
+
+def control_pairs(methods: set[str]) -> list[tuple[str, str]]:
+    """The pairs of :data:`PRIMARY` whose two methods are both in ``methods``.
+
+    >>> control_pairs({"random", "control-negative", "derl"})
+    [('random', 'control-negative')]
+    """
+    return [(a, b) for a, b in PRIMARY if a in methods and b in methods]
 
 
 def picked_l0(result: Mapping[str, Any]) -> dict[str, dict[int, float]]:
@@ -46,10 +58,12 @@ def picked_l0(result: Mapping[str, Any]) -> dict[str, dict[int, float]]:
 
 
 def control_comparisons(result: Mapping[str, Any], pairs: Sequence[tuple[str, str]] = PRIMARY,
-                        threshold: float = FOUND_CLASS) -> list[dict[str, Any]]:
+                        threshold: float | None = FOUND_CLASS["derl/DigitsBalance-v0"],
+                        ) -> list[dict[str, Any]]:
     """Each pair's difference in points (the first method minus the second, paired over the
-    seeds both picked at), Holm-corrected together, with the sign-flip test, the McNemar test
-    of finding the class, and how many seeds each method found it on (``found``)."""
+    seeds both picked at), Holm-corrected together, with the sign-flip test and, given a
+    ``threshold``, the McNemar test of finding the class and how many seeds each method found
+    it on (``found``)."""
     scores = picked_l0(result)
     rows: list[dict[str, Any]] = []
     for better, worse in pairs:
@@ -58,14 +72,16 @@ def control_comparisons(result: Mapping[str, Any], pairs: Sequence[tuple[str, st
         b = [100 * scores[worse][s] for s in seeds]
         if not seeds:
             raise ValueError(f"no seed holds picks of both {better} and {worse}")
-        found_a = [v >= 100 * threshold for v in a]
-        found_b = [v >= 100 * threshold for v in b]
+        found: dict[str, Any] = {}
+        if threshold is not None:
+            found_a = [v >= 100 * threshold for v in a]
+            found_b = [v >= 100 * threshold for v in b]
+            found = {"mcnemar": mcnemar_exact(found_a, found_b),
+                     "found": [sum(found_a), sum(found_b)]}
         rows.append({"name": f"{better} - {worse}", "seeds": seeds,
                      **paired_difference(a, b),
                      "sign_flip": sign_flip_test([x - y for x, y in zip(a, b, strict=True)]),
-                     "mcnemar": mcnemar_exact(found_a, found_b),
-                     "found": [sum(found_a), sum(found_b)],
-                     "means": [sum(a) / len(a), sum(b) / len(b)]})
+                     **found, "means": [sum(a) / len(a), sum(b) / len(b)]})
     corrected = holm([{k: float(r[k]) for k in ("mean", "se", "ci_low", "ci_high", "mde")}
                       | {"n": int(r["n"])} for r in rows])
     return [{**r, **c} for r, c in zip(rows, corrected, strict=True)]
@@ -78,15 +94,17 @@ def control_lines(found: Sequence[Mapping[str, Any]]) -> list[str]:
         interval = ("no test" if c.get("holm_low") is None else
                     f"Holm 95% [{c['holm_low']:+.1f}, {c['holm_high']:+.1f}], "
                     f"p_holm {c['p_holm']:.3g}")
+        found = (f"; found the class on {c['found'][0]} and {c['found'][1]} seeds, McNemar p "
+                 f"{c['mcnemar']['p']:.3g}" if "found" in c else "")
         lines.append(
             f"{c['name']}: {c['mean']:+.1f} points over {c['n']} seeds ({c['means'][0]:.1f} "
             f"vs {c['means'][1]:.1f}); {interval}; MDE {c['mde']:.1f}; sign-flip p "
-            f"{c['sign_flip']['p']:.3g}; found the class on {c['found'][0]} and "
-            f"{c['found'][1]} seeds, McNemar p {c['mcnemar']['p']:.3g}")
+            f"{c['sign_flip']['p']:.3g}{found}")
     return lines
 
 
-__all__ = ["FOUND_CLASS", "PRIMARY", "control_comparisons", "control_lines", "picked_l0"]
+__all__ = ["FOUND_CLASS", "PRIMARY", "control_comparisons", "control_lines", "control_pairs",
+           "picked_l0"]
 
 
 if __name__ == "__main__":
@@ -94,5 +112,7 @@ if __name__ == "__main__":
     import sys
     from pathlib import Path
 
-    for line in control_lines(control_comparisons(json.loads(Path(sys.argv[1]).read_text()))):
+    result = json.loads(Path(sys.argv[1]).read_text())
+    found = control_comparisons(result, threshold=FOUND_CLASS.get(result.get("env_id", "")))
+    for line in control_lines(found):
         print(line)

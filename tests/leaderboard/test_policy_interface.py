@@ -186,3 +186,18 @@ def test_a_record_interface_agrees_with_its_policy(tmp_path):
     path.write_text(json.dumps(record))
     assert any("is the interface of a command policy (commands:...), not of 'random'" in p
                for p in validate_file(path).problems)
+
+
+def test_control_searchers_get_a_table_of_their_own(board_dir):
+    """The DigitsBalance board's control searchers (better or worse than random search by
+    construction) follow its ranked table under their group's heading, never inside it."""
+    from derl_bench.leaderboard.markdown import CONTROLS_NOTE
+    from derl_bench.meta.methods import CONTROLS_GROUP
+
+    section = _board_section((board_dir / "README.md").read_text(), "digitsbalance")
+    ranked, heading, controls = section.partition(f"### {CONTROLS_GROUP}")
+    assert heading and CONTROLS_NOTE in controls
+    assert "| control-" not in ranked and "| random (seed 0) |" in ranked
+    assert re.findall(r"^\| (control-\w+) \(seed \d\)", controls, re.M).count(
+        "control-planted") == 10
+    assert "| random (" not in controls

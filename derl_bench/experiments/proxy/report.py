@@ -300,17 +300,20 @@ def _picked_section(result: dict[str, Any]) -> list[str]:
     for method, figures in rows:
         lines.append(f"| {method} | " + " | ".join(_cell(figures.get(f"picked_{lvl}"))
                                                    for lvl in LEVELS) + " |")
-    lines += ["", "Paired by seed. L0 and the mechanism (DERL − derl-frozen, below) are one "
-              "Holm family, the primary one; L1 and L2 are the secondary family, corrected on "
-              "their own beside it. Each MDE is the one under its family's correction. A "
-              "comparison whose per-seed differences do not vary (every policy at a floor) has "
-              "no test and says so.", "",
-              "| comparison | L0 | L1 | L2 |", "|---|---|---|---|"]
-    for c in result.get("comparisons", []):
-        if "picked_L0" in c:
+    compared = [c for c in result.get("comparisons", []) if "picked_L0" in c]
+    if compared:
+        lines += ["", "Paired by seed. L0 and the mechanism (DERL − derl-frozen, below) are one "
+                  "Holm family, the primary one; L1 and L2 are the secondary family, corrected "
+                  "on their own beside it. Each MDE is the one under its family's correction. A "
+                  "comparison whose per-seed differences do not vary (every policy at a floor) "
+                  "has no test and says so.", "",
+                  "| comparison | L0 | L1 | L2 |", "|---|---|---|---|"]
+        for c in compared:
             lines.append(f"| {c['method']} − {c['minus']} | " + " | ".join(
                 _points(c[f"picked_{lvl}"]) if f"picked_{lvl}" in c else "–"
                 for lvl in LEVELS) + " |")
+    else:
+        lines += _controls_section(result)
     lines += ["", "Each run's picked reward and its re-trains (one score per fresh seed; "
               "[runs.json](evidence/runs.json) keeps them with the pick's re-scores):", "",
               "| method | seed | picked reward | L0 | L1 | L2 |", "|---|---|---|---|---|---|"]
@@ -321,6 +324,33 @@ def _picked_section(result: dict[str, Any]) -> list[str]:
                 ", ".join(f"{100 * v:.1f}" for v in picked[lvl]["scores"]) if lvl in picked
                 else "–" for lvl in LEVELS) + " |")
     return [*lines, ""]
+
+
+def _controls_section(result: dict[str, Any]) -> list[str]:
+    """A run without DERL rows: the controls' family against random search where it holds
+    them (:mod:`derl_bench.experiments.controls`), else a line saying nothing is compared."""
+    from derl_bench.experiments.controls import FOUND_CLASS, control_comparisons, control_pairs
+
+    pairs = control_pairs({row["method"] for row in result["runs"] if row.get("picked")})
+    if not pairs:
+        return ["", "No `derl` rows, so no method is compared here.", ""]
+    threshold = FOUND_CLASS.get(result.get("env_id", ""))
+    found = control_comparisons(result, pairs, threshold)
+    lines = ["", "Paired by seed: the controls' family (docs/tasks.md), each searcher predicted "
+             "better minus the one predicted worse, L0, Holm-corrected together; beside each, "
+             "the exact sign-flip test of the per-seed differences"
+             + (f" and McNemar's exact test of the pick finding the class (its re-trained L0 "
+                f"at least {100 * threshold:.1f}%)" if threshold is not None else "") + ".", "",
+             "| comparison | L0 | sign-flip p |"
+             + (" found the class (seeds) | McNemar p |" if threshold is not None else ""),
+             "|---|---|---|" + ("---|---|" if threshold is not None else "")]
+    for c in found:
+        cell = describe(c, scale=1.0)  # control_comparisons works in points
+        lines.append(f"| {c['name'].replace(' - ', ' − ')} | {cell} | "
+                     f"{c['sign_flip']['p']:.3g} |"
+                     + (f" {c['found'][0]} vs {c['found'][1]} of {c['n']} | "
+                        f"{c['mcnemar']['p']:.3g} |" if threshold is not None else ""))
+    return lines
 
 
 __all__ = ["BEST_SO_FAR_AT", "EVIDENCE", "FIGURES", "candidates_of", "hacked", "mean_se",
