@@ -196,8 +196,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="a subset of: the hand-made rewards (outcome, 'outcome + format', "
                         "average), the search methods (random, revolve, derl, derl-pop, "
                         "derl-frozen and any from DERL_BENCH_METHOD_PATH or an installed "
-                        "package), the controls (control-negative, control-planted: searchers "
-                        "worse and better than random by construction), outcome-pop, "
+                        "package), the controls (control-negative, control-planted, "
+                        "control-one-part: searchers worse and better than random by "
+                        "construction), outcome-pop, "
                         "random-pop")
     parser.add_argument("--optimizer", nargs="+", type=key_value, default=None,
                         metavar="KEY=VALUE",

@@ -181,6 +181,21 @@ class Neighbourhood(RandomSearch):
                          "neighbour", (self.centre,)) for _ in range(n)]
 
 
+class PartGiven(RandomSearch):
+    """Random search with one part given: each proposal is ``part + R``, ``R`` a fresh random
+    expression, so every draw pays ``part`` as its own term and the search looks for what to
+    add to it."""
+
+    def __init__(self, domain: str, part: str, seed: int = 0, max_depth: int = 3) -> None:
+        super().__init__(domain, seed, max_depth)
+        self.part = part
+
+    def propose(self, n: int) -> list[Proposal]:
+        return [Proposal(f"{self.part} + "
+                         f"({random_expression(self.rng, self.domain, max_depth=self.max_depth)})",
+                         "part-given", (self.part,)) for _ in range(n)]
+
+
 @dataclass
 class Member:
     expr: str

@@ -49,15 +49,36 @@ def test_the_planted_control_proposes_one_edit_neighbours_of_the_planted_reward(
     assert [p.expr for p in proposer.propose(5)] == follow  # resumable
 
 
+def test_the_one_part_control_pays_the_first_planted_part_in_every_draw():
+    from derl_bench.reward.planted import planted_parts
+
+    part = next(iter(planted_parts(BALANCE).values()))
+    proposer = method_named("control-one-part").proposer(RECIPE, BALANCE, False)
+    proposals = proposer.propose(200)
+    assert all(p.parents == (part,) and p.origin == "part-given" for p in proposals)
+    assert all(p.expr.startswith(f"{part} + (") for p in proposals)
+    # each draw adds a random expression, compiled as one term beside the part
+    added = [p.expr[len(f"{part} + "):] for p in proposals]
+    assert all(compile_reward(p.expr, env=BALANCE) for p in proposals)
+    assert len(set(added)) > 150
+    random = method_named("random").proposer(RECIPE, BALANCE, False)
+    assert added == [f"({p.expr})" for p in random.propose(200)]  # random's own draws
+    state = proposer.state_dict()
+    follow = [p.expr for p in proposer.propose(5)]
+    proposer.load_state_dict(state)
+    assert [p.expr for p in proposer.propose(5)] == follow  # resumable
+
+
 def test_controls_are_filed_apart_and_refused_where_the_task_plants_nothing():
     from derl_bench.leaderboard.board import method_group
 
-    for name in ("control-negative", "control-planted"):
+    for name in ("control-negative", "control-planted", "control-one-part"):
         assert method_named(name).group == CONTROLS_GROUP
         assert method_group(f"{name} (seed 3)", "final") == CONTROLS_GROUP
     inner = {"env_id": "derl/DigitsHack-v0", "model": "tiny"}  # a planted reward, no parts
-    with pytest.raises(ConfigError, match="names none \\(planted_parts\\)"):
-        MetaConfig(method="control-negative", inner=inner)
+    for name in ("control-negative", "control-one-part"):
+        with pytest.raises(ConfigError, match="names none \\(planted_parts\\)"):
+            MetaConfig(method=name, inner=inner)
     MetaConfig(method="control-planted", inner=inner)
     with pytest.raises(ConfigError, match="card names no planted_reward"):
         MetaConfig(method="control-planted", inner={"env_id": "derl/Arithmetic-v0",

@@ -45,11 +45,11 @@ def hill_climb(method_path):
 
 def test_built_in_methods_are_one_module_each():
     assert method_names() == ("derl", "derl-pop", "derl-frozen", "random", "revolve", "fixed",
-                              "control-negative", "control-planted")
+                              "control-negative", "control-planted", "control-one-part")
     for method in registry.BUILT_IN:
         module = method.proposer.__module__.rsplit(".", 1)[-1]
         assert module in {"derl", "derl_frozen", "random", "revolve", "fixed",
-                          "control_negative", "control_planted"}, method.name
+                          "control_negative", "control_planted", "control_one_part"}, method.name
     with pytest.raises(ConfigError, match="method must be one of"):
         method_named("hill-climb")
 
@@ -96,7 +96,8 @@ def test_an_installed_distribution_adds_the_method_through_its_entry_point(tmp_p
         from derl_bench.experiments.proxy import proxy_methods, search_methods
 
         assert search_methods() == ("random", "revolve", "hill-climb", "derl", "derl-pop",
-                                    "derl-frozen", "control-negative", "control-planted")
+                                    "derl-frozen", "control-negative", "control-planted",
+                                    "control-one-part")
         assert "hill-climb" in proxy_methods()
         assert check_proposers() == ("derl", "derl-frozen", "random", "revolve", "hill-climb")
     finally:

@@ -36,6 +36,7 @@ from typing import Any
 from derl_bench.grpo.config import ConfigError
 from derl_bench.meta.methods import (
     control_negative,
+    control_one_part,
     control_planted,
     derl,
     derl_frozen,
@@ -59,7 +60,7 @@ ENTRY_POINT_GROUP = "derl_bench.methods"
 """The entry-point group through which an installed package adds methods."""
 BUILT_IN: tuple[Method, ...] = (derl.METHOD, derl_pop.METHOD, derl_frozen.METHOD, random.METHOD,
                                 revolve.METHOD, fixed.METHOD, control_negative.METHOD,
-                                control_planted.METHOD)
+                                control_planted.METHOD, control_one_part.METHOD)
 """The methods this package defines, in the order they are listed."""
 
 
