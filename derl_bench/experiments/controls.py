@@ -94,12 +94,12 @@ def control_lines(found: Sequence[Mapping[str, Any]]) -> list[str]:
         interval = ("no test" if c.get("holm_low") is None else
                     f"Holm 95% [{c['holm_low']:+.1f}, {c['holm_high']:+.1f}], "
                     f"p_holm {c['p_holm']:.3g}")
-        found = (f"; found the class on {c['found'][0]} and {c['found'][1]} seeds, McNemar p "
-                 f"{c['mcnemar']['p']:.3g}" if "found" in c else "")
+        hits = (f"; found the class on {c['found'][0]} and {c['found'][1]} seeds, McNemar p "
+                f"{c['mcnemar']['p']:.3g}" if "found" in c else "")
         lines.append(
             f"{c['name']}: {c['mean']:+.1f} points over {c['n']} seeds ({c['means'][0]:.1f} "
             f"vs {c['means'][1]:.1f}); {interval}; MDE {c['mde']:.1f}; sign-flip p "
-            f"{c['sign_flip']['p']:.3g}{found}")
+            f"{c['sign_flip']['p']:.3g}{hits}")
     return lines
 
 
