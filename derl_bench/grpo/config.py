@@ -190,12 +190,15 @@ class TrainConfig:
 
     def check_machine(self) -> None:
         """Refuse (:class:`ConfigError`) what this machine lacks for the run: a CUDA device
-        without CUDA, the vllm backend without vllm. Not among the checks every config gets:
-        a recipe may be written on one machine to run on another (a Ray cluster's GPUs)."""
+        without CUDA, the vllm backend without vllm or with a model whose shape the installed
+        vllm cannot run. Not among the checks every config gets: a recipe may be written on
+        one machine to run on another (a Ray cluster's GPUs)."""
         from derl_bench.policies.backends import backend_missing
         from derl_bench.policies.devices import device_missing
+        from derl_bench.policies.tiny import TinyModelSpec
 
-        for problem in (device_missing(self.device), backend_missing(self.backend)):
+        model = TinyModelSpec() if self.model == TINY_MODEL else self.model
+        for problem in (device_missing(self.device), backend_missing(self.backend, model)):
             if problem:
                 raise ConfigError(problem)
 

@@ -331,6 +331,10 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
                              load_model_and_tokenizer(start_path, config.device,
                                                       config.dtype)[0])
                 reference.eval().requires_grad_(False)
+        # Before the run's first record: a model the backend cannot run (vLLM refuses its
+        # architecture or tokenizer) leaves no run behind either.
+        backend = make_backend(config.backend, model, tokenizer,
+                               model_path=str(checkpoint or start_path))
     except BaseException:
         if built:  # the tiny model of a run that never started would make the folder no run's
             shutil.rmtree(run_dir / TINY_DIR, ignore_errors=True)
@@ -352,8 +356,6 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
         start_step = int(state["step"])
     model.train()
 
-    backend = make_backend(config.backend, model, tokenizer,
-                           model_path=str(checkpoint or start_path))
     sampling = SamplingConfig(config.max_new_tokens, config.temperature, config.top_p)
     policy = LLMPolicy(model, tokenizer, parts, backend=backend,
                        sampling=sampling, history_window=config.history_window)
