@@ -19,6 +19,9 @@ model at RLVMR's validation temperature (0.4), the training temperature (1.0) an
 
     python scripts/alfworld_pilot.py score --base runs/alfworld-weak-L0 --runs runs/pilot-long \
         --arms long-lr2e-4 --evidence leaderboards/alfworld/evidence/pilot-long
+``loops`` counts the episodes that come back to a state and choose the same command in it
+(greedy, such an episode goes round until the cap), greedy and at temperature 1.0, for the
+base and each final model (``loops.json``).
 """
 
 from __future__ import annotations
@@ -146,9 +149,9 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _success(model: str, split: str, games: Callable[[int], list[dict[str, Any]]],
-             seed: int = 0, temperature: float = 0.0) -> float:
-    """Success of ``model`` on the games (reset options) ``games`` chooses from the number of
+def _episodes(model: str, split: str, games: Callable[[int], list[dict[str, Any]]],
+              seed: int = 0, temperature: float = 0.0) -> list[Any]:
+    """``model``'s episodes on the games (reset options) ``games`` chooses from the number of
     games in L0's ``split``: greedy at temperature 0, else one seeded draw (seed ``seed``) per
     game at ``temperature``."""
     import torch
@@ -172,7 +175,65 @@ def _success(model: str, split: str, games: Callable[[int], list[dict[str, Any]]
     finally:
         for env in envs:
             env.close()
-    return float(np.mean([e.won for e in episodes]))
+    return episodes
+
+
+def _success(model: str, split: str, games: Callable[[int], list[dict[str, Any]]],
+             seed: int = 0, temperature: float = 0.0) -> float:
+    """Success of ``model`` on ``games`` of L0's ``split`` (see :func:`_episodes`)."""
+    return float(np.mean([e.won for e in _episodes(model, split, games, seed, temperature)]))
+
+
+def _cycles(model: str, games: int, temperature: float) -> dict[str, Any]:
+    """How ``model``'s episodes on the first ``games`` validation games repeat themselves: an
+    episode *cycles* when a state (the policy's whole view, token for token) comes back with
+    the same command chosen in it. Greedy, a repeated state repeats its choice, so such an
+    episode goes round until the cap; sampled, it is only a revisit."""
+    episodes = _episodes(model, "validation", lambda total: [{"index": i} for i in
+                                                             range(min(games, total))],
+                         0, temperature)
+
+    def first_repeat(episode: Any) -> int | None:
+        seen: set[tuple[Any, ...]] = set()
+        for t, step in enumerate(episode.steps):
+            key = (tuple(step.ids[0]), step.commands[step.chosen])
+            if key in seen:
+                return t
+            seen.add(key)
+        return None
+
+    repeats = [first_repeat(e) for e in episodes]
+    lost = [r for e, r in zip(episodes, repeats, strict=True) if not e.won]
+    return {"games": len(episodes), "won": sum(e.won for e in episodes),
+            "cycled": sum(r is not None for r in repeats),
+            "lost": len(lost), "lost_cycled": sum(r is not None for r in lost),
+            "won_cycled": sum(r is not None for e, r in zip(episodes, repeats, strict=True)
+                              if e.won),
+            "first_repeat_step_of_lost": (float(np.mean([r for r in lost if r is not None]))
+                                          if any(r is not None for r in lost) else None)}
+
+
+def loops(args: argparse.Namespace) -> int:
+    """:func:`_cycles` for the base and each seed's final model, greedy and at temperature
+    1.0, on the first ``--games`` validation games (``loops.json`` in ``--evidence``)."""
+    runs, evidence = Path(args.runs), Path(args.evidence)
+    models = {"base": args.base} | {
+        f"{arm}-s{seed}": str(runs / f"{arm}-s{seed}" / "model") for arm in args.arms
+        for seed in args.seeds if (runs / f"{arm}-s{seed}" / "result.json").is_file()}
+    units = [(name, t) for name in models for t in (0.0, 1.0)]
+    table: dict[str, dict[str, Any]] = {}
+    with concurrent.futures.ProcessPoolExecutor(args.workers) as pool:
+        futures = {pool.submit(_cycles, models[n], args.games, t): (n, t) for n, t in units}
+        for future in concurrent.futures.as_completed(futures):
+            name, t = futures[future]
+            row = table.setdefault(name, {})[f"{t:g}"] = future.result()
+            print(f"{name} at temperature {t:g}: won {row['won']} of {row['games']}; "
+                  f"{row['lost_cycled']} of {row['lost']} lost episodes cycled "
+                  f"({row['won_cycled']} won ones did)", flush=True)
+    evidence.mkdir(parents=True, exist_ok=True)
+    (evidence / "loops.json").write_text(json.dumps(
+        {"games": args.games, "models": dict(sorted(table.items()))}, indent=2) + "\n")
+    return 0
 
 
 def _greedy_on_pool(model: str, seed: int, games: int) -> float:
@@ -299,6 +360,11 @@ def main() -> int:
                    help="recipe overrides every run of the arm gets (e.g. validation_every=0)")
     rep = sub.add_parser("report")
     check = sub.add_parser("pool", help="greedy success on each seed's training pool")
+    cycles = sub.add_parser("loops", help="how often episodes come back to a state and "
+                            "choose the same command in it (greedy and at temperature 1)")
+    cycles.add_argument("--base", required=True)
+    cycles.add_argument("--games", type=int, default=200)
+    cycles.add_argument("--workers", type=int, default=2)
     rescore = sub.add_parser("score", help="the base and final models at RLVMR's validation "
                              "temperature, the training temperature and greedy")
     rescore.add_argument("--base", required=True)
@@ -309,15 +375,15 @@ def main() -> int:
     check.add_argument("--base", required=True)
     check.add_argument("--games", type=int, default=64)
     check.add_argument("--workers", type=int, default=2)
-    for p in (rep, check, rescore):
+    for p in (rep, check, rescore, cycles):
         p.add_argument("--evidence", default=str(EVIDENCE))
-    for p in (r, rep, check, rescore):
+    for p in (r, rep, check, rescore, cycles):
         p.add_argument("--runs", default="runs/pilot")
         p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
         p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     args = parser.parse_args()
-    return {"run": run, "report": report, "pool": pool_check,
-            "score": score}[args.action](args)
+    return {"run": run, "report": report, "pool": pool_check, "score": score,
+            "loops": loops}[args.action](args)
 
 
 if __name__ == "__main__":
