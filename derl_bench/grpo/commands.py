@@ -426,9 +426,10 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     with quiet_transformers():
         model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")
-    result = {"config": asdict(config), "score": score, "validation_games": count,
-              "seconds": time.perf_counter() - started}
-    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    # no validation game (validation_games: 0): null, since JSON has no NaN
+    result = {"config": asdict(config), "score": None if math.isnan(score) else score,
+              "validation_games": count, "seconds": time.perf_counter() - started}
+    (out / "result.json").write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
     history.append({"step": "validation", "score": score})
     return history
 

@@ -154,6 +154,10 @@ def test_derl_bench_train_runs_a_command_recipe(tmp_path, data_root, capsys):
     assert sorted(p.name for p in out.iterdir()) == written
     assert main(["train", str(recipe), "--output", str(out), "--overwrite", "seed=1"]) == 0
     assert json.loads((out / "result.json").read_text())["config"]["seed"] == 1
+    # A run scored elsewhere (no validation game) records no score: null, not JSON's missing NaN
+    unscored = tmp_path / "unscored"
+    assert main(["train", str(recipe), "--output", str(unscored), "validation_games=0"]) == 0
+    assert json.loads((unscored / "result.json").read_text())["score"] is None
     # A bad key or value is refused before anything is written.
     for override in ("epochs=3", "group_size=1"):
         fresh = tmp_path / f"refused-{override.split('=')[0]}"
