@@ -119,7 +119,8 @@ def report(args: argparse.Namespace) -> int:
             points.append({"step": step, "episodes": step * episodes, "mean": float(values.mean()),
                            "sd": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
                            "per_seed": values.tolist()})
-        pairs[arm] = ([c[steps[-1]] * 100 for c in curves], [c[0] * 100 for c in curves])
+        if steps:  # a run without the in-run curve (validation_every=0) is scored by `score`
+            pairs[arm] = ([c[steps[-1]] * 100 for c in curves], [c[0] * 100 for c in curves])
         summary["arms"][arm] = {
             "recipe": ARMS[arm][0], "learning_rate": ARMS[arm][1], "runs": len(curves),
             "curve": points,
@@ -132,7 +133,7 @@ def report(args: argparse.Namespace) -> int:
                 _rows(runs / f"{arm}-s{s}")[-1]["time/elapsed_s"] / len(diag["kl"][0])
                 for s in args.seeds if (runs / f"{arm}-s{s}" / "result.json").is_file()]))}
     arms = list(pairs)
-    corrected = holm([paired_difference(*pairs[arm]) for arm in arms])
+    corrected = holm([paired_difference(*pairs[arm]) for arm in arms]) if arms else []
     summary["last_minus_base"] = dict(zip(arms, corrected, strict=True))
     for arm, body in summary["arms"].items():
         print(f"{arm} (lr {body['learning_rate']:g}, {body['runs']} seeds): " + ", ".join(
