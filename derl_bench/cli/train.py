@@ -6,7 +6,8 @@
     derl-bench train baselines/alfworld-commands-pilot.yaml model=runs/alfworld-weak-L0
 
 A recipe with ``trainer: commands`` trains a command policy (:mod:`derl_bench.grpo.commands`)
-from a base folder; such a run keeps no checkpoints, so ``--resume`` is refused for it.
+from a base folder; such a run resumes (``--resume``) from the checkpoint its ``save_every``
+writes.
 
 ``KEY=VALUE`` overrides set any recipe field (values parsed as YAML). Exit status 2 means the
 recipe, an override, the output folder, ``--resume`` or the data (a file that differs from the
@@ -67,7 +68,7 @@ def run_command_policy(config: Any, args: argparse.Namespace) -> int:
     its recipe, ``config``, says; refused (exit 2, nothing written) like any recipe."""
     from derl_bench.data.read import DataFileError
     from derl_bench.family import resolve_family
-    from derl_bench.grpo.commands import check_command_data, train_commands
+    from derl_bench.grpo.commands import check_command_data, resume_problem, train_commands
     from derl_bench.grpo.config import ConfigError
     from derl_bench.grpo.rundir import clear_run_dir
     from derl_bench.policies.command_model import command_parts
@@ -75,8 +76,9 @@ def run_command_policy(config: Any, args: argparse.Namespace) -> int:
     from derl_bench.reward.primitives import primitive_set
 
     if args.resume:
-        raise ConfigError("a command-policy run keeps no checkpoints to resume from (it takes "
-                          "minutes); run it again with --overwrite")
+        problem = resume_problem(config)
+        if problem:
+            raise ConfigError(problem)
     family = resolve_family(config.env_id)  # once, where the command starts
     command_parts(family)  # a card without a commands hook is refused before the folder is held
     check_command_data(config, family)  # and so are damaged games
@@ -85,7 +87,8 @@ def run_command_policy(config: Any, args: argparse.Namespace) -> int:
         if replace:
             clear_run_dir(config.run_dir)
         try:
-            history = train_commands(config, log=print, reward=reward, family=family)
+            history = train_commands(config, log=print, reward=reward, family=family,
+                                     resume=args.resume)
         except DataFileError as err:  # met during the run: the message names the file
             print(f"error: {err}", file=sys.stderr)
             return 1

@@ -104,6 +104,11 @@ class CommandGRPOConfig:
     """Greedy success on the first ``curve_games`` validation games before the first step and
     after every this many steps (``validation/success`` in ``metrics.jsonl``); 0: never."""
     curve_games: int = 32
+    save_every: int = 0
+    """Write a checkpoint (``checkpoint/``: the weights, the optimiser and the game draws'
+    generator) after every this many steps, the last one included; ``derl-bench train
+    --resume`` continues from it, to the same step rows and weights as a run never stopped.
+    0: none."""
     envs: int = 16
     num_threads: int = 2
     max_episode_steps: int = 30
@@ -129,7 +134,8 @@ class CommandGRPOConfig:
                  "kl_coef": number_at_least(0), "max_grad_norm": MAX_GRAD_NORM,
                  "minibatch": COUNT, "pool": COUNT, "validation_games": at_least(0),
                  "validation_every": at_least(0), "curve_games": COUNT,
-                 "envs": COUNT, "num_threads": COUNT, "max_episode_steps": COUNT,
+                 "save_every": at_least(0), "envs": COUNT, "num_threads": COUNT,
+                 "max_episode_steps": COUNT,
                  "trainer": Rule(lambda v: v == TRAINER, f"{TRAINER!r}")}
         refuse((name, getattr(self, name), rule) for name, rule in rules.items())
 
@@ -219,9 +225,61 @@ def check_command_data(config: CommandGRPOConfig, family: Family) -> None:
                    root=config.data_root)
 
 
+CHECKPOINT = "checkpoint"
+"""A command run's checkpoint folder: ``model/`` and ``state.pt``."""
+
+
+def _save_checkpoint(out: Path, model: Any, tokenizer: Any, optimizer: Any,
+                     rng: np.random.Generator, step: int, elapsed: float) -> None:
+    """The run's state after ``step`` into ``out/checkpoint``, replacing the last one only
+    once the new one is whole (a run stopped while writing keeps its previous checkpoint)."""
+    import os
+    import shutil
+
+    from derl_bench.progress import quiet_transformers
+
+    final, fresh, old = out / CHECKPOINT, out / f"{CHECKPOINT}.new", out / f"{CHECKPOINT}.old"
+    shutil.rmtree(fresh, ignore_errors=True)
+    with quiet_transformers():
+        model.save_pretrained(fresh / "model")
+    tokenizer.save_pretrained(fresh / "model")
+    torch.save({"step": step, "optimizer": optimizer.state_dict(),
+                "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+                "elapsed_s": elapsed}, fresh / "state.pt")
+    if final.exists():
+        os.replace(final, old)
+    os.replace(fresh, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def resume_problem(config: CommandGRPOConfig) -> str | None:
+    """Why ``config``'s folder holds no command run that ``--resume`` can continue with
+    ``config`` (only ``steps`` may differ from the run's own settings, and not fall below
+    its checkpoint's step), else None."""
+    out = config.run_dir
+    written = out / "config.yaml"
+    if not (out / CHECKPOINT / "state.pt").is_file() or not written.is_file():
+        return (f"{out} holds no checkpoint of a command run to resume from (a run writes one "
+                f"every save_every steps; this one's recipe may have save_every: 0)")
+    try:
+        before = yaml.safe_load(written.read_text())
+    except yaml.YAMLError as err:
+        return f"{written} is not the run's settings: {err}"
+    now = asdict(config)
+    differ = sorted(k for k in set(before) | set(now)
+                    if k != "steps" and before.get(k) != now.get(k))
+    if differ:
+        return (f"--resume continues the run with its own settings; these differ from "
+                f"{written}: {', '.join(differ)}")
+    step = int(torch.load(out / CHECKPOINT / "state.pt", weights_only=False)["step"])
+    if config.steps < step:
+        return f"steps={config.steps}, but the checkpoint is of step {step}"
+    return None
+
+
 def train_commands(config: CommandGRPOConfig, log: Any = None,
                    reward: MetaReward | None = None,
-                   family: Family | None = None) -> list[dict[str, Any]]:
+                   family: Family | None = None, resume: bool = False) -> list[dict[str, Any]]:
     """Run the inner GRPO run ``config`` describes; write the model, ``metrics.jsonl`` (a line
     per step, written as it ends) and ``result.json`` to its folder; return the per-step
     metrics (the last row holds the validation score). ``reward`` is ``config.meta_reward``
@@ -235,7 +293,9 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     ``kl_coef``), ``entropy`` (the sampled commands' mean negative log-probability: an unbiased
     estimate of the command distribution's entropy), ``groups_with_advantage``,
     ``weights/max_change`` (since the base) and, every ``validation_every`` steps,
-    ``validation/success``."""
+    ``validation/success``. With ``resume`` the run continues from its folder's checkpoint
+    (:func:`resume_problem` says when it cannot; ``steps`` may be raised); its rows past the
+    checkpoint are dropped and played again, to the same values."""
     from derl_bench.files import write_text_atomic
     from derl_bench.grpo.loss import k3_kl, token_terms
     from derl_bench.grpo.rundir import RUN_MARKER, start_run_id
@@ -258,10 +318,16 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     state = command_parts(family).state
     check_command_data(config, family)
     out = config.run_dir
+    if resume:
+        problem = resume_problem(config)
+        if problem:
+            raise ValueError(problem)
     torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    model, tokenizer = load_model_and_tokenizer(config.model)
+    checkpoint = torch.load(out / CHECKPOINT / "state.pt", weights_only=False) if resume else {}
+    model, tokenizer = load_model_and_tokenizer(str(out / CHECKPOINT / "model") if resume
+                                                else config.model)
     # the envs too: a data root without the dataset is refused before the folder is a run
     envs = make_envs(config, "train", config.envs)
     val_envs = make_envs(config, "validation", config.envs)
@@ -270,16 +336,27 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     # again (and marks the folder as a run, which --overwrite may replace); but only once the
     # model has loaded, so that a model that does not load leaves no run to refuse a re-run.
     write_text_atomic(out / RUN_MARKER, yaml.safe_dump(asdict(config), sort_keys=False))
-    start_run_id(out, resume=False)
+    start_run_id(out, resume=resume)
     model.eval()
     policy = CommandPolicy(model, tokenizer)
-    base = copy.deepcopy(model).eval().requires_grad_(False)  # the KL's reference
+    # the KL's reference and the weight change's origin: the base, also on a resumed run
+    base = (load_model_and_tokenizer(config.model)[0] if resume
+            else copy.deepcopy(model)).eval().requires_grad_(False)
     vocab_size = model.get_output_embeddings().weight.shape[0]
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
-    started = time.perf_counter()
+    done = 0
+    if resume:
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        rng.bit_generator.state = checkpoint["rng"]
+        torch.set_rng_state(checkpoint["torch_rng"])
+        done = int(checkpoint["step"])
+    started = time.perf_counter() - float(checkpoint.get("elapsed_s", 0.0))
     metrics_file = out / "metrics.jsonl"
-    metrics_file.write_text("")
-    history: list[dict[str, Any]] = []
+    # a resumed run keeps its rows up to the checkpoint; later ones are played again
+    history: list[dict[str, Any]] = [
+        row for row in (json.loads(line) for line in metrics_file.read_text().splitlines())
+        if isinstance(row.get("step"), int) and row["step"] <= done] if resume else []
+    metrics_file.write_text("".join(json.dumps(row) + "\n" for row in history))
 
     def record(row: dict[str, Any]) -> None:
         history.append(row)
@@ -289,12 +366,12 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     try:
         total = game_count(envs[0])
         pool = training_pool(config, total)
-        if config.validation_every:
+        if config.validation_every and not done:
             began = time.perf_counter()
             record({"step": 0, "validation/success": _greedy_success(
                 val_envs, policy, config.curve_games, state),
                 "time/validation_s": time.perf_counter() - began})
-        for step in range(1, config.steps + 1):
+        for step in range(done + 1, config.steps + 1):
             # 1. Rollouts: each drawn game played group_size times.
             drawn = rng.choice(pool, config.games_per_step, replace=False)
             games = [{"index": int(g)} for g in drawn for _ in range(config.group_size)]
@@ -406,6 +483,9 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
                 row["time/validation_s"] = time.perf_counter() - began
             row["time/elapsed_s"] = time.perf_counter() - started
             record(row)
+            if config.save_every and step % config.save_every == 0:
+                _save_checkpoint(out, model, tokenizer, optimizer, rng, step,
+                                 row["time/elapsed_s"])
             if log is not None:
                 curve = (f", validation {row['validation/success']:.3f}"
                          if "validation/success" in row else "")
@@ -462,5 +542,5 @@ def _log_probs(model: Any, steps: list[Any], end_id: int, chunk: int) -> torch.T
                       for i in range(0, len(steps), chunk)])
 
 
-__all__ = ["TRAINER", "CommandGRPOConfig", "base_games", "command_config_from_dict", "make_envs",
-           "respond", "train_commands", "training_pool"]
+__all__ = ["CHECKPOINT", "TRAINER", "CommandGRPOConfig", "base_games", "command_config_from_dict",
+           "make_envs", "respond", "resume_problem", "train_commands", "training_pool"]

@@ -150,7 +150,7 @@ def test_derl_bench_train_runs_a_command_recipe(tmp_path, data_root, capsys):
     assert main(["train", str(recipe), "--output", str(out)]) == 2
     assert "already holds another run" in capsys.readouterr().err
     assert main(["train", str(recipe), "--output", str(out), "--resume"]) == 2
-    assert "no checkpoints to resume" in capsys.readouterr().err
+    assert "holds no checkpoint of a command run" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == written
     assert main(["train", str(recipe), "--output", str(out), "--overwrite", "seed=1"]) == 0
     assert json.loads((out / "result.json").read_text())["config"]["seed"] == 1
@@ -176,3 +176,42 @@ def test_a_command_run_without_its_dataset_is_refused_before_its_folder_is_a_run
     assert main(["train", recipe, f"model={base}", "--output", str(out)]) == 2
     assert "dataset 'alfworld' is not in the data root" in capsys.readouterr().err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_resumed_command_run_ends_as_a_run_never_stopped(tmp_path, data_root, capsys):
+    """Two steps, a checkpoint, then ``--resume steps=4``: the same step rows (timings aside)
+    and the same weights as four steps in one go; other changed settings are refused."""
+    import torch
+
+    from derl_bench.cli import main
+    from derl_bench.policies import load_model_and_tokenizer
+    from derl_bench.policies.command_model import init_command_model
+
+    base = init_command_model(tmp_path / "base", ALFWORLD)
+    recipe = tmp_path / "commands.yaml"
+    recipe.write_text(f"trainer: commands\nenv_id: {ALFWORLD}\nmodel: {base}\n"
+                      "meta_reward: sum(new_location)\ngames_per_step: 1\ngroup_size: 2\n"
+                      "pool: 3\nvalidation_games: 1\nenvs: 2\nnum_threads: 1\n"
+                      "max_episode_steps: 4\nupdates_per_batch: 2\nlearning_rate: 1e-3\n"
+                      "save_every: 2\n")
+    whole, halves = tmp_path / "whole", tmp_path / "halves"
+    assert main(["train", str(recipe), "--output", str(whole), "steps=4"]) == 0
+    assert main(["train", str(recipe), "--output", str(halves), "steps=2"]) == 0
+    assert main(["train", str(recipe), "--output", str(halves), "--resume", "steps=3",
+                 "learning_rate=1e-2"]) == 2
+    err = capsys.readouterr().err
+    assert "these differ" in err and "learning_rate" in err
+    assert main(["train", str(recipe), "--output", str(halves), "--resume", "steps=4"]) == 0
+
+    def rows(run):
+        return [{k: v for k, v in json.loads(line).items() if not k.startswith("time/")}
+                for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+    assert [r["step"] for r in rows(halves)] == [1, 2, 3, 4]
+    assert rows(halves) == rows(whole)
+    a, _ = load_model_and_tokenizer(str(whole / "model"))
+    b, _ = load_model_and_tokenizer(str(halves / "model"))
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(),
+                                                 b.state_dict().values(), strict=True))
+    assert (halves / "checkpoint" / "state.pt").is_file()
+    assert not (halves / "checkpoint.new").exists() and not (halves / "checkpoint.old").exists()
