@@ -58,8 +58,7 @@ def picked_l0(result: Mapping[str, Any]) -> dict[str, dict[int, float]]:
 
 
 def control_comparisons(result: Mapping[str, Any], pairs: Sequence[tuple[str, str]] = PRIMARY,
-                        threshold: float | None = FOUND_CLASS["derl/DigitsBalance-v0"],
-                        ) -> list[dict[str, Any]]:
+                        threshold: float | None = None) -> list[dict[str, Any]]:
     """Each pair's difference in points (the first method minus the second, paired over the
     seeds both picked at), Holm-corrected together, with the sign-flip test and, given a
     ``threshold``, the McNemar test of finding the class and how many seeds each method found
