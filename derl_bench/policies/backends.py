@@ -333,15 +333,16 @@ class VLLMBackend:
         from vllm import LLM
 
         self.on_cpu = vllm_build() == "cpu"
-        placement: dict[str, Any] = (
-            {"kv_cache_memory_bytes": int(kv_cache_gib * 2**30)} if self.on_cpu
-            else {"gpu_memory_utilization": gpu_memory_utilization})
+        # dtype among them: vLLM types it as a Literal of its names and checks it itself
+        engine: dict[str, Any] = {
+            "dtype": "float32" if self.on_cpu and dtype == "auto" else dtype,
+            **({"kv_cache_memory_bytes": int(kv_cache_gib * 2**30)} if self.on_cpu
+               else {"gpu_memory_utilization": gpu_memory_utilization})}
         with _process_state_kept():
             try:
-                self.llm = LLM(model=path, dtype="float32" if self.on_cpu and dtype == "auto"
-                               else dtype, max_model_len=max_model_len, seed=seed,
+                self.llm = LLM(model=path, max_model_len=max_model_len, seed=seed,
                                enable_prefix_caching=True, enforce_eager=enforce_eager,
-                               logprobs_mode="processed_logprobs", **placement)
+                               logprobs_mode="processed_logprobs", **engine)
             except (ValueError, RuntimeError, OSError) as err:
                 first = (str(err).strip().splitlines() or [type(err).__name__])[0]
                 raise BackendError(f"backend 'vllm' cannot run {path}: {first}") from err
@@ -380,8 +381,10 @@ class VLLMBackend:
             completion = output.outputs[0]
             ids = [int(t) for t in completion.token_ids]
             steps = completion.logprobs or []
+            if any(step is None for step in steps):  # logprobs=0 asks for one per token
+                raise BackendError("vLLM returned a token without its log-probability")
             sampled.append(Sampled(ids, [float(step[t].logprob) for step, t in zip(
-                steps, ids, strict=True)]))
+                steps, ids, strict=True) if step is not None]))
         return sampled
 
     def generate(self, prompts: Sequence[Sequence[int]],
