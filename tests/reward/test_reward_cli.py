@@ -160,7 +160,7 @@ def test_eval_refuses_a_primitive_given_as_text(tmp_path, capsys, value, shown):
 def test_eval_refuses_json_nested_too_deeply_to_read(tmp_path, capsys, depth):
     import sys
 
-    # The limit is the process's (a library imported earlier in the session may raise it)
+    # The limit is the process's: a library that ran earlier in the same pytest run may raise it
     if not isinstance(depth, int):
         depth = sys.getrecursionlimit() - 5
     log = _write(tmp_path / "deep.jsonl", ['[{"success": 0, "env_reward": 0}]',
