@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -121,10 +122,10 @@ def grpo_step(games: int = 8, group: int = 8, envs: int = 16, threads: int = 1,
     DAgger base's 11.8 steps an L0 game), and the reward ``sum(new_location)`` differs within
     every group, so every command is trained: the step's heaviest shapes.
 
-    The arithmetic: the same model's passes alone over the same number of commands, each
-    state with its chosen command (states played by the same model on the same games): one
-    forward pass (what drawing the commands must compute at least) and ``updates_per_batch``
-    forward and backward passes, in the run's minibatches. ``ratio`` is step / arithmetic.
+    The arithmetic: the same model's passes alone over as many distinct (state, command) rows
+    as the step trained (states the same model played on the same games), in the update's
+    order and minibatches: one forward pass (what drawing the commands must compute at least)
+    and ``updates_per_batch`` forward and backward passes. ``ratio`` is step / arithmetic.
     """
 
     from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
@@ -142,25 +143,29 @@ def grpo_step(games: int = 8, group: int = 8, envs: int = 16, threads: int = 1,
     rows = history[1:-1]
     step_s = (rows[-1]["time/elapsed_s"] - history[0]["time/elapsed_s"]) / len(rows)
     commands = sum(r["commands/trained"] for r in rows) / len(rows)
+    distinct = sum(r["commands/distinct"] for r in rows) / len(rows)
     split = {key: sum(r[key] for r in rows) / len(rows) for key in (
         "time/game_reset_s", "time/env_step_s", "time/model_rollout_s", "time/reference_s",
         "time/update_s")}
     arithmetic = _arithmetic(games, group, envs, threads, updates_per_batch,
-                             max_episode_steps, config.minibatch, seed)
+                             max_episode_steps, config.minibatch, seed, round(distinct))
     return {"episodes": games * group, "threads": threads,
-            "updates_per_batch": updates_per_batch, "commands": commands, "step_s": step_s,
+            "updates_per_batch": updates_per_batch, "commands": commands,
+            "commands_distinct": distinct, "step_s": step_s,
             "split_s": split, **arithmetic,
             "ratio": step_s / arithmetic["arithmetic_s"]}
 
 
 def _arithmetic(games: int, group: int, envs: int, threads: int, epochs: int,
-                max_episode_steps: int, minibatch: int, seed: int) -> dict[str, float]:
+                max_episode_steps: int, minibatch: int, seed: int, rows: int,
+                ) -> dict[str, float]:
     """The model's passes alone at a step's shapes (see :func:`grpo_step`)."""
     import gymnasium as gym
     import torch
 
     import derl_bench  # noqa: F401  (registers the envs)
     from derl_bench.families.alfworld.compact_state import CompactState
+    from derl_bench.grpo.commands import unique_rows
     from derl_bench.policies.commands import chosen_log_probs
     from derl_bench.rollout.commands import play
 
@@ -168,13 +173,25 @@ def _arithmetic(games: int, group: int, envs: int, threads: int, epochs: int,
     policy = _policy(seed)
     pool = [gym.make("derl/ALFWorld-v0", level="L0", split="train",
                      max_episode_steps=max_episode_steps) for _ in range(envs)]
+    # As many distinct rows as the step trained: the same games played again with new seeds
+    # until there are enough, then that many drawn (seeded).
+    steps: list[Any] = []
     try:
-        episodes = play(pool, policy, [{"index": i} for i in range(games) for _ in range(group)],
-                        CompactState, seed=seed, decode=True)
+        for round_seed in range(seed, seed + 50):
+            episodes = play(pool, policy, [{"index": i} for i in range(games)
+                                           for _ in range(group)],
+                            CompactState, seed=round_seed, decode=True)
+            steps += [s for e in episodes for s in e.steps]
+            if len(unique_rows(steps)[0]) >= rows:
+                break
     finally:
         for env in pool:
             env.close()
-    states = [(s.ids, s.chosen) for e in episodes for s in e.steps]
+    distinct = unique_rows(steps)[0]
+    drawn = random.Random(seed).sample(distinct, min(rows, len(distinct)))
+    # In the update's order (a state's rows together, its prompt run once): what the passes
+    # must compute, not how the step happens to order them.
+    states = [(s.ids, s.chosen) for s in unique_rows(drawn)[0]]
     parts = [states[i:i + minibatch] for i in range(0, len(states), minibatch)]
     began = time.perf_counter()
     with torch.no_grad():

@@ -405,7 +405,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
             # 5. updates_per_batch clipped updates over every command with an advantage. A
             # state and command that recur (group members on a common path) run forward once.
             trained = [i for i, (_, a) in enumerate(every) if a != 0.0]
-            unique, inverse = _unique_rows([every[i][0] for i in trained])
+            unique, inverse = unique_rows([every[i][0] for i in trained])
             adv_all = torch.tensor([every[i][1] for i in trained], dtype=torch.float64)
             old_all = sampled[trained]
             ref_all = None
@@ -471,7 +471,8 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
                 "success": float(np.mean([e.won for e in episodes])),
                 "length/mean": float(np.mean([e.length for e in episodes])),
                 "groups_with_advantage": float(np.mean(moving)),
-                "commands/trained": len(trained), **means, **extremes, **diagnostics,
+                "commands/trained": len(trained), "commands/distinct": len(unique),
+                **means, **extremes, **diagnostics,
                 "epochs": epochs, "weights/max_change": _largest_change(model, base),
                 "time/rollout_s": rollout_s, "time/reference_s": reference_s,
                 "time/update_s": update_s, "time/game_reset_s": timing["reset_s"],
@@ -514,20 +515,25 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     return history
 
 
-def _unique_rows(steps: list[Any]) -> tuple[list[Any], torch.Tensor]:
-    """The distinct (state, command) rows of ``steps`` in first-seen order, and where each
-    step's row is among them."""
+def unique_rows(steps: list[Any]) -> tuple[list[Any], torch.Tensor]:
+    """The distinct (state, command) rows of ``steps``, and where each step's row is among
+    them. Rows are ordered by prompt (its length, then its tokens), so that the rows of one
+    state share a minibatch and its prompt runs once there, and a minibatch's prompts pad to
+    about one length."""
     seen: dict[Any, int] = {}
-    unique: list[Any] = []
+    first: list[Any] = []
     inverse = []
     for s in steps:
         prompt, commands = s.ids
         key = (tuple(prompt), tuple(tuple(c) for c in commands), s.chosen)
         if key not in seen:
-            seen[key] = len(unique)
-            unique.append(s)
+            seen[key] = len(first)
+            first.append((key, s))
         inverse.append(seen[key])
-    return unique, torch.tensor(inverse, dtype=torch.long)
+    order = sorted(range(len(first)), key=lambda i: (len(first[i][0][0]), first[i][0]))
+    position = torch.empty(len(first), dtype=torch.long)
+    position[order] = torch.arange(len(first))
+    return [first[i][1] for i in order], position[torch.tensor(inverse, dtype=torch.long)]
 
 
 def _log_probs(model: Any, steps: list[Any], end_id: int, chunk: int) -> torch.Tensor:
@@ -543,4 +549,5 @@ def _log_probs(model: Any, steps: list[Any], end_id: int, chunk: int) -> torch.T
 
 
 __all__ = ["CHECKPOINT", "TRAINER", "CommandGRPOConfig", "base_games", "command_config_from_dict",
-           "make_envs", "respond", "resume_problem", "train_commands", "training_pool"]
+           "make_envs", "respond", "resume_problem", "train_commands", "training_pool",
+           "unique_rows"]

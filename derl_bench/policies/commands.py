@@ -61,51 +61,61 @@ class TrieTargets:
 
 
 def trie_targets(command_rows: Sequence[Sequence[Sequence[int]]], end_id: int,
-                 vocab_size: int, device: torch.device | str = "cpu") -> TrieTargets:
+                 vocab_size: int, device: torch.device | str = "cpu",
+                 chosen: Sequence[int] | None = None) -> TrieTargets:
     """The trie of each state's commands, as masks over the vocabulary (rows state-major).
 
     ``allowed[r, t]`` marks the tokens that follow ``command[:t]`` in some command of the same
     state, which is the set the softmax at step ``t`` is renormalised over (step 0 is the
-    first token after the prompt).
+    first token after the prompt). With ``chosen`` (one index per state) the rows are each
+    state's chosen command only, their masks still from every command of the state.
     """
-    rows = [[*cmd, end_id] for commands in command_rows for cmd in commands]
-    width = max(len(r) for r in rows)
-    targets = torch.zeros(len(rows), width, dtype=torch.long)
-    valid = torch.zeros(len(rows), width, dtype=torch.bool)
+    per_state: list[list[list[int]]] = []
+    picked: list[list[list[int]]] = []
+    for i, commands in enumerate(command_rows):
+        own = [[*cmd, end_id] for cmd in commands]
+        if len({tuple(c) for c in own}) != len(own):
+            raise ValueError("the commands of a state must be distinct (after tokenisation)")
+        per_state.append(own)
+        picked.append(own if chosen is None else [own[chosen[i]]])
+    width = max(len(r) for rows in picked for r in rows)
+    count = sum(len(rows) for rows in picked)
+    targets = torch.zeros(count, width, dtype=torch.long)
+    valid = torch.zeros(count, width, dtype=torch.bool)
     index_r: list[int] = []
     index_t: list[int] = []
     index_v: list[int] = []
-    start = 0
-    for commands in command_rows:
-        own = rows[start:start + len(commands)]
-        if len({tuple(c) for c in own}) != len(own):
-            raise ValueError("the commands of a state must be distinct (after tokenisation)")
+    r = 0
+    for every, rows in zip(per_state, picked, strict=True):
         following: dict[tuple[int, ...], set[int]] = {}
-        for cmd in own:
-            for t, token in enumerate(cmd):
-                following.setdefault(tuple(cmd[:t]), set()).add(token)
-        for offset, cmd in enumerate(own):
-            r = start + offset
-            targets[r, :len(cmd)] = torch.tensor(cmd)
-            valid[r, :len(cmd)] = True
-            for t in range(len(cmd)):
-                tokens = following[tuple(cmd[:t])]
+        for path in every:
+            for t, token in enumerate(path):
+                following.setdefault(tuple(path[:t]), set()).add(token)
+        for row in rows:
+            targets[r, :len(row)] = torch.tensor(row)
+            valid[r, :len(row)] = True
+            for t in range(len(row)):
+                tokens = following[tuple(row[:t])]
                 index_r += [r] * len(tokens)
                 index_t += [t] * len(tokens)
                 index_v += sorted(tokens)
-        start += len(commands)
-    allowed = torch.zeros(len(rows), width, vocab_size, dtype=torch.bool)
+            r += 1
+    allowed = torch.zeros(count, width, vocab_size, dtype=torch.bool)
     allowed[index_r, index_t, index_v] = True
     return TrieTargets(targets.to(device), allowed.to(device), valid.to(device))
 
 
 def _step_logits_lean(model: Any, states: Sequence[StateIds], width: int,
                       device: torch.device) -> torch.Tensor:
-    """Logits ``(R, width, V)`` predicting each command's tokens: the prompt runs once per
-    state and its commands continue it as suffix rows (keys and values shared)."""
-    prompts = [list(p) for p, _ in states]
+    """Logits ``(R, width, V)`` predicting each command's tokens: each distinct prompt runs
+    once (states that repeat one, as a group's members on a common path do, share it) and its
+    commands continue it as suffix rows (keys and values shared)."""
+    index: dict[tuple[int, ...], int] = {}
+    for p, _ in states:
+        index.setdefault(tuple(p), len(index))
+    prompts = [list(p) for p in index]
     commands = [list(c) for _, cmds in states for c in cmds]
-    owner = torch.tensor([i for i, (_, cmds) in enumerate(states) for _ in cmds], device=device)
+    owner = torch.tensor([index[tuple(p)] for p, cmds in states for _ in cmds], device=device)
     lengths = torch.tensor([len(p) for p in prompts], device=device)
     prefix = torch.zeros(len(prompts), int(lengths.max()), dtype=torch.long, device=device)
     for i, p in enumerate(prompts):
@@ -155,13 +165,7 @@ def chosen_trie(states: Sequence[StateIds], chosen: Sequence[int] | None, end_id
     """The trie rows :func:`chosen_log_probs` scores: each state's chosen command, its masks
     from every command of the state (all rows, state-major, when ``chosen`` is None). Build it
     once to score the same rows several times (the epochs of an update)."""
-    trie = trie_targets([cmds for _, cmds in states], end_id, vocab_size, device)
-    if chosen is None:
-        return trie
-    starts = torch.tensor([0, *[len(c) for _, c in states]]).cumsum(0)[:-1].tolist()
-    picked = torch.tensor([start + r for start, r in zip(starts, chosen, strict=True)],
-                          device=trie.targets.device)
-    return TrieTargets(trie.targets[picked], trie.allowed[picked], trie.valid[picked])
+    return trie_targets([cmds for _, cmds in states], end_id, vocab_size, device, chosen)
 
 
 def _row_log_probs(model: Any, states: Sequence[StateIds], end_id: int, lean: bool | None,

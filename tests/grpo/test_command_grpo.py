@@ -74,16 +74,19 @@ def test_an_inner_run_trains_scores_and_logs_its_diagnostics(tmp_path, data_root
 
 
 def test_a_recurring_state_runs_forward_once_and_keeps_its_place():
-    from derl_bench.grpo.commands import _unique_rows
+    from derl_bench.grpo.commands import unique_rows
     from derl_bench.rollout.commands import CommandStep
 
     def step(prompt: list[int], chosen: int) -> CommandStep:
         return CommandStep((prompt, [[4], [5, 6]]), ["a", "b c"], chosen, -0.5, None, "policy")
 
-    steps = [step([1, 2], 0), step([1, 2], 1), step([1, 2], 0), step([1, 3], 0)]
-    unique, inverse = _unique_rows(steps)
-    assert len(unique) == 3 and inverse.tolist() == [0, 1, 0, 2]
-    assert [unique[i] for i in inverse.tolist()] == [steps[0], steps[1], steps[0], steps[3]]
+    steps = [step([1, 2], 0), step([1, 2], 1), step([1, 2], 0), step([1, 3], 0),
+             step([7], 1), step([1, 3, 5], 0), step([1, 2], 1)]
+    unique, inverse = unique_rows(steps)
+    assert len(unique) == 5
+    assert [unique[i] for i in inverse.tolist()] == steps
+    # Ordered by prompt, shortest first: one state's rows are neighbours in a minibatch.
+    assert [u.ids[0] for u in unique] == [[7], [1, 2], [1, 2], [1, 3], [1, 3, 5]]
 
 
 def test_a_command_recipe_refuses_what_it_cannot_run(tmp_path):

@@ -156,6 +156,32 @@ def test_batching_states_gives_the_values_of_one_at_a_time(policy):
         torch.testing.assert_close(lp, alone, atol=1e-12, rtol=0)
 
 
+def test_states_that_repeat_a_prompt_share_its_pass_and_keep_their_values(policy):
+    """A GRPO minibatch holds several rows of one state (its group members' choices): the
+    prompt runs once for all of them, and each row's value is what it is alone, with its
+    gradient reaching the shared prompt from every row."""
+    from derl_bench.policies.commands import chosen_log_probs
+
+    [one, two] = _random_states(policy, 2, seed=5)
+    states = [one, two, one, one]
+    chosen = [0, len(two[1]) - 1, len(one[1]) - 1, 0]
+    shared = chosen_log_probs(policy.model, states, chosen, policy.end_id, lean=True)
+    for state, c, value in zip(states, chosen, shared, strict=True):
+        alone = chosen_log_probs(policy.model, [state], [c], policy.end_id, lean=False)
+        torch.testing.assert_close(value, alone[0], atol=1e-12, rtol=0)
+    policy.model.zero_grad()
+    shared.sum().backward()
+    together = [p.grad.clone() for p in policy.model.parameters()]
+    policy.model.zero_grad()
+    for state, c in zip(states, chosen, strict=True):
+        chosen_log_probs(policy.model, [state], [c], policy.end_id, lean=False).sum().backward()
+    # RMSNorm runs in float32 (as transformers' does), so the two orders of summing the
+    # prompt's gradient differ at float32's rounding; a lost row would differ at order one.
+    for a, b in zip(together, (p.grad for p in policy.model.parameters()), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    policy.model.zero_grad()
+
+
 def test_rollout_log_prob_equals_the_recomputation_with_gradients(policy):
     states = [(PROMPT, COMMANDS), (PROMPT.replace("mug 1", "mug 2"), COMMANDS[:4])]
     choices = policy.act(states, generator=torch.Generator().manual_seed(0))
