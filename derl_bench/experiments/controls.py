@@ -3,7 +3,8 @@ random search? (docs/tasks.md, "Controls: can the DigitsBalance board see a bett
 
 From a proxy run's ``results.json`` holding ``random`` and the controls at the same seeds, the
 primary family (Holm over its comparisons) is ``control-planted - random`` and ``random -
-control-negative``, each the picked reward re-trained on L0, paired by seed. Beside each: the
+control-negative``, each the picked reward re-trained on L0, paired by seed; ``control-one-part
+- random`` is a family of its own (:data:`FAMILIES`). Beside each: the
 exact sign-flip test of the per-seed differences (:func:`~derl_bench.experiments.stats.
 sign_flip_test`) and the exact McNemar test of "the pick found the class"
 (:func:`~derl_bench.experiments.stats.mcnemar_exact`), a pick finding it when its re-trained
@@ -31,19 +32,29 @@ PRIMARY: tuple[tuple[str, str], ...] = (("control-planted", "random"),
                                         ("random", "control-negative"))
 """The primary family: each pair is (the searcher predicted better, the one predicted worse)."""
 
+FAMILIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "primary": PRIMARY,
+    "one-part": (("control-one-part", "random"),),
+}
+"""Each family of comparisons, Holm-corrected within itself: the primary family, and the
+one-part control, stated after the primary family's results as its own family of one."""
+
 FOUND_CLASS: dict[str, float] = {"derl/DigitsBalance-v0": 0.193}
 """Per task, the threshold for "the pick found the class". DigitsBalance's is midway between
 the two levels its board's picks re-train to (32.7% for a pick that pays ``digit_recall``,
 5.9% for any other); a task without one gets no McNemar test."""
 
 
-def control_pairs(methods: set[str]) -> list[tuple[str, str]]:
-    """The pairs of :data:`PRIMARY` whose two methods are both in ``methods``.
+def control_pairs(methods: set[str]) -> dict[str, list[tuple[str, str]]]:
+    """Per family of :data:`FAMILIES`, its pairs whose two methods are both in ``methods``
+    (families with none left out).
 
-    >>> control_pairs({"random", "control-negative", "derl"})
-    [('random', 'control-negative')]
+    >>> control_pairs({"random", "control-negative", "control-one-part", "derl"})
+    {'primary': [('random', 'control-negative')], 'one-part': [('control-one-part', 'random')]}
     """
-    return [(a, b) for a, b in PRIMARY if a in methods and b in methods]
+    found = {name: [(a, b) for a, b in pairs if a in methods and b in methods]
+             for name, pairs in FAMILIES.items()}
+    return {name: pairs for name, pairs in found.items() if pairs}
 
 
 def picked_l0(result: Mapping[str, Any]) -> dict[str, dict[int, float]]:
@@ -102,8 +113,8 @@ def control_lines(found: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-__all__ = ["FOUND_CLASS", "PRIMARY", "control_comparisons", "control_lines", "control_pairs",
-           "picked_l0"]
+__all__ = ["FAMILIES", "FOUND_CLASS", "PRIMARY", "control_comparisons", "control_lines",
+           "control_pairs", "picked_l0"]
 
 
 if __name__ == "__main__":
@@ -112,6 +123,8 @@ if __name__ == "__main__":
     from pathlib import Path
 
     result = json.loads(Path(sys.argv[1]).read_text())
-    found = control_comparisons(result, threshold=FOUND_CLASS.get(result.get("env_id", "")))
-    for line in control_lines(found):
-        print(line)
+    threshold = FOUND_CLASS.get(result.get("env_id", ""))
+    for family, pairs in control_pairs({row["method"] for row in result["runs"]}).items():
+        print(f"{family} family (Holm within it):")
+        for line in control_lines(control_comparisons(result, pairs, threshold)):
+            print(f"  {line}")

@@ -83,3 +83,29 @@ def test_controls_are_filed_apart_and_refused_where_the_task_plants_nothing():
     with pytest.raises(ConfigError, match="card names no planted_reward"):
         MetaConfig(method="control-planted", inner={"env_id": "derl/Arithmetic-v0",
                                                     "model": "tiny"})
+
+
+def test_the_one_part_control_is_a_family_of_its_own():
+    from derl_bench.experiments.controls import control_comparisons, control_pairs
+    from derl_bench.experiments.proxy.report import _controls_section
+
+    levels = {"random": [0.33, 0.06, 0.30, 0.31, 0.05, 0.32],
+              "control-negative": [0.05, 0.06, 0.04, 0.06, 0.05, 0.07],
+              "control-planted": [0.60, 0.33, 0.58, 0.31, 0.62, 0.35],
+              "control-one-part": [0.34, 0.31, 0.29, 0.35, 0.33, 0.30]}
+    result = {"env_id": "derl/DigitsBalance-v0",
+              "runs": [{"method": m, "seed": s, "picked": {"L0": {"mean": v}}}
+                       for m, values in levels.items() for s, v in enumerate(values)]}
+    families = control_pairs({row["method"] for row in result["runs"]})
+    assert families == {"primary": [("control-planted", "random"), ("random", "control-negative")],
+                        "one-part": [("control-one-part", "random")]}
+    [one_part] = control_comparisons(result, families["one-part"], threshold=0.193)
+    # A family of one is not corrected: its Holm interval is its own t-interval.
+    assert (one_part["holm_low"], one_part["holm_high"]) == pytest.approx(
+        (one_part["ci_low"], one_part["ci_high"]), abs=1e-3)
+    assert one_part["found"] == [6, 4]
+    primary = control_comparisons(result, families["primary"], threshold=0.193)
+    assert all(c["holm_high"] - c["holm_low"] > c["ci_high"] - c["ci_low"] for c in primary)
+    text = "\n".join(_controls_section(result))
+    assert "Family: primary" in text and "Family: one-part" in text
+    assert text.index("control-one-part − random") > text.index("Family: one-part")

@@ -331,25 +331,26 @@ def _controls_section(result: dict[str, Any]) -> list[str]:
     them (:mod:`derl_bench.experiments.controls`), else a line saying nothing is compared."""
     from derl_bench.experiments.controls import FOUND_CLASS, control_comparisons, control_pairs
 
-    pairs = control_pairs({row["method"] for row in result["runs"] if row.get("picked")})
-    if not pairs:
+    families = control_pairs({row["method"] for row in result["runs"] if row.get("picked")})
+    if not families:
         return ["", "No `derl` rows, so no method is compared here.", ""]
     threshold = FOUND_CLASS.get(result.get("env_id", ""))
-    found = control_comparisons(result, pairs, threshold)
-    lines = ["", "Paired by seed: the controls' family (docs/tasks.md), each searcher predicted "
-             "better minus the one predicted worse, L0, Holm-corrected together; beside each, "
-             "the exact sign-flip test of the per-seed differences"
+    lines = ["", "Paired by seed: the controls' families (docs/tasks.md), each searcher "
+             "predicted better minus the one predicted worse, L0, Holm-corrected within each "
+             "family; beside each, the exact sign-flip test of the per-seed differences"
              + (f" and McNemar's exact test of the pick finding the class (its re-trained L0 "
-                f"at least {100 * threshold:.1f}%)" if threshold is not None else "") + ".", "",
-             "| comparison | L0 | sign-flip p |"
-             + (" found the class (seeds) | McNemar p |" if threshold is not None else ""),
-             "|---|---|---|" + ("---|---|" if threshold is not None else "")]
-    for c in found:
-        cell = describe(c, scale=1.0)  # control_comparisons works in points
-        lines.append(f"| {c['name'].replace(' - ', ' − ')} | {cell} | "
-                     f"{c['sign_flip']['p']:.3g} |"
-                     + (f" {c['found'][0]} vs {c['found'][1]} of {c['n']} | "
-                        f"{c['mcnemar']['p']:.3g} |" if threshold is not None else ""))
+                f"at least {100 * threshold:.1f}%)" if threshold is not None else "") + "."]
+    for family, pairs in families.items():
+        lines += ["", f"Family: {family}", "",
+                  "| comparison | seeds | L0 | sign-flip p |"
+                  + (" found the class (seeds) | McNemar p |" if threshold is not None else ""),
+                  "|---|---|---|---|" + ("---|---|" if threshold is not None else "")]
+        for c in control_comparisons(result, pairs, threshold):
+            cell = describe(c, scale=1.0)  # control_comparisons works in points
+            lines.append(f"| {c['name'].replace(' - ', ' − ')} | {c['n']} | {cell} | "
+                         f"{c['sign_flip']['p']:.3g} |"
+                         + (f" {c['found'][0]} vs {c['found'][1]} of {c['n']} | "
+                            f"{c['mcnemar']['p']:.3g} |" if threshold is not None else ""))
     return lines
 
 
