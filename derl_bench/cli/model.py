@@ -252,6 +252,8 @@ def _check_agent_base(config: Any) -> None:
         value = getattr(config, name)
         if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    if config.view is not None and not isinstance(config.view, str):
+        raise ValueError(f"view must be the name of a view, got {config.view!r}")
     rate = config.learning_rate
     if not isinstance(rate, int | float) or not 0.0 < rate < float("inf"):
         raise ValueError(f"learning_rate must be a finite number > 0, got {rate!r}")

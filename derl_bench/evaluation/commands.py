@@ -61,8 +61,10 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
     seed and wall seconds;
     ``episodes_out`` receives the episodes. ``family`` is ``env_id``'s
     :class:`~derl_bench.family.Family` where the caller resolved it; without a
-    ``state_factory`` the default one is its ``commands`` hook's (found from ``env_id``
-    when no family is given).
+    ``state_factory`` it is the one of the view the model folder was built for
+    (:func:`~derl_bench.policies.command_model.model_view`; the ``commands`` hook's default
+    for a folder that names none), found from ``env_id`` when no family is given; the
+    result's ``policy_interface`` is that view's.
     """
     import torch
 
@@ -86,11 +88,14 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
             raise ValueError(f"the command model cannot be loaded: {damaged}")
         lm, tokenizer = load_model_and_tokenizer(str(model))
         policy = CommandPolicy(lm.eval(), tokenizer)
-    if state_factory is None:
-        from derl_bench.family import resolve_family
-        from derl_bench.policies.command_model import command_parts
+    from derl_bench.family import resolve_family
+    from derl_bench.policies.command_model import command_parts, model_view
 
-        state_factory = command_parts(family or resolve_family(env_id)).state
+    # A model folder names the view it was built for; the policy reads that one.
+    parts = command_parts(family or resolve_family(env_id))
+    parts = parts.view(None if isinstance(model, CommandPolicy) else model_view(model))
+    if state_factory is None:
+        state_factory = parts.state
     started = time.perf_counter()
     pool = command_envs(env_id, level, split, envs, data_root=data_root, family=family)
     try:
@@ -107,7 +112,7 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
         episodes_out.extend(episodes)
     return {"level": level, "split": split, **summarise(episodes),
             "temperature": temperature, "seed": seed if temperature is not None else None,
-            "seconds": time.perf_counter() - started}
+            "policy_interface": parts.interface, "seconds": time.perf_counter() - started}
 
 
 __all__ = ["evaluate_commands", "summarise"]

@@ -22,12 +22,19 @@ REPORTED_NOTE = "reported, not reproduced here"
 
 PROMPT_FREE_TEXT = "prompt-free-text"
 COMPACT_CONSTRAINED = "compact-constrained"
+COMPACT_TRIED_CONSTRAINED = "compact-tried-constrained"
+COMMAND_INTERFACES = (COMPACT_CONSTRAINED, COMPACT_TRIED_CONSTRAINED)
+"""The interfaces of command policies (``commands:...``): a view of the game a family's
+``commands`` hook offers, decoding constrained to the admissible commands."""
 POLICY_INTERFACES: dict[str, str] = {
     PROMPT_FREE_TEXT: "the family's prompt (the papers' ReAct-style prompt for the agent envs), "
                       "the action generated as free text and parsed from it",
     COMPACT_CONSTRAINED: "a compact text state of the game instead of the prompt, decoding "
                          "constrained to the admissible commands (the policy cannot send an "
                          "invalid command)",
+    COMPACT_TRIED_CONSTRAINED: "the compact text state plus the commands already tried in the "
+                               "same situation, decoding constrained to the admissible "
+                               "commands",
 }
 """What a policy reads and how its action is produced (a record's ``policy_interface``).
 Numbers of different interfaces are not comparable: a board shows each apart."""

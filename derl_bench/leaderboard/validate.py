@@ -69,7 +69,7 @@ from derl_bench.evaluation.families import FamilyAdapter, evaluated_env_ids, res
 from derl_bench.evaluation.protocol import ProtocolError, draw_rule
 from derl_bench.evaluation.record import RUN_HERE_FILE, recipe_digest, recipe_path_problem
 from derl_bench.evaluation.schema import (
-    COMPACT_CONSTRAINED,
+    COMMAND_INTERFACES,
     REPORTED_NOTE,
     RESULT_SCHEMA,
     SETUP_FIELDS,
@@ -326,12 +326,12 @@ def _interface_problems(record: Mapping[str, Any], adapter: FamilyAdapter | None
     policy = record.get("policy")
     if isinstance(policy, str):
         commands = policy.startswith("commands:")
-        if commands and record.get("policy_interface") != COMPACT_CONSTRAINED:
+        if commands and record.get("policy_interface") not in COMMAND_INTERFACES:
             problems.append(f"$.policy_interface: the policy {policy.split(',')[0]!r} is a "
-                            f"command policy; its record must state policy_interface "
-                            f"{COMPACT_CONSTRAINED!r}")
-        if not commands and interface == COMPACT_CONSTRAINED:
-            problems.append(f"$.policy_interface: {COMPACT_CONSTRAINED!r} is the interface of "
+                            f"command policy; its record must state a command policy's "
+                            f"policy_interface ({', '.join(map(repr, COMMAND_INTERFACES))})")
+        if not commands and interface in COMMAND_INTERFACES:
+            problems.append(f"$.policy_interface: {interface!r} is the interface of "
                             f"a command policy (commands:...), not of {policy.split(',')[0]!r}")
     if adapter is not None and interface not in adapter.policy_interfaces:
         # (no adapter: reported by the eval-set check)

@@ -20,6 +20,7 @@ end-of-command token :data:`EOC` among them), a word-level tokenizer over a list
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,6 +51,49 @@ class CommandParts:
 
     state: Callable[[], Any]
     tokenizer: Callable[[str | Path | None], Any]
+    name: str = "compact"
+    """The view's name, which a model folder built for it records (:data:`VIEW_FILE`)."""
+    interface: str = "compact-constrained"
+    """The ``policy_interface`` of a record of a model reading this view."""
+    views: tuple[CommandParts, ...] = ()
+    """Other views of the game the family offers (another state tracker and its tokenizer);
+    a model is built for one and keeps reading it (:meth:`view`, :func:`model_view`)."""
+
+    def view(self, name: str | None) -> CommandParts:
+        """The parts of the view ``name`` (``None``: this default view); a
+        :class:`~derl_bench.cards.CardError` naming the offered views for an unknown one."""
+        if name is None:
+            return self
+        for parts in (self, *self.views):
+            if parts.name == name:
+                return parts
+        offered = ", ".join(p.name for p in (self, *self.views))
+        raise CardError(f"no command view {name!r}; the family offers: {offered}")
+
+
+VIEW_FILE = "command_view.json"
+"""A model folder's record of the view it reads (``{"view": NAME}``), written for any view but
+the family's default; a folder without it reads the default view."""
+
+
+def model_view(model_dir: str | Path) -> str | None:
+    """The view the model in ``model_dir`` was built for (``None``: the default view)."""
+    path = Path(model_dir) / VIEW_FILE
+    if not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{path} is not the model's view ({exc})") from exc
+    if not isinstance(found, dict) or not isinstance(found.get("view"), str):
+        raise ValueError(f'{path} is not the model\'s view: it must hold {{"view": NAME}}')
+    return str(found["view"])
+
+
+def view_files(parts: CommandParts, default: CommandParts) -> dict[str, Any]:
+    """The files a model folder of ``parts``'s view holds to say so (none for ``default``,
+    the family's default view, so the default's folders stay as they were)."""
+    return {} if parts.name == default.name else {VIEW_FILE: {"view": parts.name}}
 
 
 def command_parts(family: Family) -> CommandParts:
@@ -127,23 +171,25 @@ def build_command_model(tokenizer: Any, spec: CommandModelSpec | None = None) ->
 
 def init_command_model(path: str | Path, env_id: str, spec: CommandModelSpec | None = None,
                        data_root: str | Path | None = None, overwrite: bool = False, *,
-                       family: Family | None = None) -> Path:
+                       family: Family | None = None, view: str | None = None) -> Path:
     """Write the command model and the tokenizer of ``env_id``'s family (its card's
-    ``commands`` hook) to ``path`` (atomically, see
+    ``commands`` hook; ``view`` names another view it offers) to ``path`` (atomically, see
     :func:`~derl_bench.policies.tiny.write_model_dir`) and return it. ``family`` is that
     :class:`~derl_bench.family.Family` where the caller resolved it (found from ``env_id``
     otherwise)."""
-    parts = command_parts(family or resolve_family(env_id))
+    default = command_parts(family or resolve_family(env_id))
+    parts = default.view(view)
     spec = spec or CommandModelSpec()
 
     def build() -> tuple[Any, Any]:
         tokenizer = parts.tokenizer(data_root)
         return build_command_model(tokenizer, spec), tokenizer
 
-    return write_model_dir(path, build, {"command_model_spec.json": asdict(spec)},
+    return write_model_dir(path, build, {"command_model_spec.json": asdict(spec),
+                                         **view_files(parts, default)},
                            overwrite=overwrite)
 
 
-__all__ = ["BOS", "EOC", "EOS", "PAD", "SPECIAL_TOKENS", "UNK", "CommandModelSpec",
+__all__ = ["BOS", "EOC", "EOS", "PAD", "SPECIAL_TOKENS", "UNK", "VIEW_FILE", "CommandModelSpec",
            "CommandParts", "build_command_model", "command_parts", "init_command_model",
-           "word_tokenizer"]
+           "model_view", "view_files", "word_tokenizer"]

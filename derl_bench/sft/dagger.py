@@ -76,6 +76,10 @@ class DaggerConfig:
     model: dict[str, Any] = field(default_factory=dict)
     """Fields of :class:`~derl_bench.policies.command_model.CommandModelSpec`."""
     data_root: str | None = None
+    view: str | None = None
+    """The view of the game the student reads: one the card's ``commands`` hook offers
+    (:meth:`~derl_bench.policies.command_model.CommandParts.view`; None: its default). The
+    model folder records it, so training and evaluation read the same view."""
 
 
 def _make_envs(config: DaggerConfig, n: int) -> list[Any]:
@@ -147,6 +151,7 @@ def run_dagger(config: DaggerConfig, log: Any = None,
         CommandParts,
         build_command_model,
         command_parts,
+        view_files,
     )
     from derl_bench.policies.commands import CommandPolicy
     from derl_bench.progress import quiet_transformers
@@ -154,7 +159,8 @@ def run_dagger(config: DaggerConfig, log: Any = None,
 
     family = family or resolve_family(config.env_id)
     # a card without a commands hook is refused, naming the hook (CardError)
-    parts: CommandParts = command_parts(family)
+    default: CommandParts = command_parts(family)
+    parts = default.view(config.view)  # an unknown view is refused, naming the offered ones
     output = Path(config.output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise FileExistsError(f"{output} exists and is not an empty folder")
@@ -225,6 +231,8 @@ def run_dagger(config: DaggerConfig, log: Any = None,
             model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / "dagger.json").write_text(json.dumps(record, indent=2) + "\n")
+        for name, content in view_files(parts, default).items():
+            (staging / name).write_text(json.dumps(content) + "\n")
         if output.exists():
             output.rmdir()
         staging.rename(output)

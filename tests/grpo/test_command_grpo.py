@@ -218,3 +218,41 @@ def test_a_resumed_command_run_ends_as_a_run_never_stopped(tmp_path, data_root, 
                                                  b.state_dict().values(), strict=True))
     assert (halves / "checkpoint" / "state.pt").is_file()
     assert not (halves / "checkpoint.new").exists() and not (halves / "checkpoint.old").exists()
+
+
+def test_a_model_built_for_another_view_trains_and_is_scored_in_it(tmp_path, data_root):
+    from derl_bench.evaluation.commands import evaluate_commands
+    from derl_bench.evaluation.record import command_record
+    from derl_bench.policies import load_model_and_tokenizer
+    from derl_bench.policies.command_model import VIEW_FILE, model_view
+    from derl_bench.rollout.commands import CommandEpisode
+
+    base = init_command_model(tmp_path / "base", ALFWORLD, view="tried")
+    config = CommandGRPOConfig(model=str(base), output_dir=str(tmp_path / "run"),
+                               env_id=ALFWORLD, meta_reward="sum(new_location)", steps=2,
+                               games_per_step=2, group_size=2, pool=4, validation_games=2,
+                               envs=4, num_threads=1, max_episode_steps=12, save_every=1)
+    train_commands(config)
+    for folder in (tmp_path / "run" / "model", tmp_path / "run" / "checkpoint" / "model"):
+        assert model_view(folder) == "tried", folder
+    episodes: list[CommandEpisode] = []
+    result = evaluate_commands(tmp_path / "run" / "model", "L0", env_id=ALFWORLD, limit=4,
+                               envs=4, num_threads=1, episodes_out=episodes)
+    assert result["policy_interface"] == "compact-tried-constrained"
+    # the prompts it played are the tried view's: a situation that came back says so
+    _, tokenizer = load_model_and_tokenizer(str(tmp_path / "run" / "model"))
+    prompts = [tokenizer.decode(s.ids[0]) for e in episodes for s in e.steps]
+    repeated = [p for p in prompts if " tried : " in p]
+    assert repeated, "12 random steps on 4 games never came back to a situation"
+    # the same folder without its view file plays the compact view: other prompts
+    (tmp_path / "run" / "model" / VIEW_FILE).unlink()
+    compact: list[CommandEpisode] = []
+    assert evaluate_commands(tmp_path / "run" / "model", "L0", env_id=ALFWORLD, limit=4,
+                             envs=4, num_threads=1, episodes_out=compact)[
+        "policy_interface"] == "compact-constrained"
+    assert not any(" tried : " in tokenizer.decode(s.ids[0]) for e in compact for s in e.steps)
+    # its record says which view it read
+    record = command_record(result, episodes, method="grpo-outcome", model="command-tried",
+                            model_dir=tmp_path / "run" / "model", checkpoint="final",
+                            env_id=ALFWORLD, policy_interface=result["policy_interface"])
+    assert record["policy_interface"] == "compact-tried-constrained"

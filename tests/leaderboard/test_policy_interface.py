@@ -1,6 +1,7 @@
 """A record's policy interface: absent in every committed record (the papers' prompt and free
-generation), ``compact-constrained`` for the ALFWorld command policies, anything else refused;
-the boards show rows of another interface apart from the papers' and name it."""
+generation), ``compact-constrained`` or ``compact-tried-constrained`` for the ALFWorld command
+policies, anything else refused; the boards show rows of another interface apart from the
+papers' and name it."""
 
 from __future__ import annotations
 
@@ -43,9 +44,11 @@ def test_committed_records_are_of_the_papers_interface_but_the_command_policies(
 
 @pytest.mark.parametrize(("interface", "reason"), [
     ("free-form", "$.policy_interface: must be one of ['prompt-free-text', "
-                  "'compact-constrained']"),
+                  "'compact-constrained', 'compact-tried-constrained']"),
     ("", "$.policy_interface: must be one of"),
     (COMPACT_CONSTRAINED, "derl/GSM8K-v0 offers no 'compact-constrained' interface"),
+    ("compact-tried-constrained",
+     "derl/GSM8K-v0 offers no 'compact-tried-constrained' interface"),
     (PROMPT_FREE_TEXT, None),
 ])
 def test_a_record_names_an_interface_its_env_offers(tmp_path, interface, reason):
@@ -178,8 +181,12 @@ def test_a_record_interface_agrees_with_its_policy(tmp_path):
     path = tmp_path / "leaderboards" / "alfworld" / command.name
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record))
-    assert any("is a command policy; its record must state policy_interface "
-               "'compact-constrained'" in p for p in validate_file(path).problems)
+    assert any("is a command policy; its record must state a command policy's "
+               "policy_interface ('compact-constrained', 'compact-tried-constrained')" in p
+               for p in validate_file(path).problems)
+    record["policy_interface"] = "compact-tried-constrained"  # the other view's: accepted
+    path.write_text(json.dumps(record))
+    assert not any("policy_interface" in p for p in validate_file(path).problems)
     record = json.loads((BOARDS / "alfworld" / "random-none-L0.json").read_text())
     record["policy_interface"] = COMPACT_CONSTRAINED
     path = tmp_path / "leaderboards" / "alfworld" / "random-none-L0.json"

@@ -228,3 +228,80 @@ def test_the_card_hands_the_state_and_the_tokenizer_to_the_command_stack():
     assert isinstance(parts, CommandParts)
     assert parts.state is CompactState and parts.tokenizer is build_alfworld_tokenizer
     assert not family_spec("derl/ScienceWorld-v0").has_part("commands")
+
+
+def _tried_states(record: dict) -> list[str]:
+    from derl_bench.families.alfworld.compact_state import TriedState
+
+    state = TriedState().reset(record["obs"], {"admissible_commands": record["admissible"]})
+    texts = [state.render()]
+    for command, obs, admissible in record["steps"]:
+        state.update(command, obs, {"admissible_commands": admissible})
+        texts.append(state.render())
+    return texts
+
+
+def test_the_tried_view_is_the_compact_state_and_the_commands_tried_from_it(episodes):
+    from derl_bench.families.alfworld.compact_state import TriedState
+
+    for record in episodes:
+        compact = [s.render() for s, _ in _states(record)]
+        tried = _tried_states(record)
+        # the same state, one line more where something was tried from the same situation
+        for c, t in zip(compact, tried, strict=True):
+            assert [line for line in t.splitlines() if not line.startswith("tried : ")] == (
+                c.splitlines())
+    state = TriedState().reset(episodes[0]["obs"])
+    first = state.render()
+    assert "tried" not in first
+    # going round: examine the room twice, each time from the state the first left
+    state.update("look", "You are in the middle of a room. Looking quickly around you, "
+                         "you see nothing.")
+    assert "\ntried : look\nlast : look ok\n>" in state.render()
+    state.update("inventory", "You are not carrying anything.")
+    assert "tried : look , inventory\n" in state.render()
+    state.update("look", "You are in the middle of a room.")
+    assert state.render().count("tried :") == 1 and "look , inventory" in state.render()
+    # a new episode forgets what the last one tried
+    assert state.reset(episodes[0]["obs"]).render() == first
+
+
+def test_the_tried_view_keeps_every_token_id_of_the_compact_view(episodes, tokenizer):
+    from derl_bench.families.alfworld.vocab import build_tried_tokenizer
+
+    tried = build_tried_tokenizer()
+    assert len(tried) == len(tokenizer) + 1
+    assert {w: tried.convert_tokens_to_ids(w) for w in tokenizer.get_vocab()} == (
+        tokenizer.get_vocab())
+    for record in episodes:
+        for text in _tried_states(record):
+            assert tried.unk_token_id not in tried(text)["input_ids"], text
+
+
+def test_a_model_folder_names_its_view_and_a_view_the_family_lacks_is_refused(tmp_path):
+    import json
+
+    from derl_bench.cards import CardError
+    from derl_bench.evaluation.schema import COMMAND_INTERFACES, POLICY_INTERFACES
+    from derl_bench.families.alfworld.compact_state import TriedState
+    from derl_bench.family import resolve_family
+    from derl_bench.policies.command_model import VIEW_FILE, command_parts, model_view
+
+    parts = command_parts(resolve_family("derl/ALFWorld-v0"))
+    assert parts.view(None) is parts and parts.view("compact") is parts
+    assert parts.view("tried").state is TriedState
+    for view in (parts, *parts.views):
+        assert view.interface in COMMAND_INTERFACES and view.interface in POLICY_INTERFACES
+    with pytest.raises(CardError, match="offers: compact, tried"):
+        parts.view("history")
+    plain = init_command_model(tmp_path / "plain", "derl/ALFWorld-v0")
+    assert not (plain / VIEW_FILE).exists() and model_view(plain) is None
+    tried = init_command_model(tmp_path / "tried", "derl/ALFWorld-v0", view="tried")
+    assert model_view(tried) == "tried"
+    assert json.loads((tried / VIEW_FILE).read_text()) == {"view": "tried"}
+    (tried / VIEW_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match="is not the model's view"):
+        model_view(tried)
+    with pytest.raises(CardError, match="no command view 'history'"):
+        init_command_model(tmp_path / "history", "derl/ALFWorld-v0", view="history")
+    assert not (tmp_path / "history").exists()

@@ -142,3 +142,19 @@ def test_labelled_keeps_only_labelled_states(envs, policy):
     episodes[0].steps[0].label = None
     assert len(labelled(episodes)) == len(episodes[0].steps) - 1
     assert np.isfinite([s.log_prob for s in episodes[0].steps]).sum() == 0  # nothing scored
+
+
+def test_a_base_for_another_view_says_so_and_an_unknown_view_writes_nothing(tmp_path, data_root):
+    from dataclasses import replace
+
+    from derl_bench.cards import CardError
+    from derl_bench.policies.command_model import model_view
+
+    run_dagger(replace(_tiny(tmp_path / "tried"), view="tried"))
+    assert model_view(tmp_path / "tried") == "tried"
+    result = evaluate_commands(tmp_path / "tried", "L0", env_id="derl/ALFWorld-v0", limit=2,
+                               envs=2, num_threads=1)
+    assert result["policy_interface"] == "compact-tried-constrained"
+    with pytest.raises(CardError, match="no command view 'memory'"):
+        run_dagger(replace(_tiny(tmp_path / "memory"), view="memory"))
+    assert not (tmp_path / "memory").exists()

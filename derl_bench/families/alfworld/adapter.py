@@ -11,14 +11,17 @@ import gymnasium as gym
 from derl_bench.envs.items import eval_splits
 from derl_bench.evaluation.families import FamilyAdapter
 from derl_bench.evaluation.protocol import EvalSet, LevelSpec, card_manifest
-from derl_bench.evaluation.schema import COMPACT_CONSTRAINED, PROMPT_FREE_TEXT
+from derl_bench.evaluation.schema import PROMPT_FREE_TEXT
+from derl_bench.families.alfworld.commands import COMMANDS
 
 
 class ALFWorldAdapter(FamilyAdapter):
     """ALFWorld: the RLVMR/DERL levels, every eval game in manifest order."""
 
-    # the command policies read a compact state (derl_bench.families.alfworld.compact_state)
-    policy_interfaces = (PROMPT_FREE_TEXT, COMPACT_CONSTRAINED)
+    # the command policies read a compact state (derl_bench.families.alfworld.compact_state),
+    # or one of the other views the commands hook offers
+    policy_interfaces = (PROMPT_FREE_TEXT,
+                         *(parts.interface for parts in (COMMANDS, *COMMANDS.views)))
 
     def rlvmr_eval_set(self, level: str, seed: int) -> EvalSet:
         # RLVMR's ALFWorld workers draw games inside alfworld's batch env; this protocol

@@ -156,7 +156,7 @@ class CompactState:
     # ------------------------------------------------------------------ updates
     def reset(self, observation: str, info: Mapping[str, Any] | None = None) -> CompactState:
         """Start from the game's first observation (room list and goal)."""
-        self.__dict__.update(CompactState().__dict__)  # forget the previous episode
+        self.__dict__.update(type(self)().__dict__)  # forget the previous episode
         goal_match = _GOAL_LINE.search(observation)
         self.goal_text = goal_match.group(1).strip() if goal_match else ""
         self.goal = parse_goal(self.goal_text)
@@ -311,3 +311,56 @@ class CompactState:
 
     def _describe(self, obj: str) -> str:
         return " ".join([obj, *self.properties.get(obj, ())])
+
+
+TRIED_WORDS = ("tried",)
+"""The words :class:`TriedState` writes besides :data:`STATE_WORDS` and commands."""
+
+
+@dataclass
+class TriedState(CompactState):
+    """The compact state and what the agent already did in the situation it is in.
+
+    A deterministic policy over :class:`CompactState` that comes back to a state it has seen
+    chooses the same command again, forever: the compact state keeps no memory of what was
+    tried. This view adds one line, ``tried :``, listing (in the order first executed) the
+    commands executed before from a state that rendered the same, the ``last :`` line aside::
+
+        tried : go to cabinet 1 , examine countertop 1
+
+    so a state never comes back with the same command unmentioned, and a policy can learn to
+    leave a place it is going round in. Read from the text alone, as the compact state.
+
+        >>> state = TriedState().reset("You are in the middle of a room. Looking quickly "
+        ...                            "around you, you see a cabinet 1, and a sofa 1.\\n\\n"
+        ...                            "Your task is to: put a pillow in sofa.")
+        >>> _ = state.update("look", "You are in the middle of a room.")
+        >>> state.render().splitlines()[-3:]
+        ['tried : look', 'last : look ok', '>']
+    """
+
+    tried: dict[str, list[str]] = field(default_factory=dict)
+
+    def update(self, command: str, observation: str,
+               info: Mapping[str, Any] | None = None) -> TriedState:
+        command = " ".join(command.split())
+        done = self.tried.setdefault(self._situation(), [])
+        if command not in done:
+            done.append(command)
+        super().update(command, observation, info)
+        return self
+
+    def _situation(self) -> str:
+        """The compact state without its ``last :`` line: what a command was tried from."""
+        return "\n".join(line for line in CompactState.render(self).splitlines()
+                         if not line.startswith("last :"))
+
+    def render(self) -> str:
+        lines = CompactState.render(self).splitlines()
+        done = self.tried.get(self._situation())
+        if done:
+            at = next((i for i, line in enumerate(lines) if line.startswith("last :")),
+                      len(lines) - 1)
+            lines.insert(at, "tried : " + " , ".join(done))
+        return "\n".join(lines)
+

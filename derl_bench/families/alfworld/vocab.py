@@ -35,7 +35,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from derl_bench.families.alfworld.compact_state import STATE_WORDS
+from derl_bench.families.alfworld.compact_state import STATE_WORDS, TRIED_WORDS
 from derl_bench.policies.command_model import SPECIAL_TOKENS, word_tokenizer
 
 MAX_INSTANCE = 99
@@ -127,3 +127,11 @@ def build_alfworld_tokenizer(data_root: str | Path | None = None) -> Any:
     """The word-level tokenizer over :func:`alfworld_vocabulary` as a ``PreTrainedTokenizerFast``
     (:func:`~derl_bench.policies.command_model.word_tokenizer`)."""
     return word_tokenizer(alfworld_vocabulary(data_root))
+
+
+def build_tried_tokenizer(data_root: str | Path | None = None) -> Any:
+    """The tokenizer of :class:`~derl_bench.families.alfworld.compact_state.TriedState`'s
+    view: :func:`build_alfworld_tokenizer`'s tokens, then its own words
+    (:data:`~derl_bench.families.alfworld.compact_state.TRIED_WORDS`) after them, so every
+    other token keeps its id."""
+    return word_tokenizer([*alfworld_vocabulary(data_root), *TRIED_WORDS])
