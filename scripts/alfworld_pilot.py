@@ -59,14 +59,16 @@ def _one(base: str, runs: Path, arm: str, seed: int, overrides: list[str]) -> st
     out = runs / f"{arm}-s{seed}"
     if (out / "result.json").is_file():
         return f"{out.name}: done before"
-    if out.exists():
-        shutil.rmtree(out)  # a run stopped half way starts again
+    # a run stopped half way continues from its checkpoint (save_every), else starts again
+    resume = (out / "checkpoint" / "state.pt").is_file()
+    if out.exists() and not resume:
+        shutil.rmtree(out)
     recipe, rate = ARMS[arm]
     command = [sys.executable, "-m", "derl_bench", "train", str(BASELINES / recipe),
                "--output", str(out), f"model={base}", f"seed={seed}", f"learning_rate={rate}",
-               *overrides]
+               *overrides, *(["--resume"] if resume else [])]
     log = runs / f"{arm}-s{seed}.log"
-    with log.open("w") as fh:
+    with log.open("a" if resume else "w") as fh:
         status = subprocess.call(command, stdout=fh, stderr=subprocess.STDOUT)
     return f"{out.name}: exit {status} ({log})"
 
@@ -160,7 +162,7 @@ def _episodes(model: str, split: str, games: Callable[[int], list[dict[str, Any]
     from derl_bench.family import resolve_family
     from derl_bench.grpo.commands import CommandGRPOConfig, make_envs, respond
     from derl_bench.policies import load_model_and_tokenizer
-    from derl_bench.policies.command_model import command_parts
+    from derl_bench.policies.command_model import command_parts, model_view
     from derl_bench.policies.commands import CommandPolicy
     from derl_bench.rollout.commands import game_count, play
 
@@ -171,7 +173,8 @@ def _episodes(model: str, split: str, games: Callable[[int], list[dict[str, Any]
     sampled = {"temperature": temperature} if temperature else {"greedy": True}
     try:
         episodes = play(envs, CommandPolicy(net.eval(), tokenizer), games(game_count(envs[0])),
-                        command_parts(resolve_family(config.env_id)).state, seed=seed,
+                        command_parts(resolve_family(config.env_id)).view(model_view(model))
+                        .state, seed=seed,
                         respond=respond, **sampled)
     finally:
         for env in envs:
