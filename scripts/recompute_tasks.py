@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from derl_bench.experiments.recompute import summary_renders, task_figures
+from derl_bench.experiments.recompute import CONTROLS, summary_renders, task_figures
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,8 +34,9 @@ def main(argv: list[str]) -> int:
         print(f"## {board.name}")
         for line in task_figures(board):
             print(line)
-        if summary_renders(board) is False:
-            status = 1
+        for folder in (board, board / "evidence" / CONTROLS):
+            if summary_renders(folder) is False:
+                status = 1
         print()
     return status
 

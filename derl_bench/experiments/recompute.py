@@ -19,7 +19,11 @@ What each evidence file gives (``scripts/recompute_tasks.py`` prints them all):
   ``generations.json``, from which :func:`board_result` rebuilds the result ``summary.md`` was
   rendered from. A board made before ``runs.json`` was written has only its generations and
   records: the mechanism's recorded endpoint and the selected policies are recomputed, and what
-  cannot be (the per-seed re-trains, run seconds, picks) is said to be missing, not invented.
+  cannot be (the per-seed re-trains, run seconds, picks) is said to be missing, not invented;
+- ``evidence/controls/`` (the control searchers against random search, a board of its own):
+  its figures as a board's, each family of :data:`~derl_bench.experiments.controls.FAMILIES`
+  (Holm within it, the sign-flip and McNemar tests) and each method's share of trained
+  proposals that validate at the "found the class" threshold or above.
 """
 
 from __future__ import annotations
@@ -29,11 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.experiments.climb import CLIMB_BAR
+from derl_bench.experiments.controls import (
+    FOUND_CLASS,
+    control_comparisons,
+    control_lines,
+    control_pairs,
+)
 from derl_bench.experiments.evidence import (
     best_so_far_table,
     comparisons,
     endpoint,
     planted_target,
+    trains_a_run,
 )
 from derl_bench.experiments.landscape import draw_share, judge
 from derl_bench.experiments.planted import planned_mde
@@ -313,6 +324,38 @@ def _comparison_lines(found: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+CONTROLS = "controls"
+"""The folder of ``evidence/`` that holds the controls' own evidence and ``summary.md``."""
+
+
+def controls_figures(board: Path) -> list[str]:
+    """The controls' figures (see the module docstring); none for a board without them."""
+    folder = board / EVIDENCE / CONTROLS
+    result = board_result(folder)
+    if result is None:
+        return []
+    lines = [f"controls (evidence/{CONTROLS}/):"] + [f"  {line}" for line in
+                                                     board_figures(folder)]
+    threshold = FOUND_CLASS.get(result["env_id"])
+    methods = {row["method"] for row in result["runs"] if row.get("picked")}
+    for family, pairs in control_pairs(methods).items():
+        lines.append(f"  {family} family (Holm within it):")
+        lines += [f"    {line}" for line in
+                  control_lines(control_comparisons(result, pairs, threshold))]
+    path = folder / EVIDENCE / "candidates.jsonl"
+    if threshold is not None and path.is_file():
+        trained: dict[str, list[bool]] = {}
+        for line in path.read_text().splitlines():
+            c = json.loads(line)
+            if trains_a_run(c):
+                trained.setdefault(c["method"], []).append(float(c["score"]) >= threshold)
+        for method, hits in trained.items():
+            lines.append(f"  {method}: {sum(hits)} of {len(hits)} trained proposals "
+                         f"({_pct(sum(hits) / len(hits))}%) validate at "
+                         f"{_pct(threshold)}% or more")
+    return lines
+
+
 def task_figures(board: Path) -> list[str]:
     """Every figure of one task's evidence (see the module docstring), in the order
     ``docs/tasks.md`` states them."""
@@ -323,7 +366,8 @@ def task_figures(board: Path) -> list[str]:
                           ("modes.json", modes_figures)):
         found = _read(evidence / name)
         lines += figures(found) if found is not None else [f"{name}: {MISSING}"]
-    return lines + (board_figures(board) or [f"board: {MISSING}"])
+    return (lines + (board_figures(board) or [f"board: {MISSING}"])
+            + controls_figures(board))
 
 
 def summary_renders(board: Path) -> bool | None:
@@ -335,5 +379,6 @@ def summary_renders(board: Path) -> bool | None:
     return (board / "summary.md").read_text() == summary_markdown(result)
 
 
-__all__ = ["MISSING", "board_figures", "board_result", "landscape_figures", "modes_figures",
-           "planted_figures", "summary_renders", "task_figures"]
+__all__ = ["CONTROLS", "MISSING", "board_figures", "board_result", "controls_figures",
+           "landscape_figures", "modes_figures", "planted_figures", "summary_renders",
+           "task_figures"]

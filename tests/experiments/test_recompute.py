@@ -214,9 +214,11 @@ def _checks_2_and_3_are_stated(lines: str, docs: str) -> None:
 
 
 def _stated(board: str) -> tuple[str, str]:
-    """docs/tasks.md on one line, and the figures recomputed from ``board``'s evidence."""
+    """docs/tasks.md on one line, and the figures recomputed from ``board``'s evidence (its
+    controls' aside: their own test is below)."""
+    figures = "\n".join(task_figures(REPO / "leaderboards" / board))
     return (" ".join((REPO / "docs/tasks.md").read_text().split()),
-            "\n".join(task_figures(REPO / "leaderboards" / board)))
+            figures.split("\ncontrols (evidence/controls/):")[0])
 
 
 def test_the_recall_sparse_checks_the_docs_state_are_what_its_evidence_gives():
@@ -292,3 +294,26 @@ def test_the_balance_board_verdict_the_docs_state_is_what_its_evidence_gives():
         assert f"| {method} " in docs and f"| {figure} |" in docs, method
     for method, figure in re.findall(r"  (\S+): .*re-scored (\d+\.\d ± \d+\.\d)", lines):
         assert f"| {figure} |" in docs, method
+
+
+def test_the_controls_figures_are_recomputed_from_their_evidence():
+    """The controls' families and shares, as docs/tasks.md states them, from the committed
+    evidence of the DigitsBalance board's controls; their summary renders from it exactly."""
+    from derl_bench.experiments.recompute import CONTROLS, controls_figures
+
+    docs = (REPO / "docs/tasks.md").read_text()
+    balance = REPO / "leaderboards/digitsbalance"
+    lines = controls_figures(balance)
+    pairs = {m.group(1): m.group(2) for x in lines
+             if (m := re.match(r"    (\S+ - \S+): (\S+) points .*?Holm 95% (\[.*?\])", x))}
+    assert set(pairs) == {"control-planted - random", "random - control-negative",
+                          "control-one-part - random"}
+    for name, mean in pairs.items():
+        assert f"{mean} points" in docs, name
+    assert "+29.2 points, 95% [+21.2, +37.3]" in docs and any(
+        "[+21.2, +37.3]" in x for x in lines)
+    assert any(x == "  control-one-part: 251 of 306 trained proposals (82.0%) validate at "
+                    "19.3% or more" for x in lines)
+    assert "82.0% (251 of 306)" in docs
+    assert summary_renders(balance / "evidence" / CONTROLS) is True
+    assert controls_figures(REPO / "leaderboards/digitshack") == []
