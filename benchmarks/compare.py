@@ -13,7 +13,10 @@ A key fails when ``ratio > baseline * (1 + tolerance)``; the tolerance is
 ``baseline.json``'s ``tolerance`` (1.0: twice as slow relative to upstream as the baseline run;
 0.5 when the file sets none) unless a key sets its own in ``tolerances``. A baseline key
 missing from the run fails too (a benchmark that stopped reporting hides a regression); new
-keys are listed and pass. Exit status: 0 pass, 1 regression or missing key, 2 bad input.
+keys are listed and pass. A key listed in ``optional`` may be missing (a benchmark that only
+some machines run, such as vLLM's, which needs a vLLM build): it is checked where it is
+reported and listed as skipped where not. Exit status: 0 pass, 1 regression or missing key,
+2 bad input.
 """
 
 from __future__ import annotations
@@ -68,13 +71,16 @@ def compare(ratios: Mapping[str, float], baseline: Mapping) -> tuple[list[str], 
     """Lines of a report and whether the run passes."""
     tolerance = float(baseline.get("tolerance", DEFAULT_TOLERANCE))
     per_key = baseline.get("tolerances", {})
+    optional = set(baseline.get("optional", ()))
     lines = [f"{'key':<28}{'baseline':>10}{'run':>10}{'limit':>10}  verdict"]
     ok = True
     for key, base in sorted(baseline["ratios"].items()):
         limit = float(base) * (1.0 + float(per_key.get(key, tolerance)))
         if key not in ratios:
-            lines.append(f"{key:<28}{base:>10.3f}{'-':>10}{limit:>10.3f}  MISSING")
-            ok = False
+            skipped = key in optional
+            lines.append(f"{key:<28}{base:>10.3f}{'-':>10}{limit:>10.3f}  "
+                         + ("skipped (optional)" if skipped else "MISSING"))
+            ok &= skipped
             continue
         verdict = "ok" if ratios[key] <= limit else "REGRESSION"
         ok &= verdict == "ok"
@@ -113,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             old = read_baseline(args.baseline) if args.baseline.is_file() else {}
             new = {"tolerance": old.get("tolerance", DEFAULT_TOLERANCE),
                    "tolerances": old.get("tolerances", {}),
+                   **({"optional": old["optional"]} if "optional" in old else {}),
                    "ratios": {k: float(f"{v:.4g}") for k, v in ratios.items()}}
             args.baseline.write_text(json.dumps(new, indent=2) + "\n", encoding="utf-8")
             print(f"wrote {len(ratios)} ratios to {args.baseline}", file=sys.stderr)

@@ -64,6 +64,15 @@ def test_per_key_tolerance_overrides_the_default(tmp_path):
     assert not ok
 
 
+def test_an_optional_key_may_be_missing_but_is_checked_where_reported(tmp_path):
+    base = json.loads(baseline(tmp_path / "b.json", {"kept": 1.0, "vllm.sample": 1.0},
+                               optional=["vllm.sample"]).read_text())
+    lines, ok = compare.compare({"kept": 1.0}, base)
+    assert ok and any("vllm.sample" in line and "skipped" in line for line in lines)
+    assert not compare.compare({"kept": 1.0, "vllm.sample": 1.6}, base)[1]
+    assert not compare.compare({"vllm.sample": 1.0}, base)[1]  # others stay required
+
+
 def test_missing_key_fails_and_new_key_passes(tmp_path):
     base = json.loads(baseline(tmp_path / "b.json", {"kept": 1.0, "gone": 1.0}).read_text())
     lines, ok = compare.compare({"kept": 1.0, "added": 5.0}, base)
