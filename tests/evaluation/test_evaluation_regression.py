@@ -115,3 +115,6 @@ def test_committed_baseline_names_every_suite_key():
     sources = "".join(p.read_text() for p in (REPO / "benchmarks").glob("test_*.py"))
     for key in committed["ratios"]:
         assert f'"{key}"' in sources, key
+    # an optional key is one the baseline holds (only vLLM's: machines without it skip it)
+    assert set(committed.get("optional", ())) <= set(committed["ratios"]) and set(
+        committed.get("optional", ())) <= {"vllm.sample"}
