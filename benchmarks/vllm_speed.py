@@ -13,8 +13,10 @@ per second (a row stops at its end token, so each side's count is its own). Mode
 Qwen2 model at hidden size 128 (the smallest whose head size vLLM's CPU attention runs) and
 the ``qwen2.5-0.5b-short`` shape (Qwen2.5-0.5B's layers, 2 of them), random weights::
 
-    python benchmarks/vllm_speed.py                       # both models
+    python benchmarks/vllm_speed.py --output speed.json   # both models
     python benchmarks/vllm_speed.py --models tiny --prompts 16 --max-new-tokens 64
+
+vLLM logs to standard output, so ``--output`` is where the figures are read whole.
 """
 
 from __future__ import annotations
@@ -115,9 +117,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="the lean sampler's torch "
                         "threads (default: torch's)")
     parser.add_argument("--eager", action="store_true", help="vLLM without compiled graphs")
+    parser.add_argument("--output", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args()
-    print(json.dumps([measure(m, args.prompts, args.max_new_tokens, args.rounds, args.threads,
-                              args.eager) for m in args.models], indent=2))
+    text = json.dumps([measure(m, args.prompts, args.max_new_tokens, args.rounds, args.threads,
+                               args.eager) for m in args.models], indent=2)
+    if args.output is not None:
+        args.output.write_text(text + "\n")
+    print(text)
 
 
 if __name__ == "__main__":
