@@ -182,12 +182,12 @@ def _arithmetic(games: int, group: int, envs: int, threads: int, epochs: int,
                                            for _ in range(group)],
                             CompactState, seed=round_seed, decode=True)
             steps += [s for e in episodes for s in e.steps]
-            if len(unique_rows(steps)[0]) >= rows:
+            distinct = unique_rows(steps)[0]
+            if len(distinct) >= rows:
                 break
     finally:
         for env in pool:
             env.close()
-    distinct = unique_rows(steps)[0]
     drawn = random.Random(seed).sample(distinct, min(rows, len(distinct)))
     # In the update's order (a state's rows together, its prompt run once): what the passes
     # must compute, not how the step happens to order them.

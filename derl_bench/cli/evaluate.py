@@ -240,13 +240,6 @@ def _run_commands(args: argparse.Namespace) -> int:
         raise CommandError(f"--recipe: {exc}") from exc
     if COMPACT_CONSTRAINED not in adapter.policy_interfaces:
         raise CommandError(f"{args.env} has no command policies (no compact state)")
-    from derl_bench.cards import CardError
-    from derl_bench.policies.command_model import command_parts, model_view
-
-    try:
-        interface = command_parts(adapter.resolved).view(model_view(args.commands)).interface
-    except (CardError, ValueError) as exc:
-        raise CommandError(f"--commands: {exc}") from exc
     episodes: list[CommandEpisode] = []
     try:
         evaluation = evaluate_commands(args.commands, args.level, env_id=args.env,
@@ -258,13 +251,15 @@ def _run_commands(args: argparse.Namespace) -> int:
                                 model_dir=args.commands, checkpoint=args.checkpoint,
                                 seed=args.train_seed, meta_reward=meta_reward,
                                 recipe=recipe, env_id=args.env,
-                                policy_interface=interface, family=adapter.resolved)
+                                policy_interface=evaluation["policy_interface"],
+                                family=adapter.resolved)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     if args.output is not None:
         write_json_atomic(args.output, record)
         rate = record["results"]["success_rate"]
-        print(f"{args.env} {args.level} {record['method']} [{interface}]: success "
+        print(f"{args.env} {args.level} {record['method']} [{record['policy_interface']}]: "
+              f"success "
               f"{rate['mean']:.3f} ± {rate['se']:.3f} (n={record['results']['n']}) -> "
               f"{args.output}", file=sys.stderr)
     else:

@@ -229,19 +229,20 @@ CHECKPOINT = "checkpoint"
 """A command run's checkpoint folder: ``model/`` and ``state.pt``."""
 
 
-def _save_model(folder: Path, model: Any, tokenizer: Any, marks: dict[str, Any]) -> None:
-    """The model, its tokenizer and the files that say which view it reads (``marks``,
-    :func:`~derl_bench.policies.command_model.view_files`) into ``folder``."""
+def _save_model(folder: Path, model: Any, tokenizer: Any, views: tuple[Any, Any]) -> None:
+    """The model, its tokenizer and the files that say which view it reads (``views``: the
+    view's parts and the family's default,
+    :func:`~derl_bench.policies.command_model.write_view_files`) into ``folder``."""
+    from derl_bench.policies.command_model import write_view_files
     from derl_bench.progress import quiet_transformers
 
     with quiet_transformers():
         model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    for name, content in marks.items():
-        (folder / name).write_text(json.dumps(content) + "\n")
+    write_view_files(folder, *views)
 
 
-def _save_checkpoint(out: Path, model: Any, tokenizer: Any, marks: dict[str, Any],
+def _save_checkpoint(out: Path, model: Any, tokenizer: Any, views: tuple[Any, Any],
                      optimizer: Any, rng: np.random.Generator, step: int,
                      elapsed: float) -> None:
     """The run's state after ``step`` into ``out/checkpoint``, replacing the last one only
@@ -251,7 +252,7 @@ def _save_checkpoint(out: Path, model: Any, tokenizer: Any, marks: dict[str, Any
 
     final, fresh, old = out / CHECKPOINT, out / f"{CHECKPOINT}.new", out / f"{CHECKPOINT}.old"
     shutil.rmtree(fresh, ignore_errors=True)
-    _save_model(fresh / "model", model, tokenizer, marks)
+    _save_model(fresh / "model", model, tokenizer, views)
     torch.save({"step": step, "optimizer": optimizer.state_dict(),
                 "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
                 "elapsed_s": elapsed}, fresh / "state.pt")
@@ -309,7 +310,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     from derl_bench.grpo.loss import k3_kl, token_terms
     from derl_bench.grpo.rundir import RUN_MARKER, start_run_id
     from derl_bench.policies import load_model_and_tokenizer
-    from derl_bench.policies.command_model import command_parts, model_view, view_files
+    from derl_bench.policies.command_model import command_parts, model_view
     from derl_bench.policies.commands import CommandPolicy, chosen_log_probs, chosen_trie
     from derl_bench.reward import compile_reward
     from derl_bench.reward.primitives import primitive_set
@@ -326,7 +327,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     # write; the model reads the view it was built for, and so do its checkpoints and result
     default = command_parts(family)
     parts = default.view(model_view(config.model))
-    state, marks = parts.state, view_files(parts, default)
+    state, views = parts.state, (parts, default)
     check_command_data(config, family)
     out = config.run_dir
     if resume:
@@ -496,7 +497,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
             row["time/elapsed_s"] = time.perf_counter() - started
             record(row)
             if config.save_every and step % config.save_every == 0:
-                _save_checkpoint(out, model, tokenizer, marks, optimizer, rng, step,
+                _save_checkpoint(out, model, tokenizer, views, optimizer, rng, step,
                                  row["time/elapsed_s"])
             if log is not None:
                 curve = (f", validation {row['validation/success']:.3f}"
@@ -515,7 +516,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     finally:
         for env in [*envs, *val_envs]:
             env.close()
-    _save_model(out / "model", model, tokenizer, marks)
+    _save_model(out / "model", model, tokenizer, views)
     # no validation game (validation_games: 0): null, since JSON has no NaN
     result = {"config": asdict(config), "score": None if math.isnan(score) else score,
               "validation_games": count, "seconds": time.perf_counter() - started}

@@ -96,6 +96,13 @@ def view_files(parts: CommandParts, default: CommandParts) -> dict[str, Any]:
     return {} if parts.name == default.name else {VIEW_FILE: {"view": parts.name}}
 
 
+def write_view_files(folder: str | Path, parts: CommandParts, default: CommandParts) -> None:
+    """Write :func:`view_files` into the model folder ``folder`` (as
+    :func:`~derl_bench.policies.tiny.write_model_dir` writes its extra files)."""
+    for name, content in view_files(parts, default).items():
+        (Path(folder) / name).write_text(json.dumps(content, indent=2))
+
+
 def command_parts(family: Family) -> CommandParts:
     """The command stack's parts of ``family``; a :class:`~derl_bench.cards.CardError` when its
     card names no ``commands`` hook (the family has no command policies).
@@ -192,4 +199,4 @@ def init_command_model(path: str | Path, env_id: str, spec: CommandModelSpec | N
 
 __all__ = ["BOS", "EOC", "EOS", "PAD", "SPECIAL_TOKENS", "UNK", "VIEW_FILE", "CommandModelSpec",
            "CommandParts", "build_command_model", "command_parts", "init_command_model",
-           "model_view", "view_files", "word_tokenizer"]
+           "model_view", "view_files", "word_tokenizer", "write_view_files"]

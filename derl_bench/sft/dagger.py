@@ -151,7 +151,7 @@ def run_dagger(config: DaggerConfig, log: Any = None,
         CommandParts,
         build_command_model,
         command_parts,
-        view_files,
+        write_view_files,
     )
     from derl_bench.policies.commands import CommandPolicy
     from derl_bench.progress import quiet_transformers
@@ -231,8 +231,7 @@ def run_dagger(config: DaggerConfig, log: Any = None,
             model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / "dagger.json").write_text(json.dumps(record, indent=2) + "\n")
-        for name, content in view_files(parts, default).items():
-            (staging / name).write_text(json.dumps(content) + "\n")
+        write_view_files(staging, parts, default)
         if output.exists():
             output.rmdir()
         staging.rename(output)

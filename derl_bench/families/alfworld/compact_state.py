@@ -317,6 +317,11 @@ TRIED_WORDS = ("tried",)
 """The words :class:`TriedState` writes besides :data:`STATE_WORDS` and commands."""
 
 
+def _situation(lines: list[str]) -> str:
+    """A rendered compact state without its ``last :`` line: what a command was tried from."""
+    return "\n".join(line for line in lines if not line.startswith("last :"))
+
+
 @dataclass
 class TriedState(CompactState):
     """The compact state and what the agent already did in the situation it is in.
@@ -344,20 +349,15 @@ class TriedState(CompactState):
     def update(self, command: str, observation: str,
                info: Mapping[str, Any] | None = None) -> TriedState:
         command = " ".join(command.split())
-        done = self.tried.setdefault(self._situation(), [])
+        done = self.tried.setdefault(_situation(CompactState.render(self).splitlines()), [])
         if command not in done:
             done.append(command)
         super().update(command, observation, info)
         return self
 
-    def _situation(self) -> str:
-        """The compact state without its ``last :`` line: what a command was tried from."""
-        return "\n".join(line for line in CompactState.render(self).splitlines()
-                         if not line.startswith("last :"))
-
     def render(self) -> str:
         lines = CompactState.render(self).splitlines()
-        done = self.tried.get(self._situation())
+        done = self.tried.get(_situation(lines))
         if done:
             at = next((i for i, line in enumerate(lines) if line.startswith("last :")),
                       len(lines) - 1)
