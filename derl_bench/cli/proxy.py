@@ -123,6 +123,21 @@ def _proxy(args: argparse.Namespace) -> int:
         print(f"climbability: {climb.output / 'climb.md'}; "
               f"{'passes' if found['passes'] else 'fails'}")
         return 0
+    if args.upward:
+        from derl_bench.experiments.climb import UpwardConfig, run_upward
+
+        try:
+            upward = UpwardConfig(proxy=config, evidence=args.upward, draws=args.draws)
+            if args.small:
+                upward = UpwardConfig(proxy=config, evidence=args.upward, draws=args.draws,
+                                      seeds=upward.seeds[:1], max_starts=2)
+            run_upward(upward)
+        except ValueError as err:
+            raise CommandError(str(err)) from err
+        if args.records:
+            _copy(upward.output, Path(args.records) / "evidence", ("upward.json", "upward.md"))
+        print((upward.output / "upward.md").read_text())
+        return 0
     if args.landscape:
         from derl_bench.experiments.landscape import LandscapeConfig, run_landscape
         from derl_bench.experiments.proxy import EVIDENCE
@@ -235,6 +250,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="instead, train 40 one-edit neighbours of the card's planted reward "
                         "beside the hand-made ones: can a search climb to it? "
                         "(derl_bench.experiments.climb)")
+    parser.add_argument("--upward", nargs="+", type=Path, metavar="RUNS_JSON",
+                        help="instead, from the picks in these boards' runs.json that pay only "
+                        "the planted reward's first part, draw one-edit neighbours and train "
+                        "those that pay every part: how many step up? "
+                        "(derl_bench.experiments.climb)")
+    parser.add_argument("--draws", type=int, default=100, metavar="N",
+                        help="--upward: one-edit neighbours drawn from each pick (default 100)")
     parser.add_argument("--modes", action="store_true",
                         help="instead, measure the base policy's share of each demonstration "
                         "mode on the validation problems (derl_bench.experiments.modes)")

@@ -24,10 +24,25 @@ This experiment measures that around the planted reward:
 Outputs in ``OUT/climb``: ``climb.json`` and ``climb.md``::
 
     derl-bench proxy --env derl/DigitsTrap-v0 --climb --output runs/digits-trap
+
+The **upward step** (:func:`run_upward`) asks the same question from below: starting from the
+rewards a board's searchers picked that pay only the planted reward's first part, how many
+one-edit neighbours pay *every* part of the planted reward and train better than the pick?
+A reward *pays* a primitive when raising it raises the reward on more probe vectors than it
+lowers it (:meth:`~derl_bench.meta.probe.ProbeSet.pays`); the parts are the planted reward's
+primitives. Each start gets ``draws`` mutations; the neighbours that pay every part are
+grouped by behaviour class, and each class and its start train one inner run per fresh seed.
+A neighbour *steps up* when its class's mean is above its start's on the same seeds. The
+shares are over all draws (constant ones included), with Clopper-Pearson intervals over
+draws. Outputs in ``OUT/upward``: ``upward.json`` and ``upward.md``::
+
+    derl-bench proxy --env derl/DigitsBalance-v0 --upward BOARD/evidence/runs.json \
+        --output runs/digits-balance
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from dataclasses import dataclass, field
@@ -43,6 +58,8 @@ CLIMB_BAR = "outcome"
 """The hand-made reward a neighbour must score above to climb (docs/tasks.md, check 3)."""
 CLIMB_OFFSET = 7_000
 """Where the climb's fresh seeds start (disjoint from every other check's)."""
+UPWARD_OFFSET = 7_100
+"""Where the upward step's fresh seeds start (disjoint from every other check's)."""
 
 
 @dataclass
@@ -209,4 +226,226 @@ def climb_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CLIMB_OFFSET", "ClimbConfig", "climb_markdown", "draw_neighbours", "run_climb"]
+def paid_parts(reward: Any, probe: Any, parts: tuple[str, ...]) -> tuple[str, ...]:
+    """The primitives of ``parts`` that ``reward`` (a compiled Meta-Reward) pays on ``probe``.
+
+    >>> from derl_bench.meta.probe import probe_set
+    >>> from derl_bench.reward import compile_reward
+    >>> probe = probe_set("derl/DigitsBalance-v0", problems=4)
+    >>> parts = ("digit_recall", "length_fit")
+    >>> def paid(expr):
+    ...     return paid_parts(compile_reward(expr, domain=probe.env_id), probe, parts)
+    >>> paid("digit_recall * length_fit**2"), paid("digit_recall - length_fit"), paid("outcome")
+    (('digit_recall', 'length_fit'), ('digit_recall',), ())
+    """
+    return tuple(name for name in parts if probe.pays(reward, name) > 0)
+
+
+def _parts(env_id: str, family: Any = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The planted reward's primitives, and those of the first part its card names."""
+    from derl_bench.reward import compile_reward
+    from derl_bench.reward.planted import planted_parts, planted_reward
+
+    parts = compile_reward(planted_reward(env_id, family), domain=env_id).primitives
+    named = planted_parts(env_id, family)
+    if not named:
+        raise ValueError(f"the upward step starts from picks that pay the planted reward's "
+                         f"first part, and {env_id}'s card names none (planted_parts)")
+    first = compile_reward(next(iter(named.values())), domain=env_id).primitives
+    return parts, first
+
+
+def upward_starts(evidence: list[Path], probe: Any, parts: tuple[str, ...],
+                  first: tuple[str, ...]) -> list[str]:
+    """The distinct rewards picked in the boards' ``runs.json`` files ``evidence`` that pay
+    exactly ``first`` of ``parts``, in the order the files list them."""
+    from derl_bench.reward import compile_reward
+
+    starts: list[str] = []
+    for path in evidence:
+        try:
+            runs = json.loads(Path(path).read_text())["runs"]
+            picked = [str(run["picked"]["expr"]) for run in runs]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}: not a board's runs.json (runs[].picked.expr): "
+                             f"{err}") from err
+        for expr in picked:
+            if expr in starts:
+                continue
+            if paid_parts(compile_reward(expr, domain=probe.env_id), probe, parts) == first:
+                starts.append(expr)
+    return starts
+
+
+def draw_upward(start: str, env_id: str, draws: int, seed: int, probe: Any,
+                parts: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, int]]:
+    """``draws`` one-edit neighbours of ``start``: those that pay every one of ``parts``,
+    grouped by behaviour class (behaviour key -> its first draw and how many draws fell in
+    it), and the draw counts (``draws``, ``constant``, ``same``: in ``start``'s class,
+    ``pays_all``).
+
+    >>> from derl_bench.meta.probe import probe_set
+    >>> probe = probe_set("derl/DigitsBalance-v0", problems=4)
+    >>> classes, counts = draw_upward("digit_recall", probe.env_id, 50, 0, probe,
+    ...                               ("digit_recall", "length_fit"))
+    >>> counts["draws"], sum(c["draws"] for c in classes.values()) == counts["pays_all"]
+    (50, True)
+    """
+    from derl_bench.meta.evolve import mutate
+    from derl_bench.meta.probe import behaviour_key
+    from derl_bench.reward import compile_reward
+
+    rng = random.Random(seed)
+    own = behaviour_key(compile_reward(start, domain=env_id), probe)
+    classes: dict[str, Any] = {}
+    counts = {"draws": draws, "constant": 0, "same": 0, "pays_all": 0}
+    for _ in range(draws):
+        child = compile_reward(mutate(start, env_id, rng), domain=env_id)
+        key = behaviour_key(child, probe)
+        if key is None:
+            counts["constant"] += 1
+        elif key == own:
+            counts["same"] += 1
+        elif paid_parts(child, probe, parts) == parts:
+            counts["pays_all"] += 1
+            found = classes.setdefault(key, {"expr": child.expr, "draws": 0})
+            found["draws"] += 1
+    return classes, counts
+
+
+@dataclass
+class UpwardConfig:
+    """The upward step's size; ``proxy`` gives the task, base policy, inner recipe and
+    validation, ``evidence`` the boards' ``runs.json`` files whose picks are the starts."""
+
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    evidence: list[Path] = field(default_factory=list)
+    draws: int = 100
+    seeds: list[int] = field(default_factory=lambda: fresh_seeds(2, UPWARD_OFFSET))
+    draw_seed: int = 0
+    max_starts: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.draws < 1 or not self.seeds or not self.evidence:
+            raise ValueError("the upward step needs at least one draw, one seed and one "
+                             "board's runs.json")
+
+    @property
+    def output(self) -> Path:
+        return Path(self.proxy.output) / "upward"
+
+
+def run_upward(config: UpwardConfig, log: Any = print) -> dict[str, Any]:
+    """Run the upward step (see the module docstring); returns what ``upward.json`` holds."""
+    from derl_bench.experiments.landscape import LandscapeConfig, score_jobs
+    from derl_bench.experiments.proxy.run import base_model
+    from derl_bench.meta.probe import probe_set
+
+    proxy = config.proxy
+    probe = probe_set(proxy.env_id, family=proxy.family)
+    parts, first = _parts(proxy.env_id, proxy.family)
+    starts = upward_starts(config.evidence, probe, parts, first)[:config.max_starts]
+    if not starts:
+        raise ValueError(f"no pick in {', '.join(map(str, config.evidence))} pays only "
+                         f"{', '.join(first)} of the planted reward's {', '.join(parts)}")
+    out = config.output
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    drawn, classes = [], {}
+    for index, start in enumerate(starts):
+        found, counts = draw_upward(start, proxy.env_id, config.draws,
+                                    config.draw_seed * 1_000_003 + index, probe, parts)
+        drawn.append((start, found, counts))
+        for key, entry in found.items():
+            classes.setdefault(key, entry["expr"])
+    exprs = list(dict.fromkeys([*(s for s, found, _ in drawn if found), *classes.values()]))
+    log(f"upward: {len(starts)} starts paying {', '.join(first)} only, {config.draws} draws "
+        f"each; {len(classes)} classes pay {', '.join(parts)}; {len(exprs)} rewards to train "
+        f"on seeds {config.seeds}")
+    scores: dict[tuple[str, int], float] = {}
+    if exprs:
+        model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec,
+                               proxy.env_id, proxy.family))
+        size = int(proxy.population)
+        jobs = [(exprs[i:i + size], seed, out / f"s{seed}-{i // size:03d}")
+                for seed in config.seeds for i in range(0, len(exprs), size)]
+        scores = score_jobs(LandscapeConfig(proxy=proxy, seeds=config.seeds,
+                                            confirm_seeds=[]), model, jobs, log)
+
+    def row(expr: str) -> dict[str, Any]:
+        values = [scores[expr, s] for s in config.seeds]
+        return {"expr": expr, "scores": values, "mean": round(mean_sd(values)[0], 4)}
+
+    rows = []
+    for start, found, counts in drawn:
+        entry: dict[str, Any] = {"start": start, "drawn": counts, "neighbours": []}
+        if found:
+            entry.update(row(start))
+            for key, cls in found.items():
+                neighbour = row(classes[key])
+                neighbour.update(draws=cls["draws"], steps_up=neighbour["mean"] > entry["mean"])
+                entry["neighbours"].append(neighbour)
+            entry["neighbours"].sort(key=lambda r: -r["mean"])
+        rows.append(entry)
+    total = sum(r["drawn"]["draws"] for r in rows)
+    paying = sum(r["drawn"]["pays_all"] for r in rows)
+    stepping = sum(n["draws"] for r in rows for n in r["neighbours"] if n["steps_up"])
+    result = {
+        "env_id": proxy.env_id, "parts": list(parts), "first": list(first),
+        "evidence": [str(p) for p in config.evidence], "seeds": config.seeds,
+        "validation_episodes": proxy.validation_episodes, "draws_per_start": config.draws,
+        "starts": rows, "draws": total, "pays_all_draws": paying,
+        "pays_all_share": round(paying / total, 4),
+        "pays_all_ci": [round(x, 4) for x in clopper_pearson(paying, total)],
+        "steps_up_draws": stepping, "steps_up_share": round(stepping / total, 4),
+        "steps_up_ci": [round(x, 4) for x in clopper_pearson(stepping, total)],
+        "wall_time_s": round(time.perf_counter() - started, 1),
+    }
+    write_json_atomic(out / "upward.json", result)
+    write_text_atomic(out / "upward.md", upward_markdown(result))
+    return result
+
+
+def upward_markdown(result: dict[str, Any]) -> str:
+    """The upward step's summary for the task's board."""
+    parts, first = " and ".join(result["parts"]), ", ".join(result["first"])
+    seeds = ", ".join(str(s) for s in result["seeds"])
+    starts = result["starts"]
+    lines = [
+        f"## The upward step: from picks paying {first} only to rewards paying {parts}",
+        "",
+        f"{len(starts)} distinct picks that pay {first} and no other part of the planted "
+        f"reward, {result['draws_per_start']} subtree mutations of each (island evolution's "
+        f"operator). A neighbour that pays {parts} and is not constant or in its start's "
+        f"behaviour class trains, with its start, one inner run per fresh seed ({seeds}), "
+        f"scored on {result['validation_episodes']} validation problems (success in %). It "
+        "*steps up* when its mean is above its start's.",
+        "",
+        "| start | mean | draws paying every part | neighbour | draws | mean | steps up |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in starts:
+        if not r["neighbours"]:
+            lines.append(f"| `{r['start']}` | – | 0 of {r['drawn']['draws']} | – | – | – | – |")
+            continue
+        for i, n in enumerate(r["neighbours"]):
+            head = (f"| `{r['start']}` | {100 * r['mean']:.1f} | {r['drawn']['pays_all']} of "
+                    f"{r['drawn']['draws']} ") if i == 0 else "| | | "
+            lines.append(f"{head}| `{n['expr']}` | {n['draws']} | {100 * n['mean']:.1f} | "
+                         f"{'yes' if n['steps_up'] else 'no'} |")
+    low, high = result["pays_all_ci"]
+    up_low, up_high = result["steps_up_ci"]
+    lines += [
+        "",
+        f"Of {result['draws']} draws, {result['pays_all_draws']} pay {parts} "
+        f"({100 * result['pays_all_share']:.2f}%, 95% Clopper-Pearson [{100 * low:.2f}, "
+        f"{100 * high:.2f}]%) and {result['steps_up_draws']} of them step up "
+        f"({100 * result['steps_up_share']:.2f}% of the draws, [{100 * up_low:.2f}, "
+        f"{100 * up_high:.2f}]%).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["CLIMB_OFFSET", "UPWARD_OFFSET", "ClimbConfig", "UpwardConfig", "climb_markdown",
+           "draw_neighbours", "draw_upward", "paid_parts", "run_climb", "run_upward",
+           "upward_markdown", "upward_starts"]

@@ -101,6 +101,32 @@ class ProbeSet:
                                         columns[name].shape).copy()
         return ProbeSet(self.env_id, columns, self.source)
 
+    def pays(self, reward: MetaReward, name: str) -> float:
+        """How ``reward`` pays primitive ``name``, in [-1, 1]: over the probe vectors, the share
+        where raising ``name`` from the low to the high end of its declared range (the column's
+        own extremes where the range is unbounded), the other primitives held at the vector's
+        values, raises the reward, less the share where it lowers it. A reward *pays* a
+        primitive when this is positive.
+
+            >>> from derl_bench.reward import compile_reward
+            >>> probe = probe_set("derl/Arithmetic-v0", problems=2)
+            >>> def pays(expr, name):
+            ...     return probe.pays(compile_reward(expr, env=probe.env_id), name)
+            >>> pays("2 * outcome", "outcome"), pays("-outcome", "outcome"), pays("cot_steps",
+            ...                                                                  "outcome")
+            (1.0, -1.0, 0.0)
+        """
+        low, high = primitive_set(self.env_id).range(name)
+        column = self.columns[name]
+        low = low if math.isfinite(low) else float(column.min())
+        high = high if math.isfinite(high) else float(column.max())
+        raised = self.with_value(name, high).values(reward)
+        lowered = self.with_value(name, low).values(reward)
+        scale = np.maximum(1.0, np.maximum(np.abs(raised), np.abs(lowered)))
+        change = np.where(np.abs(raised - lowered) <= 1e-9 * scale, 0.0,
+                          np.sign(raised - lowered))
+        return float(change.mean())
+
 
 def _response_columns(env_id: str, problems: int, seed: int, own: bool,
                       ) -> dict[str, list[float]] | None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from derl_bench.experiments.climb import ClimbConfig
+from derl_bench.experiments.climb import ClimbConfig, UpwardConfig
 from derl_bench.experiments.landscape import LANDSCAPE_OFFSET, LandscapeConfig
 from derl_bench.experiments.planted import (
     CONFIRM_OFFSET,
@@ -35,6 +36,7 @@ def _every_fresh_seed() -> dict[str, list[int]]:
         "landscape": landscape.seeds,
         "landscape confirmation": landscape.confirm_seeds,
         "climb": ClimbConfig().seeds,
+        "upward step": UpwardConfig(evidence=[Path("runs.json")]).seeds,
         "re-scoring": _rescore_module().rescore_seeds(),
         **{f"picked re-training, seed {s}": fresh_seeds(proxy.retrain_seeds,
                                                         RETRAIN_OFFSET + 100 * s)
@@ -123,6 +125,57 @@ def test_the_climb_trains_neighbours_of_the_planted_reward_and_judges_by_draws(t
     assert result["climbing_draw_share"] == round(share, 4)
     assert result["passes"] == (share >= 0.3)
     assert "Clopper-Pearson" in (out / "climb" / "climb.md").read_text()
+
+
+def test_the_upward_step_starts_from_one_part_picks_and_trains_neighbours_paying_both(
+        tmp_path):
+    from derl_bench.cli import main
+    from derl_bench.experiments.climb import paid_parts
+    from derl_bench.meta.probe import probe_set
+    from derl_bench.reward import compile_reward
+
+    board = Path(__file__).resolve().parents[2] / "leaderboards/digitsbalance/evidence/runs.json"
+    out = tmp_path / "balance"
+    assert main(["proxy", "--env", "derl/DigitsBalance-v0", "--upward", str(board), "--small",
+                 "--draws", "40", "--workers", "1", "--output", str(out)]) == 0
+    result = json.loads((out / "upward" / "upward.json").read_text())
+    assert result["parts"] == ["digit_recall", "length_fit"]
+    assert result["first"] == ["digit_recall"]
+    picked = [run["picked"]["expr"] for run in json.loads(board.read_text())["runs"]]
+    probe = probe_set("derl/DigitsBalance-v0")
+    starts = [r["start"] for r in result["starts"]]
+    assert len(starts) == 2 and all(s in picked for s in starts)
+    for start in starts:
+        assert paid_parts(compile_reward(start, domain=probe.env_id), probe,
+                          ("digit_recall", "length_fit")) == ("digit_recall",)
+    paying = stepping = 0
+    for r in result["starts"]:
+        drawn = r["drawn"]
+        assert drawn["draws"] == 40 and drawn["pays_all"] == sum(n["draws"]
+                                                                  for n in r["neighbours"])
+        paying += drawn["pays_all"]
+        for n in r["neighbours"]:
+            assert paid_parts(compile_reward(n["expr"], domain=probe.env_id), probe,
+                              ("digit_recall", "length_fit")) == ("digit_recall", "length_fit")
+            assert n["steps_up"] == (n["mean"] > r["mean"]) and len(n["scores"]) == 1
+            stepping += n["draws"] * n["steps_up"]
+    assert (result["draws"], result["pays_all_draws"], result["steps_up_draws"]) == (
+        80, paying, stepping)
+    low, high = result["pays_all_ci"]
+    assert low <= paying / 80 <= high
+    assert "Clopper-Pearson" in (out / "upward" / "upward.md").read_text()
+
+
+def test_the_upward_step_refuses_a_file_that_is_not_a_boards_runs(tmp_path, capsys):
+    from derl_bench.cli import main
+
+    wrong = tmp_path / "runs.json"
+    wrong.write_text(json.dumps({"runs": [{"method": "random"}]}))
+    out = tmp_path / "out"
+    assert main(["proxy", "--env", "derl/DigitsBalance-v0", "--upward", str(wrong),
+                 "--output", str(out)]) == 2
+    assert "not a board's runs.json" in capsys.readouterr().err
+    assert not (out / "upward").exists()
 
 
 def test_the_screen_sorts_every_draw_into_one_class_on_the_base_samples(tmp_path):

@@ -55,20 +55,7 @@ class Rule:
         if self.kind == "rank":
             target = compile_reward(self.argument, env=probe.env_id)
             return spearman(probe.values(reward), probe.values(target))
-        low, high = _ends(self.argument, probe)
-        raised = probe.with_value(self.argument, high).values(reward)
-        lowered = probe.with_value(self.argument, low).values(reward)
-        scale = np.maximum(1.0, np.maximum(np.abs(raised), np.abs(lowered)))
-        change = np.where(np.abs(raised - lowered) <= 1e-9 * scale, 0.0,
-                          np.sign(raised - lowered))
-        return float(change.mean())
-
-
-def _ends(name: str, probe: ProbeSet) -> tuple[float, float]:
-    low, high = primitive_set(probe.env_id).range(name)
-    column = probe.columns[name]
-    return (low if math.isfinite(low) else float(column.min()),
-            high if math.isfinite(high) else float(column.max()))
+        return probe.pays(reward, self.argument)
 
 
 def parse_rule(text: str, env_id: str) -> Rule:
