@@ -34,10 +34,16 @@ def _imports(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("derl_bench."))
+            # The bare root counts too: importing it to register the ids runs back up.
+            found.update(a.name for a in node.names
+                         if a.name == "derl_bench" or a.name.startswith("derl_bench."))
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module.startswith("derl_bench."):
                 found.add(node.module)
+            elif node.module == "derl_bench":  # a submodule by name, else the root's export
+                found.update(f"derl_bench.{a.name}" if (PACKAGE / a.name).exists()
+                             or (PACKAGE / f"{a.name}.py").exists() else "derl_bench"
+                             for a in node.names)
     return found
 
 

@@ -177,7 +177,6 @@ def run_rehearse(args: argparse.Namespace) -> int:
 def run_sft_command(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
-    import derl_bench  # noqa: F401  (registers the env ids)
     from derl_bench.cli._runs import hold_output
     from derl_bench.sft import SFTConfig, run_sft
 

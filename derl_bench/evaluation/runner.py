@@ -119,8 +119,6 @@ class EpisodeSlot(gym.Wrapper):
 
 def _make_slot(env_id: str, env_kwargs: dict[str, Any], slot: int,
                needs: frozenset[str], adapter: FamilyAdapter) -> gym.Env:
-    import derl_bench  # noqa: F401  (registers the ids in worker processes)
-
     env = gym.make(env_id, **env_kwargs)
     return EpisodeSlot(env, adapter, slot, needs)
 

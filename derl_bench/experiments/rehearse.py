@@ -88,7 +88,6 @@ def greedy_agreement(model_path: str, dtype: str, prompts: int = 4,
     import gymnasium as gym
     import torch
 
-    import derl_bench  # noqa: F401  (registers the env ids)
     from derl_bench.policies import LLMPolicy, SamplingConfig, load_model_and_tokenizer
     from derl_bench.policies.backends import TransformersBackend
     from derl_bench.policies.decoder import LEAN_ENV

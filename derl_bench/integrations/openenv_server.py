@@ -54,7 +54,7 @@ from openenv.core.env_server import (
 from openenv.core.env_server.types import EnvironmentMetadata, WSErrorCode, WSErrorResponse
 from pydantic import Field
 
-from derl_bench import __version__
+from derl_bench._version import __version__
 from derl_bench.integrations.sessions import (
     TASK_PARAMETERS,
     EpisodeOverError,
