@@ -47,12 +47,17 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from derl_bench.experiments.proxy.config import HAND_MADE, ProxyConfig
 from derl_bench.experiments.stats import clopper_pearson, mean_sd
 from derl_bench.files import write_json_atomic, write_text_atomic
 from derl_bench.meta.search import fresh_seeds
+
+if TYPE_CHECKING:
+    from derl_bench.family import Family
+    from derl_bench.meta.probe import ProbeSet
+    from derl_bench.reward import MetaReward
 
 CLIMB_BAR = "outcome"
 """The hand-made reward a neighbour must score above to climb (docs/tasks.md, check 3)."""
@@ -226,7 +231,8 @@ def climb_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def paid_parts(reward: Any, probe: Any, parts: tuple[str, ...]) -> tuple[str, ...]:
+def paid_parts(reward: MetaReward, probe: ProbeSet, parts: tuple[str, ...],
+               ) -> tuple[str, ...]:
     """The primitives of ``parts`` that ``reward`` (a compiled Meta-Reward) pays on ``probe``.
 
     >>> from derl_bench.meta.probe import probe_set
@@ -241,7 +247,8 @@ def paid_parts(reward: Any, probe: Any, parts: tuple[str, ...]) -> tuple[str, ..
     return tuple(name for name in parts if probe.pays(reward, name) > 0)
 
 
-def _parts(env_id: str, family: Any = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _parts(env_id: str, family: Family | None = None,
+           ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The planted reward's primitives, and those of the first part its card names."""
     from derl_bench.reward import compile_reward
     from derl_bench.reward.planted import planted_parts, planted_reward
@@ -255,7 +262,7 @@ def _parts(env_id: str, family: Any = None) -> tuple[tuple[str, ...], tuple[str,
     return parts, first
 
 
-def upward_starts(evidence: list[Path], probe: Any, parts: tuple[str, ...],
+def upward_starts(evidence: list[Path], probe: ProbeSet, parts: tuple[str, ...],
                   first: tuple[str, ...]) -> list[str]:
     """The distinct rewards picked in the boards' ``runs.json`` files ``evidence`` that pay
     exactly ``first`` of ``parts``, in the order the files list them."""
@@ -277,7 +284,7 @@ def upward_starts(evidence: list[Path], probe: Any, parts: tuple[str, ...],
     return starts
 
 
-def draw_upward(start: str, env_id: str, draws: int, seed: int, probe: Any,
+def draw_upward(start: str, env_id: str, draws: int, seed: int, probe: ProbeSet,
                 parts: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, int]]:
     """``draws`` one-edit neighbours of ``start``: those that pay every one of ``parts``,
     grouped by behaviour class (behaviour key -> its first draw and how many draws fell in
@@ -351,13 +358,14 @@ def run_upward(config: UpwardConfig, log: Any = print) -> dict[str, Any]:
     out = config.output
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    drawn, classes = [], {}
+    drawn: list[tuple[str, dict[str, Any], dict[str, int]]] = []
+    classes: dict[str, str] = {}  # behaviour key -> the class's first draw, over all starts
     for index, start in enumerate(starts):
         found, counts = draw_upward(start, proxy.env_id, config.draws,
                                     config.draw_seed * 1_000_003 + index, probe, parts)
         drawn.append((start, found, counts))
-        for key, entry in found.items():
-            classes.setdefault(key, entry["expr"])
+        for key, cls in found.items():
+            classes.setdefault(key, cls["expr"])
     exprs = list(dict.fromkeys([*(s for s, found, _ in drawn if found), *classes.values()]))
     log(f"upward: {len(starts)} starts paying {', '.join(first)} only, {config.draws} draws "
         f"each; {len(classes)} classes pay {', '.join(parts)}; {len(exprs)} rewards to train "
