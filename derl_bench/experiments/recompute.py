@@ -13,6 +13,10 @@ What each evidence file gives (``scripts/recompute_tasks.py`` prints them all):
   Clopper-Pearson interval;
 - ``climb.json`` (check 3): every one-edit neighbour's scores per seed, so which climb above
   the best hand-made reward, the share of the trained draws that do and the verdict;
+- ``upward.json`` (check 3's upward step, where run): every start's and neighbour's scores per
+  seed, so which neighbours step up (their mean above their start's on the same seeds), the
+  shares of the draws that pay every planted part and that step up, with Clopper-Pearson
+  intervals, and the chance that ``MUTATIONS`` mutations of a pick take the step;
 - ``modes.json``: each policy's modes, wrap positions right, primitives and success;
 - the board: ``runs.json`` (per run: seconds, the picked reward and its re-trains' scores per
   level and seed, the pick's and the mechanism's re-scores, the selected policy's figures) with
@@ -177,6 +181,41 @@ def climb_figures(climb: dict[str, Any]) -> list[str]:
         f"  verdict: {'passes' if share >= climb['threshold'] else 'fails'} "
         f"(at least {100 * climb['threshold']:.0f}% must climb)",
     ]
+
+
+MUTATIONS = 24
+"""The mutations of a pick the upward step's chance is read at: the board's last 3
+generations of 8 proposals (docs/tasks.md, "The upward step")."""
+
+
+def upward_figures(upward: dict[str, Any]) -> list[str]:
+    """Check 3's upward step from ``upward.json``: which neighbours step up (their mean above
+    their start's on the same seeds), recounted from the per-seed scores, and the shares of the
+    draws, with Clopper-Pearson intervals."""
+    draws = sum(start["drawn"]["draws"] for start in upward["starts"])
+    paying = sum(start["drawn"]["pays_all"] for start in upward["starts"])
+    stepping, trained = 0, 0
+    for start in upward["starts"]:
+        if not start["neighbours"]:
+            continue
+        bar = round(mean_sd(start["scores"])[0], 4)
+        for n in start["neighbours"]:
+            trained += 1
+            stepping += n["draws"] * (round(mean_sd(n["scores"])[0], 4) > bar)
+    lines = [f"check 3, upward step from {len(upward['starts'])} picks paying "
+             f"{', '.join(upward['first'])} only: {draws} one-edit draws, neighbours trained "
+             f"on {len(upward['seeds'])} seeds"]
+    for label, count in (("paying " + " and ".join(upward["parts"]), paying),
+                         ("stepping up", stepping)):
+        low, high = clopper_pearson(count, draws)
+        lines.append(f"  {label}: {count} of {draws} draws, {100 * count / draws:.2f}% "
+                     f"[{100 * low:.2f}, {100 * high:.2f}]")
+    share = stepping / draws
+    low, high = clopper_pearson(stepping, draws)
+    lines.append(f"  {trained} start-neighbour pairs trained; chance that {MUTATIONS} mutations "
+                 f"of a pick step up: {_pct(1 - (1 - share) ** MUTATIONS)}% "
+                 f"[{_pct(1 - (1 - low) ** MUTATIONS)}, {_pct(1 - (1 - high) ** MUTATIONS)}]")
+    return lines
 
 
 def modes_figures(modes: dict[str, Any]) -> list[str]:
@@ -363,8 +402,10 @@ def task_figures(board: Path) -> list[str]:
     lines: list[str] = []
     for name, figures in (("planted.json", planted_figures),
                           ("landscape.json", landscape_figures), ("climb.json", climb_figures),
-                          ("modes.json", modes_figures)):
+                          ("upward.json", upward_figures), ("modes.json", modes_figures)):
         found = _read(evidence / name)
+        if found is None and name == "upward.json":
+            continue  # run on the tasks used for a board only
         lines += figures(found) if found is not None else [f"{name}: {MISSING}"]
     return (lines + (board_figures(board) or [f"board: {MISSING}"])
             + controls_figures(board))
@@ -381,4 +422,4 @@ def summary_renders(board: Path) -> bool | None:
 
 __all__ = ["CONTROLS", "MISSING", "board_figures", "board_result", "controls_figures",
            "landscape_figures", "modes_figures", "planted_figures", "summary_renders",
-           "task_figures"]
+           "task_figures", "upward_figures"]

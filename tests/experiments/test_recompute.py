@@ -317,3 +317,28 @@ def test_the_controls_figures_are_recomputed_from_their_evidence():
     assert "82.0% (251 of 306)" in docs
     assert summary_renders(balance / "evidence" / CONTROLS) is True
     assert controls_figures(REPO / "leaderboards/digitshack") == []
+
+
+def test_the_upward_step_is_recomputed_from_every_start_and_neighbours_scores():
+    from derl_bench.experiments.recompute import upward_figures
+
+    def start(scores: list[float], neighbours: list[dict], pays_all: int) -> dict:
+        return {"scores": scores, "neighbours": neighbours,
+                "drawn": {"draws": 100, "pays_all": pays_all}}
+
+    def neighbour(scores: list[float], draws: int) -> dict:
+        return {"scores": scores, "draws": draws}
+
+    upward = {"first": ["a"], "parts": ["a", "b"], "seeds": [1, 2], "starts": [
+        # 2 draws above their start's 30.0, 1 level with it (not a step up), 1 below
+        start([0.3, 0.3], [neighbour([0.5, 0.6], 2), neighbour([0.3, 0.3], 1),
+                           neighbour([0.1, 0.2], 1)], pays_all=4),
+        # a start none of whose draws pays both trains nothing and counts its draws
+        {"drawn": {"draws": 100, "pays_all": 0}, "neighbours": []}]}
+    lines = upward_figures(upward)
+    assert "from 2 picks paying a only: 200 one-edit draws" in lines[0]
+    assert lines[1].startswith("  paying a and b: 4 of 200 draws, 2.00% [")
+    assert lines[2].startswith("  stepping up: 2 of 200 draws, 1.00% [0.12, ")
+    # 1 - 0.99 ** 24 = 21.4%
+    assert "3 start-neighbour pairs trained; chance that 24 mutations of a pick step up: " \
+           "21.4% [" in lines[3]
