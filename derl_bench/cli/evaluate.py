@@ -198,8 +198,7 @@ def _run_commands(args: argparse.Namespace) -> int:
     from derl_bench.files import write_json_atomic
     from derl_bench.rollout.commands import CommandEpisode
 
-    refused = [(args.trajectories is not None, "--trajectories is not available with --commands"),
-               (args.protocol != "strict", "--commands evaluates under the strict protocol"),
+    refused = [(args.protocol != "strict", "--commands evaluates under the strict protocol"),
                (not args.method, "--commands needs --method (e.g. teacher-dagger, grpo-outcome, "
                                  "derl)"),
                (not args.checkpoint, "--commands needs --checkpoint (which weights: 'final', "
@@ -255,6 +254,11 @@ def _run_commands(args: argparse.Namespace) -> int:
                                 family=adapter.resolved)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
+    if args.trajectories is not None:
+        from derl_bench.evaluation.commands import command_log_line
+        from derl_bench.files import write_jsonl_atomic
+
+        write_jsonl_atomic(args.trajectories, [command_log_line(e) for e in episodes])
     if args.output is not None:
         write_json_atomic(args.output, record)
         rate = record["results"]["success_rate"]

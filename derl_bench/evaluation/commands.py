@@ -115,4 +115,26 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
             "policy_interface": parts.interface, "seconds": time.perf_counter() - started}
 
 
-__all__ = ["evaluate_commands", "summarise"]
+def command_log_line(episode: CommandEpisode) -> dict[str, Any]:
+    """A command policy's episode as a line of ``evaluate --trajectories``'s log: the game
+    (its ``index`` in the split where it was chosen by index, and its id), task type, outcome,
+    steps, whether the step cap cut it, and each step's chosen command with the policy's
+    log-probability of it (``null`` where it was not scored).
+
+    >>> from derl_bench.rollout.commands import CommandStep
+    >>> step = CommandStep(ids=([1], [2]), commands=["look", "go to desk 1"], chosen=1,
+    ...                    log_prob=-0.25, label=None, actor="policy")
+    >>> line = command_log_line(CommandEpisode({"index": 3}, "g", "look", [step], won=True))
+    >>> line["index"], line["success"], line["actions"], line["log_probs"]
+    (3, True, ['go to desk 1'], [-0.25])
+    """
+    game = episode.game if isinstance(episode.game, dict) else {}
+    return {"index": game.get("index"), "game": episode.game_id,
+            "task_type": episode.task_type, "success": bool(episode.won),
+            "steps": episode.length, "truncated": bool(episode.truncated),
+            "actions": [s.commands[s.chosen] for s in episode.steps],
+            "log_probs": [None if math.isnan(s.log_prob) else float(s.log_prob)
+                          for s in episode.steps]}
+
+
+__all__ = ["command_log_line", "evaluate_commands", "summarise"]

@@ -206,24 +206,30 @@ def test_a_short_real_evaluation_becomes_a_record(data_root, command_model, tmp_
 
 def test_the_cli_evaluates_a_command_model_and_writes_its_record(data_root, command_model,
                                                                  tmp_path, capsys):
-    out = tmp_path / "rec.json"
+    out, log = tmp_path / "rec.json", tmp_path / "episodes.jsonl"
     status = main(["evaluate", "--env", ALFWORLD, "--level", "L0", "--commands",
                    str(command_model), "--method", "teacher-dagger", "--train-seed", "1",
                    "--model", "tiny-command-633k", "--checkpoint", "final", "--limit", "2",
-                   "--num-envs", "2", "--output", str(out)])
+                   "--num-envs", "2", "--output", str(out), "--trajectories", str(log)])
     assert status == 0, capsys.readouterr().err
     record = json.loads(out.read_text())
     assert (record["method"], record["model"], record["results"]["n"]) == (
         "teacher-dagger (seed 1)", "tiny-command-633k", 2)
     assert record["policy_interface"] == COMPACT_CONSTRAINED
     assert "[compact-constrained]" in capsys.readouterr().err
-    assert [p.name for p in tmp_path.iterdir()] == ["rec.json"]  # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.jsonl", "rec.json"]
+    # the per-episode log: one line a game, in the split's order, agreeing with the record
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [line["index"] for line in lines] == [0, 1]
+    assert sum(line["success"] for line in lines) == record["results"]["successes"]
+    for line in lines:
+        assert len(line["actions"]) == len(line["log_probs"]) == line["steps"] <= 30
+        assert line["truncated"] == (not line["success"] and line["steps"] == 30)
 
 
 @pytest.mark.parametrize(("extra", "reason"), [
     ([], "needs --method"),
     (["--method", "x", "--env-swap", "derl/GSM8K-v0"], "has no command policies"),
-    (["--method", "x", "--trajectories", "t.jsonl"], "--trajectories is not available"),
     (["--method", "x", "--protocol", "rlvmr"], "strict protocol"),
     (["--method", "x", "--seed", "3"], "--seed does not apply"),
     (["--method", "x", "--temperature", "0"], "--temperature must be a number > 0"),
