@@ -144,6 +144,19 @@ def test_reset_rejects_unknown_task_and_variation(env):
         env.reset(options={"task": "boil", "variation": 10_000})
 
 
+@pytest.mark.parametrize(("options", "reason"), [
+    ({"level": "L2"}, r"unknown reset options \['level'\]"),
+    ({"variation": 3}, "'variation' needs a 'task'"),
+    ({"task": "boil", "index": 0}, "not both"),
+    ({"index": -1}, "'index' must be in 0.."),
+    ({"index": 10**9}, "'index' must be in 0.."),
+])
+def test_reset_refuses_options_it_would_otherwise_drop(env, options, reason):
+    with pytest.raises(ValueError, match=reason):
+        env.reset(options=options)
+    assert env.reset(options={"index": 0})[0]  # the env plays on after a refusal
+
+
 def test_gold_path_reaches_success_with_primitives(env):
     obs, info = env.reset(options={"task": "find-animal", "variation": 1})
     start_score = info["score"]

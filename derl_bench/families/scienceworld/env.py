@@ -36,6 +36,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from derl_bench.envs.options import reset_options
 from derl_bench.envs.spaces import text_space
 from derl_bench.families.scienceworld.simulator import (
     DEFAULT_JVM_MEMORY,
@@ -214,6 +215,12 @@ class ScienceWorldEnv(gym.Env[str, str]):
     # -- episode -------------------------------------------------------------------------------
 
     def _choose(self, options: dict[str, Any]) -> Pair:
+        options = reset_options(options, ("task", "variation", "index"))
+        if "variation" in options and "task" not in options:
+            raise ValueError("reset option 'variation' needs a 'task' (or give 'index', a "
+                             "place in the split)")
+        if "index" in options and "task" in options:
+            raise ValueError("give reset option 'task' (with 'variation') or 'index', not both")
         if "task" in options:
             task = str(options["task"])
             if task not in self.task_names():
@@ -224,7 +231,11 @@ class ScienceWorldEnv(gym.Env[str, str]):
                 raise ValueError(f"task {task!r} has variations 0..{limit - 1}, got {variation}")
             return task, variation
         if "index" in options:
-            return self.pairs[int(options["index"])]
+            index = int(options["index"])
+            if not 0 <= index < len(self.pairs):
+                raise ValueError(f"reset option 'index' must be in 0..{len(self.pairs) - 1} "
+                                 f"(the split's pairs), got {index}")
+            return self.pairs[index]
         return self.pairs[int(self.np_random.integers(len(self.pairs)))]
 
     def reset(
