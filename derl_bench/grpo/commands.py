@@ -262,10 +262,15 @@ def _save_checkpoint(out: Path, model: Any, tokenizer: Any, views: tuple[Any, An
     shutil.rmtree(old, ignore_errors=True)
 
 
+RESUMABLE = frozenset({"steps", "output_dir"})
+"""The settings a resumed command run may change: how long it runs, and where its folder is
+(a run's folder copied or moved elsewhere continues as the same run)."""
+
+
 def resume_problem(config: CommandGRPOConfig) -> str | None:
     """Why ``config``'s folder holds no command run that ``--resume`` can continue with
     ``config`` (only ``steps`` may differ from the run's own settings, and not fall below
-    its checkpoint's step), else None."""
+    its checkpoint's step; the folder may have been moved or copied since), else None."""
     out = config.run_dir
     written = out / "config.yaml"
     if not (out / CHECKPOINT / "state.pt").is_file() or not written.is_file():
@@ -277,7 +282,7 @@ def resume_problem(config: CommandGRPOConfig) -> str | None:
         return f"{written} is not the run's settings: {err}"
     now = asdict(config)
     differ = sorted(k for k in set(before) | set(now)
-                    if k != "steps" and before.get(k) != now.get(k))
+                    if k not in RESUMABLE and before.get(k) != now.get(k))
     if differ:
         return (f"--resume continues the run with its own settings; these differ from "
                 f"{written}: {', '.join(differ)}")

@@ -4,6 +4,7 @@ model; the Meta-Reward sees the think/action parser's format_valid and every pri
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -204,6 +205,10 @@ def test_a_resumed_command_run_ends_as_a_run_never_stopped(tmp_path, data_root, 
                  "learning_rate=1e-2"]) == 2
     err = capsys.readouterr().err
     assert "these differ" in err and "learning_rate" in err
+    # a copy of the stopped run elsewhere continues as the same run
+    moved = tmp_path / "moved"
+    shutil.copytree(halves, moved)
+    assert main(["train", str(recipe), "--output", str(moved), "--resume", "steps=4"]) == 0
     assert main(["train", str(recipe), "--output", str(halves), "--resume", "steps=4"]) == 0
 
     def rows(run):
@@ -211,7 +216,7 @@ def test_a_resumed_command_run_ends_as_a_run_never_stopped(tmp_path, data_root, 
                 for line in (run / "metrics.jsonl").read_text().splitlines()]
 
     assert [r["step"] for r in rows(halves)] == [1, 2, 3, 4]
-    assert rows(halves) == rows(whole)
+    assert rows(halves) == rows(whole) == rows(moved)
     a, _ = load_model_and_tokenizer(str(whole / "model"))
     b, _ = load_model_and_tokenizer(str(halves / "model"))
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(),
