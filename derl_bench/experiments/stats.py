@@ -106,6 +106,24 @@ NO_TEST = "no test: zero variance"
 """What a comparison without a p-value says in place of one (:func:`t_p_value`)."""
 
 
+def holm_p(ps: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of the p-values ``ps`` of one family, in their order: the
+    ``k``-th smallest becomes the largest of ``(m - j) * p_(j)`` over ``j <= k`` (at most 1).
+    For tests that are not t-tests (McNemar's, the sign-flip test); :func:`holm` does the
+    same for paired differences and adds their intervals.
+
+    >>> holm_p([0.01, 0.04, 0.03])
+    [0.03, 0.06, 0.06]
+    """
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adjusted = [0.0] * len(ps)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 def holm(differences: Sequence[dict[str, float]], alpha: float = 0.05,
          ) -> list[dict[str, Any]]:
     """Holm's step-down correction of several :func:`paired_difference` results taken together.
@@ -140,11 +158,11 @@ def holm(differences: Sequence[dict[str, float]], alpha: float = 0.05,
         if p is None:
             out[i].update(p=None, p_holm=None, holm_low=None, holm_high=None, mde_holm=None,
                           family=m, test=_no_test(differences[i]))
-    running, stopped_at = 0.0, None
+    adjusted = dict(zip(order, holm_p([ps[i] or 0.0 for i in order]), strict=True))
+    stopped_at = None
     for rank, i in enumerate(order):
-        p = ps[i]
+        p, running = ps[i], adjusted[i]
         assert p is not None
-        running = max(running, min(1.0, (m - rank) * p))
         if stopped_at is None and running >= alpha:
             stopped_at = rank
         step = rank if stopped_at is None else stopped_at

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 
 from derl_bench.experiments.evidence import comparisons, generation_table
@@ -190,3 +191,16 @@ def test_the_exact_mcnemar_test_is_the_binomial_tail_of_the_discordant_seeds(onl
     assert result["p"] == pytest.approx(min(1.0, p))
     with pytest.raises(ValueError, match="differ in length"):
         mcnemar_exact(a, b[:-1])
+
+
+def test_holm_p_is_the_adjustment_holm_gives_paired_differences():
+    from derl_bench.experiments.stats import holm, holm_p, paired_difference, t_p_value
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        family = [paired_difference(rng.normal(0.3 * k, 1.0, 6).tolist(), [0.0] * 6)
+                  for k in range(4)]
+        ps = [t_p_value(d["mean"], d["se"], int(d["n"])) for d in family]
+        assert [round(p, 5) for p in holm_p(ps)] == [r["p_holm"] for r in holm(family)]
+    # monotone in the order of the raw p-values, never above 1, and m * p for the smallest
+    assert holm_p([0.5, 0.001, 0.9]) == [1.0, 0.003, 1.0]
