@@ -21,7 +21,9 @@ model at RLVMR's validation temperature (0.4), the training temperature (1.0) an
         --arms long-lr2e-4 --evidence leaderboards/alfworld/evidence/pilot-long
 ``loops`` counts the episodes that come back to a state and choose the same command in it
 (greedy, such an episode goes round until the cap), greedy and at temperature 1.0, for the
-base and each final model (``loops.json``).
+base and each final model (``loops.json``). ``paired`` compares two models' greedy outcomes
+game by game from the logs ``derl-bench evaluate --commands ... --trajectories`` wrote
+(McNemar's exact test per level, Holm over the levels; ``paired.json``).
 """
 
 from __future__ import annotations
@@ -354,6 +356,40 @@ def score(args: argparse.Namespace) -> int:
     return 0
 
 
+def paired(args: argparse.Namespace) -> int:
+    """Two models' greedy outcomes on the same eval games, paired by game: each level's
+    ``evaluate --commands --trajectories`` logs ``<name>-<level>.jsonl`` in ``--evidence`` for
+    ``--names`` A and B, McNemar's exact test per level, Holm over the levels
+    (``paired.json``)."""
+    from derl_bench.experiments.stats import holm_p, mcnemar_exact
+
+    evidence = Path(args.evidence)
+    a, b = args.names
+    rows: dict[str, dict[str, Any]] = {}
+    for level in args.levels:
+        won = {}
+        for name in (a, b):
+            lines = [json.loads(line) for line in
+                     (evidence / f"{name}-{level}.jsonl").read_text().splitlines()]
+            won[name] = {line["index"]: bool(line["success"]) for line in lines}
+        if won[a].keys() != won[b].keys():
+            raise SystemExit(f"{level}: the two logs are not of the same games")
+        games = sorted(won[a])
+        test = mcnemar_exact([won[b][g] for g in games], [won[a][g] for g in games])
+        rows[level] = {"games": len(games), a: sum(won[a].values()), b: sum(won[b].values()),
+                       f"only {b}": test["only_a"], f"only {a}": test["only_b"],
+                       "p": test["p"]}
+    for level, p in zip(rows, holm_p([r["p"] for r in rows.values()]), strict=True):
+        rows[level]["p_holm"] = p
+        r = rows[level]
+        print(f"{level}: {b} won {r[b]} of {r['games']}, {a} {r[a]}; won by {b} only "
+              f"{r[f'only {b}']}, by {a} only {r[f'only {a}']}; McNemar p {r['p']:.3g}, "
+              f"Holm {p:.3g}")
+    (evidence / "paired.json").write_text(json.dumps(
+        {"reference": a, "other": b, "levels": rows}, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -379,7 +415,11 @@ def main() -> int:
     check.add_argument("--base", required=True)
     check.add_argument("--games", type=int, default=64)
     check.add_argument("--workers", type=int, default=2)
-    for p in (rep, check, rescore, cycles):
+    pair = sub.add_parser("paired", help="two models' greedy outcomes paired by game "
+                          "(McNemar per level, Holm over levels) from evaluate's logs")
+    pair.add_argument("--names", nargs=2, required=True, metavar=("REFERENCE", "OTHER"))
+    pair.add_argument("--levels", nargs="+", default=["L0", "L1"])
+    for p in (rep, check, rescore, cycles, pair):
         p.add_argument("--evidence", default=str(EVIDENCE))
     for p in (r, rep, check, rescore, cycles):
         p.add_argument("--runs", default="runs/pilot")
@@ -387,7 +427,7 @@ def main() -> int:
         p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     args = parser.parse_args()
     return {"run": run, "report": report, "pool": pool_check, "score": score,
-            "loops": loops}[args.action](args)
+            "loops": loops, "paired": paired}[args.action](args)
 
 
 if __name__ == "__main__":
