@@ -18,6 +18,7 @@ from derl_bench.cli import main
 from derl_bench.evaluation.record import command_record, mark_run_here, read_run_here
 from derl_bench.evaluation.schema import (
     COMPACT_CONSTRAINED,
+    COMPACT_TRIED_CONSTRAINED,
     DEFAULT_POLICY_INTERFACE,
     PROMPT_FREE_TEXT,
     policy_interface,
@@ -39,7 +40,7 @@ def test_committed_records_are_of_the_papers_interface_but_the_command_policies(
     # the ALFWorld command policies name theirs, and no record names the default
     others = [r for r in records if "policy_interface" in r]
     assert {(r["benchmark"], r["policy_interface"]) for r in others} <= {
-        ("alfworld", COMPACT_CONSTRAINED)}
+        ("alfworld", COMPACT_CONSTRAINED), ("alfworld", COMPACT_TRIED_CONSTRAINED)}
 
 
 @pytest.mark.parametrize(("interface", "reason"), [
