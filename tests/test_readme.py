@@ -31,3 +31,12 @@ def test_the_first_example_runs_with_no_download(tmp_path):
     assert "README example ok" in done.stdout
     assert not (tmp_path / "no-data").exists()  # nothing was downloaded
     assert (tmp_path / "runs" / "first").is_dir()
+
+
+def test_the_documentation_list_names_every_doc_and_card():
+    text = README.read_text(encoding="utf-8")
+    listed = text[text.index("## Documentation"):].split("\n## ", 1)[0]
+    repo = README.parent
+    pages = sorted(p.relative_to(repo).as_posix()
+                   for folder in ("docs", "envs") for p in (repo / folder).glob("*.md"))
+    assert pages and [page for page in pages if f"]({page})" not in listed] == []
