@@ -128,33 +128,45 @@ def draw_neighbours(planted: str, env_id: str, count: int, seed: int = 0,
     return weights, counts
 
 
-def run_climb(config: ClimbConfig, log: Any = print) -> dict[str, Any]:
-    """Run the experiment (see the module docstring); returns what ``climb.json`` holds."""
+def _train_and_score(proxy: ProxyConfig, exprs: list[str], seeds: list[int], out: Path,
+                     log: Any) -> dict[tuple[str, int], float]:
+    """Each of ``exprs`` trained once per seed of ``seeds`` from the proxy's base policy, in
+    populations of the proxy's size, and scored on its validation split."""
     from derl_bench.experiments.landscape import LandscapeConfig, score_jobs
     from derl_bench.experiments.proxy.run import base_model
+
+    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id,
+                           proxy.family))
+    size = int(proxy.population)
+    jobs = [(exprs[i:i + size], seed, out / f"s{seed}-{i // size:03d}")
+            for seed in seeds for i in range(0, len(exprs), size)]
+    return score_jobs(LandscapeConfig(proxy=proxy, seeds=seeds, confirm_seeds=[]), model, jobs,
+                      log)
+
+
+def _row(expr: str, seeds: list[int], scores: dict[tuple[str, int], float]) -> dict[str, Any]:
+    values = [scores[expr, s] for s in seeds]
+    return {"expr": expr, "scores": values, "mean": round(mean_sd(values)[0], 4)}
+
+
+def run_climb(config: ClimbConfig, log: Any = print) -> dict[str, Any]:
+    """Run the experiment (see the module docstring); returns what ``climb.json`` holds."""
     from derl_bench.reward.planted import planted_reward
 
     out = config.output
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     proxy = config.proxy
-    model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec, proxy.env_id,
-                           proxy.family))
     planted = planted_reward(proxy.env_id, proxy.family)
     weights, counts = draw_neighbours(planted, proxy.env_id, config.neighbours,
                                       config.draw_seed)
     exprs = list(dict.fromkeys([planted, *HAND_MADE.values(), *weights]))
-    size = int(proxy.population)
     log(f"climb: {len(weights)} neighbour classes of {planted!r} ({counts['draws']} draws), "
         f"the planted and {len(HAND_MADE)} hand-made rewards, seeds {config.seeds}")
-    jobs = [(exprs[i:i + size], seed, out / f"s{seed}-{i // size:03d}")
-            for seed in config.seeds for i in range(0, len(exprs), size)]
-    scores = score_jobs(LandscapeConfig(proxy=proxy, seeds=config.seeds, confirm_seeds=[]),
-                        model, jobs, log)
+    scores = _train_and_score(proxy, exprs, config.seeds, out, log)
 
     def row(expr: str) -> dict[str, Any]:
-        values = [scores[expr, s] for s in config.seeds]
-        return {"expr": expr, "scores": values, "mean": round(mean_sd(values)[0], 4)}
+        return _row(expr, config.seeds, scores)
 
     hand = {name: row(expr) for name, expr in HAND_MADE.items()}
     best_name = max(hand, key=lambda name: hand[name]["mean"])
@@ -344,8 +356,6 @@ class UpwardConfig:
 
 def run_upward(config: UpwardConfig, log: Any = print) -> dict[str, Any]:
     """Run the upward step (see the module docstring); returns what ``upward.json`` holds."""
-    from derl_bench.experiments.landscape import LandscapeConfig, score_jobs
-    from derl_bench.experiments.proxy.run import base_model
     from derl_bench.meta.probe import probe_set
 
     proxy = config.proxy
@@ -370,19 +380,10 @@ def run_upward(config: UpwardConfig, log: Any = print) -> dict[str, Any]:
     log(f"upward: {len(starts)} starts paying {', '.join(first)} only, {config.draws} draws "
         f"each; {len(classes)} classes pay {', '.join(parts)}; {len(exprs)} rewards to train "
         f"on seeds {config.seeds}")
-    scores: dict[tuple[str, int], float] = {}
-    if exprs:
-        model = str(base_model(Path(proxy.output) / "base-model", proxy.base_spec,
-                               proxy.env_id, proxy.family))
-        size = int(proxy.population)
-        jobs = [(exprs[i:i + size], seed, out / f"s{seed}-{i // size:03d}")
-                for seed in config.seeds for i in range(0, len(exprs), size)]
-        scores = score_jobs(LandscapeConfig(proxy=proxy, seeds=config.seeds,
-                                            confirm_seeds=[]), model, jobs, log)
+    scores = _train_and_score(proxy, exprs, config.seeds, out, log) if exprs else {}
 
     def row(expr: str) -> dict[str, Any]:
-        values = [scores[expr, s] for s in config.seeds]
-        return {"expr": expr, "scores": values, "mean": round(mean_sd(values)[0], 4)}
+        return _row(expr, config.seeds, scores)
 
     rows = []
     for start, found, counts in drawn:
