@@ -189,6 +189,15 @@ def test_seeded_random_admissible_agent_is_reproducible(data_root):
     assert len(first) > 3
 
 
+def test_a_games_later_starts_play_as_its_first(data_root):
+    # A game's first start builds its initial state, intro and ground goal; later starts reuse
+    # them, and must play exactly as a first start does (play changes the state's own sets).
+    load_game.cache_clear()
+    first = _random_admissible_run(3, episodes=4)
+    assert _random_admissible_run(3, episodes=4) == first
+    assert any(dict(step[-1])["goal_progress"] > 0 for step in first if len(step) == 6)
+
+
 def test_unknown_game_and_option_are_clear_errors(eval_env):
     with pytest.raises(games.UnknownGameError):
         eval_env.reset(options={"game": "valid_seen/no-such-game/trial_0"})

@@ -125,6 +125,28 @@ def test_goal_parser_prenexes_quantifiers_and_separates_static_atoms():
     assert goal.progress(facts | {("holds", "agent1", "lamp1")}, objects) == 1.0
 
 
+def test_a_ground_goal_scores_every_state_as_the_search_does():
+    problem = """(define (problem p) (:goal (and
+        (exists (?ot - object ?a - agent) (and (objectType ?ot LampType) (isToggled ?ot)
+            (holds ?a ?ot)))
+        (exists (?o - object ?a - agent) (and (not (= ?o lamp1)) (holds ?a ?o))))))"""
+    goal = parse_goal(problem, {"istoggled", "holds"})
+    objects = {"object": ["lamp1", "lamp2", "mug1"], "agent": ["agent1"]}
+    static = {("objecttype", "lamp1", "lamptype"), ("objecttype", "lamp2", "lamptype"),
+              ("objecttype", "mug1", "mugtype")}
+    ground = goal.ground(static, objects)
+    # ?ot is one of the two lamps and ?o any object but lamp1: 2 x 2 bindings.
+    assert len(ground) == 4
+    fluents = [("istoggled", "lamp1"), ("istoggled", "lamp2"), ("holds", "agent1", "lamp1"),
+               ("holds", "agent1", "lamp2"), ("holds", "agent1", "mug1")]
+    for mask in range(2 ** len(fluents)):
+        facts = static | {f for i, f in enumerate(fluents) if mask >> i & 1}
+        assert goal.progress_of(ground, facts) == goal.progress(facts, objects)
+    assert goal.progress_of(ground, static | {("istoggled", "lamp2"),
+                                              ("holds", "agent1", "lamp2")}) == 1.0
+    assert goal.progress_of(goal.ground(set(), objects), static) == 0.0  # no lamp: no binding
+
+
 def test_goal_parser_rejects_free_variables_and_disjunctions():
     with pytest.raises(EngineError, match="free variable"):
         parse_goal("(:goal (and (holds ?a ?o)))", {"holds"})

@@ -8,6 +8,11 @@ everywhere, so this module keeps the engine (fast-downward's library and TextWor
 and drops the repeated work:
 
 - a game's SAS translation, parsed grammar and goal are built once and cached per process;
+- so are its initial state, entity names and intro text, kept at its first start
+  (``GameStart``): a GRPO group starts the same game again and again;
+- ``goal_progress`` scores the goal's bindings that the static facts allow, found once per
+  game (:meth:`~derl_bench.families.alfworld.goal.Goal.ground`), instead of searching the
+  bindings again at every step;
 - a command's text depends only on its operator (the grammar queries static facts), so it is
   derived once per operator and reused;
 - the expert plan is the walkthrough's rest while the agent follows it; the planner (and its
@@ -21,14 +26,28 @@ Nothing here writes outside the system temp folder: fast-downward copies its lib
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from derl_bench.families.alfworld.game import GameData, replan_sas
+from derl_bench.families.alfworld.goal import GroundGoal
 from derl_bench.families.alfworld.state import lean_state_class
 from derl_bench.families.alfworld.textgen import derive_text
 from derl_bench.families.alfworld.upstream import EngineError, demangler_class, import_engine
 
 NOTHING_HAPPENS = "Nothing happens."
+
+
+@dataclass(frozen=True)
+class GameStart:
+    """A game's initial state as its first start built it (``GameData.start``). Entity infos
+    are shared read-only: derivation and play never change them."""
+
+    state: tuple[Any, ...]
+    entity_infos: dict[str, Any]
+    names: dict[str, str]
+    intro: str
+    goal: GroundGoal
 
 
 # fast-downward keeps its task in globals, so each live engine needs its own copy of the library.
@@ -102,10 +121,19 @@ class Engine:
         state = lean_state_class()(lib, game)
         self.state = state
         self.facts: set[tuple[str, ...]] = set(game.static_facts) | state.fluent_facts
-        self.entity_infos = self._entity_infos(state)
-        self._names = {k: info.name for k, info in self.entity_infos.items()}
+        if game.start is None:
+            # The initial state, its entities and its intro are the same at every start
+            # (the derivation is deterministic), so they are built once per game.
+            self.entity_infos = self._entity_infos(state)
+            self._names = {k: info.name for k, info in self.entity_infos.items()}
+            intro = self._derive("#intro#", {}, {})
+            game.start = GameStart(state.snapshot(), self.entity_infos, self._names, intro,
+                                   game.goal.ground(self.facts, game.objects_by_type))
+        else:
+            self.entity_infos = game.start.entity_infos
+            self._names = game.start.names
         self._refresh_commands()
-        return self._derive("#intro#", {}, {})
+        return game.start.intro
 
     def _entity_infos(self, state: Any) -> dict[str, Any]:
         from textworld.generator.game import EntityInfo
@@ -149,7 +177,7 @@ class Engine:
 
     def goal_progress(self) -> float:
         assert self.game is not None
-        return self.game.goal.progress(self.facts, self.game.objects_by_type)
+        return self.game.goal.progress_of(self.game.start.goal, self.facts)
 
     def agent_location(self) -> str:
         for fact in self.facts:

@@ -36,6 +36,9 @@ class GameData:
     static_facts: set[tuple[str, ...]]
     commands: dict[str, str] = field(default_factory=dict)  # operator name -> command text
     sas_replan: str | None = None
+    start: Any = None
+    """What every start of the game rebuilds the same: the initial state's facts, entity
+    names and intro text, kept by the engine after the first start (see ``Engine.start``)."""
 
 
 def _pddl2sas(domain: str, problem: str, optimize: bool = False) -> tuple[Any, str]:

@@ -50,12 +50,25 @@ class Goal:
         self.fluent_literals = [lit for lit in self.literals if id(lit) not in static_ids]
 
     def progress(self, facts: set[tuple[str, ...]], objects_by_type: dict[str, list[str]]) -> float:
+        return self.progress_of(self.ground(facts, objects_by_type), facts)
+
+    def progress_of(self, ground: GroundGoal, facts: set[tuple[str, ...]]) -> float:
+        """:meth:`progress` from the goal's :meth:`ground` form (static facts unchanged)."""
+        best = -1
+        for literals in ground:
+            best = max(best, sum((fact in facts) == positive for fact, positive in literals))
+            if best == len(self.fluent_literals):
+                break
         if not self.fluent_literals:
-            return float(self._best(facts, objects_by_type) >= 0)
-        best = self._best(facts, objects_by_type)
+            return float(best >= 0)
         return max(0, best) / len(self.fluent_literals)
 
-    def _best(self, facts: set[tuple[str, ...]], objects_by_type: dict[str, list[str]]) -> int:
+    def ground(self, facts: set[tuple[str, ...]], objects_by_type: dict[str, list[str]],
+               ) -> GroundGoal:
+        """Every binding of the goal's variables that the static literals allow, each as its
+        fluent literals made ground: ``((fact, positive), ...)``. Static facts never change
+        during a game, so a game's ground goal holds for all its states (``Engine`` keeps it
+        per game); only which fluent facts hold changes."""
         domains: dict[str, list[str]] = {}
         for var, typ in self.variables.items():
             candidates = objects_by_type.get(typ, [])
@@ -69,16 +82,13 @@ class Goal:
             if len(lit_vars) > 1 or not lit_vars:
                 last = max((order.index(v) for v in lit_vars), default=0)
                 checks[order[last] if order else ""].append(lit)
-        best = -1
+        ground: list[tuple[tuple[tuple[str, ...], bool], ...]] = []
         binding: dict[str, str] = {}
 
         def search(depth: int) -> None:
-            nonlocal best
-            if best == len(self.fluent_literals):
-                return
             if depth == len(order):
-                score = sum(_holds(lit, binding, facts) for lit in self.fluent_literals)
-                best = max(best, score)
+                ground.append(tuple(((lit.predicate, *(binding.get(a, a) for a in lit.args)),
+                                     lit.positive) for lit in self.fluent_literals))
                 return
             var = order[depth]
             for value in domains[var]:
@@ -89,7 +99,12 @@ class Goal:
 
         if all(_holds(lit, {}, facts) for lit in checks.get("", ())):
             search(0)
-        return best
+        # Bindings that differ only in variables no fluent literal reads score alike.
+        return tuple(dict.fromkeys(ground))
+
+
+GroundGoal = tuple[tuple[tuple[tuple[str, ...], bool], ...], ...]
+"""A goal's bindings with their fluent literals made ground (:meth:`Goal.ground`)."""
 
 
 def _holds(lit: Literal, binding: dict[str, str], facts: set[tuple[str, ...]]) -> bool:

@@ -37,6 +37,9 @@ def _make_lean_state_class() -> type:
             self.name2type = {o.name: o.type_name for o in game.task.objects}
             self._operators: dict[Any, Any] = {}
             self._action_cache: dict[str, Any] = {}
+            if game.start is not None:  # the game's initial state, built at its first start
+                self._restore(game.start.state)
+                return
             facts = []
             for atom in game.task.init:
                 fact = _init_proposition(atom, self.name2type)
@@ -54,6 +57,22 @@ def _make_lean_state_class() -> type:
                     self.fluent_facts.add(fact)
                     props.append(atom.get_fact(self.name2type))
             self.add_facts(props)
+
+        def snapshot(self) -> tuple[Any, ...]:
+            """This state's facts and variables, to start the same game again from them."""
+            # Frozen copies: play goes on changing this state's own sets.
+            return ({k: frozenset(v) for k, v in self._facts.items()}, dict(self._vars_by_name),
+                    {k: frozenset(v) for k, v in self._vars_by_type.items()},
+                    Counter(self._var_counts), frozenset(self.fluent_facts))
+
+        def _restore(self, snapshot: tuple[Any, ...]) -> None:
+            # Propositions and variables are immutable; only the containers are copied.
+            facts, by_name, by_type, counts, fluents = snapshot
+            self._facts = defaultdict(set, {k: set(v) for k, v in facts.items()})
+            self._vars_by_name = dict(by_name)
+            self._vars_by_type = defaultdict(set, {k: set(v) for k, v in by_type.items()})
+            self._var_counts = Counter(counts)
+            self.fluent_facts = set(fluents)
 
         def action_of(self, op: Any) -> Any:
             action = self._action_cache.get(op.name)
