@@ -68,7 +68,12 @@ def run_command_policy(config: Any, args: argparse.Namespace) -> int:
     its recipe, ``config``, says; refused (exit 2, nothing written) like any recipe."""
     from derl_bench.data.read import DataFileError
     from derl_bench.family import resolve_family
-    from derl_bench.grpo.commands import check_command_data, resume_problem, train_commands
+    from derl_bench.grpo.commands import (
+        check_command_data,
+        check_pool,
+        resume_problem,
+        train_commands,
+    )
     from derl_bench.grpo.config import ConfigError
     from derl_bench.grpo.rundir import clear_run_dir
     from derl_bench.policies.command_model import command_parts
@@ -82,6 +87,7 @@ def run_command_policy(config: Any, args: argparse.Namespace) -> int:
     family = resolve_family(config.env_id)  # once, where the command starts
     command_parts(family)  # a card without a commands hook is refused before the folder is held
     check_command_data(config, family)  # and so are damaged games
+    check_pool(config, family)  # and a pool larger than the games the base was not taught on
     reward = compile_reward(config.meta_reward, primitive_set(config.env_id, family))
     with hold_run(config.run_dir, [config.model], args) as replace:
         if replace:

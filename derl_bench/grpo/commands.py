@@ -182,9 +182,22 @@ def training_pool(config: CommandGRPOConfig, total: int) -> np.ndarray:
     rng = np.random.default_rng([config.seed, 0x67727030])  # a stream of its own
     fresh = np.array([g for g in rng.permutation(total) if int(g) not in taught])
     if len(fresh) < config.pool:
-        raise ValueError(f"only {len(fresh)} training games are left beside the base's "
-                         f"{len(taught)}; pool {config.pool} is too large")
+        from derl_bench.grpo.config import ConfigError
+
+        raise ConfigError(f"pool={config.pool} is larger than the {len(fresh)} training games "
+                          f"its base ({config.model}) was not taught on ({len(taught)} of "
+                          f"{total}); set pool={len(fresh)} or fewer")
     return fresh[:config.pool]
+
+
+def check_pool(config: CommandGRPOConfig, family: Family) -> None:
+    """Refuse a run whose ``pool`` is larger than the training games its base was not
+    taught on (:func:`training_pool`'s :class:`~derl_bench.grpo.config.ConfigError`), before
+    anything is written."""
+    from derl_bench.envs.items import split_items
+
+    training_pool(config, len(split_items(family, config.env_id, "train", config.level,
+                                          data_root=config.data_root)))
 
 
 def make_envs(config: CommandGRPOConfig, split: str, n: int) -> list[Any]:
@@ -334,6 +347,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     parts = default.view(model_view(config.model))
     state, views = parts.state, (parts, default)
     check_command_data(config, family)
+    check_pool(config, family)
     out = config.run_dir
     if resume:
         problem = resume_problem(config)

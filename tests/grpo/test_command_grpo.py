@@ -113,6 +113,7 @@ def test_the_training_pool_leaves_out_the_games_the_base_was_taught_on(tmp_path)
     import numpy as np
 
     from derl_bench.grpo.commands import base_games, training_pool
+    from derl_bench.grpo.config import ConfigError
 
     base = tmp_path / "base"
     base.mkdir()
@@ -129,7 +130,7 @@ def test_the_training_pool_leaves_out_the_games_the_base_was_taught_on(tmp_path)
                                                   "config": {"seed": 3, "pool": 10}}))
     drawn = set(np.random.default_rng(3).permutation(100)[:10].tolist())
     assert base_games(base, 100) == drawn
-    with pytest.raises(ValueError, match="too large"):
+    with pytest.raises(ConfigError, match="larger than the 90 training games"):
         training_pool(CommandGRPOConfig(model=str(base), output_dir="x", env_id=ALFWORLD,
                                         pool=95), 100)
 
@@ -162,8 +163,10 @@ def test_derl_bench_train_runs_a_command_recipe(tmp_path, data_root, capsys):
     unscored = tmp_path / "unscored"
     assert main(["train", str(recipe), "--output", str(unscored), "validation_games=0"]) == 0
     assert json.loads((unscored / "result.json").read_text())["score"] is None
-    # A bad key or value is refused before anything is written.
-    for override in ("epochs=3", "group_size=1"):
+    # A bad key or value is refused before anything is written, and so is a pool larger
+    # than the training games the base was not taught on.
+    (base / "dagger.json").write_text(json.dumps({"pool": list(range(3000))}))
+    for override in ("epochs=3", "group_size=1", "pool=600"):
         fresh = tmp_path / f"refused-{override.split('=')[0]}"
         assert main(["train", str(recipe), "--output", str(fresh), override]) == 2
         assert not fresh.exists() or not any(fresh.iterdir())
