@@ -106,12 +106,14 @@ def test_a_user_observer_can_be_added(data_root):
         env.close()
 
 
+LAMP_GOAL = """(define (problem p) (:goal (and
+    (exists (?ot - object ?a - agent) (and (objectType ?ot LampType) (isToggled ?ot)
+        (holds ?a ?ot)))
+    (exists (?o - object ?a - agent) (and (not (= ?o lamp1)) (holds ?a ?o))))))"""
+
+
 def test_goal_parser_prenexes_quantifiers_and_separates_static_atoms():
-    problem = """(define (problem p) (:goal (and
-        (exists (?ot - object ?a - agent) (and (objectType ?ot LampType) (isToggled ?ot)
-            (holds ?a ?ot)))
-        (exists (?o - object ?a - agent) (and (not (= ?o lamp1)) (holds ?a ?o))))))"""
-    goal = parse_goal(problem, {"istoggled", "holds"})
+    goal = parse_goal(LAMP_GOAL, {"istoggled", "holds"})
     assert len(goal.variables) == 4  # the two ?a are different variables
     assert {lit.predicate for lit in goal.fluent_literals} == {"istoggled", "holds"}
     assert len(goal.fluent_literals) == 3
@@ -126,11 +128,7 @@ def test_goal_parser_prenexes_quantifiers_and_separates_static_atoms():
 
 
 def test_a_ground_goal_scores_every_state_as_the_search_does():
-    problem = """(define (problem p) (:goal (and
-        (exists (?ot - object ?a - agent) (and (objectType ?ot LampType) (isToggled ?ot)
-            (holds ?a ?ot)))
-        (exists (?o - object ?a - agent) (and (not (= ?o lamp1)) (holds ?a ?o))))))"""
-    goal = parse_goal(problem, {"istoggled", "holds"})
+    goal = parse_goal(LAMP_GOAL, {"istoggled", "holds"})
     objects = {"object": ["lamp1", "lamp2", "mug1"], "agent": ["agent1"]}
     static = {("objecttype", "lamp1", "lamptype"), ("objecttype", "lamp2", "lamptype"),
               ("objecttype", "mug1", "mugtype")}
