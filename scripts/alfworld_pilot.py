@@ -23,7 +23,11 @@ model at RLVMR's validation temperature (0.4), the training temperature (1.0) an
 (greedy, such an episode goes round until the cap), greedy and at temperature 1.0, for the
 base and each final model (``loops.json``). ``paired`` compares two models' greedy outcomes
 game by game from the logs ``derl-bench evaluate --commands ... --trajectories`` wrote
-(McNemar's exact test per level, Holm over the levels; ``paired.json``).
+(McNemar's exact test per level, Holm over the levels; ``paired.json``). ``lift`` takes each
+base's final models minus the base from their eval records, ``<group>-base-<level>.json``
+and ``<group>-s<seed>-<level>.json`` as ``evaluate --output`` writes them (t-intervals over
+the seeds, Holm over the groups at ``--level``, every other level beside; ``lift.json``), for
+the seventh pilot's endpoint.
 """
 
 from __future__ import annotations
@@ -390,6 +394,55 @@ def paired(args: argparse.Namespace) -> int:
     return 0
 
 
+def _success(path: Path) -> float:
+    """An eval record's success, % of its games."""
+    results = json.loads(path.read_text())["results"]
+    return 100 * results["successes"] / results["n"]
+
+
+def lift(args: argparse.Namespace) -> int:
+    """Each group's final models minus its base (see the module docstring): at ``--level`` the
+    groups' differences are Holm-corrected together; the other levels' are reported beside,
+    uncorrected."""
+    from derl_bench.experiments.stats import holm, paired_difference
+
+    evidence = Path(args.evidence)
+    out: dict[str, Any] = {"level": args.level, "groups": {}}
+    tested = []
+    for group in args.groups:
+        body: dict[str, Any] = {}
+        for level in [args.level, *[lv for lv in args.beside if lv != args.level]]:
+            base_file = evidence / f"{group}-base-{level}.json"
+            finals = sorted(evidence.glob(f"{group}-s*-{level}.json"),
+                            key=lambda p: int(p.name[len(group) + 2:-len(level) - 6]))
+            if not base_file.is_file() or not finals:
+                raise SystemExit(f"{group} {level}: needs {base_file.name} and at least one "
+                                 f"{group}-s<seed>-{level}.json in {evidence}")
+            base = _success(base_file)
+            scores = [_success(p) for p in finals]
+            difference = paired_difference(scores, [base] * len(scores))
+            body[level] = {"base": base, "seeds": [int(p.name[len(group) + 2:-len(level) - 6])
+                                                   for p in finals],
+                           "finals": scores, "final_minus_base": difference}
+            if level == args.level:
+                tested.append(difference)
+        out["groups"][group] = body
+    for group, corrected in zip(args.groups, holm(tested), strict=True):
+        out["groups"][group][args.level]["final_minus_base"] = corrected
+    for group, body in out["groups"].items():
+        for level, row in body.items():
+            d = row["final_minus_base"]
+            interval = (f"Holm 95% [{d['holm_low']:+.1f}, {d['holm_high']:+.1f}], p_holm "
+                        f"{d['p_holm']:.3g}" if "holm_low" in d and d["holm_low"] is not None
+                        else f"95% [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]"
+                        if d.get("ci_low") is not None else "no interval")
+            print(f"{group} {level}: base {row['base']:.1f}, finals "
+                  + ", ".join(f"{v:.1f}" for v in row["finals"])
+                  + f"; final - base {d['mean']:+.1f} points, {interval}")
+    (evidence / "lift.json").write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -419,7 +472,12 @@ def main() -> int:
                           "(McNemar per level, Holm over levels) from evaluate's logs")
     pair.add_argument("--names", nargs=2, required=True, metavar=("REFERENCE", "OTHER"))
     pair.add_argument("--levels", nargs="+", default=["L0", "L1"])
-    for p in (rep, check, rescore, cycles, pair):
+    gain = sub.add_parser("lift", help="each base's final models minus the base from their "
+                          "eval records (Holm over the bases at --level)")
+    gain.add_argument("--groups", nargs="+", required=True)
+    gain.add_argument("--level", default="L0")
+    gain.add_argument("--beside", nargs="*", default=["L1"])
+    for p in (rep, check, rescore, cycles, pair, gain):
         p.add_argument("--evidence", default=str(EVIDENCE))
     for p in (r, rep, check, rescore, cycles):
         p.add_argument("--runs", default="runs/pilot")
@@ -427,7 +485,7 @@ def main() -> int:
         p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     args = parser.parse_args()
     return {"run": run, "report": report, "pool": pool_check, "score": score,
-            "loops": loops, "paired": paired}[args.action](args)
+            "loops": loops, "paired": paired, "lift": lift}[args.action](args)
 
 
 if __name__ == "__main__":

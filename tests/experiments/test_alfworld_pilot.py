@@ -44,3 +44,45 @@ def test_paired_refuses_logs_of_different_games(tmp_path):
     with pytest.raises(SystemExit, match="not of the same games"):
         pilot.paired(args)
     assert not (tmp_path / "paired.json").exists()
+
+
+def _record(path, rate):
+    path.write_text(json.dumps({"results": {"successes": round(rate * 200), "n": 200}}))
+
+
+def test_lift_takes_each_base_from_its_finals_and_holm_corrects_the_bases(tmp_path):
+    from derl_bench.experiments.stats import holm, paired_difference
+
+    pilot = load_script("scripts/alfworld_pilot.py")
+    for level, weak, strong in (("L0", 0.3, 0.8), ("L1", 0.2, 0.75)):
+        _record(tmp_path / f"weak-base-{level}.json", weak)
+        _record(tmp_path / f"strong-base-{level}.json", strong)
+    for seed, (a, b) in {9: (0.45, 0.5), 10: (0.4, 0.35), 11: (0.5, 0.3)}.items():
+        _record(tmp_path / f"weak-s{seed}-L0.json", a)
+        _record(tmp_path / f"weak-s{seed}-L1.json", b)
+    for seed in (9, 10, 11, 12):
+        _record(tmp_path / f"strong-s{seed}-L0.json", 0.8 + seed / 200)
+        _record(tmp_path / f"strong-s{seed}-L1.json", 0.75)
+    args = argparse.Namespace(groups=["weak", "strong"], level="L0", beside=["L1"],
+                              evidence=str(tmp_path))
+    assert pilot.lift(args) == 0
+    groups = json.loads((tmp_path / "lift.json").read_text())["groups"]
+    weak, strong = groups["weak"], groups["strong"]
+    assert weak["L0"]["seeds"] == [9, 10, 11] and strong["L0"]["seeds"] == [9, 10, 11, 12]
+    expected = holm([paired_difference([45.0, 40.0, 50.0], [30.0] * 3),
+                     paired_difference([84.5, 85.0, 85.5, 86.0], [80.0] * 4)])
+    assert weak["L0"]["final_minus_base"] == pytest.approx(expected[0])
+    assert strong["L0"]["final_minus_base"] == pytest.approx(expected[1])
+    assert weak["L0"]["final_minus_base"]["mean"] == pytest.approx(15.0)
+    # the level beside is not corrected: it carries no Holm figures
+    assert weak["L1"]["final_minus_base"]["mean"] == pytest.approx(
+        (50 + 35 + 30) / 3 - 20, abs=1e-3)
+    assert "p_holm" not in weak["L1"]["final_minus_base"]
+
+
+def test_lift_refuses_a_group_without_its_base(tmp_path):
+    pilot = load_script("scripts/alfworld_pilot.py")
+    _record(tmp_path / "weak-s9-L0.json", 0.4)
+    args = argparse.Namespace(groups=["weak"], level="L0", beside=[], evidence=str(tmp_path))
+    with pytest.raises(SystemExit, match="needs weak-base-L0.json"):
+        pilot.lift(args)
