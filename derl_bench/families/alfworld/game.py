@@ -37,8 +37,9 @@ class GameData:
     commands: dict[str, str] = field(default_factory=dict)  # operator name -> command text
     sas_replan: str | None = None
     start: Any = None
-    """What every start of the game rebuilds the same: the initial state's facts, entity
-    names and intro text, kept by the engine after the first start (see ``Engine.start``)."""
+    """What every start of the game would rebuild the same: the initial state's facts, entity
+    names, intro text and ground goal, kept by the engine at the first start
+    (``engine.GameStart``)."""
 
 
 def _pddl2sas(domain: str, problem: str, optimize: bool = False) -> tuple[Any, str]:
