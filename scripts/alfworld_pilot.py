@@ -404,7 +404,7 @@ def lift(args: argparse.Namespace) -> int:
     """Each group's final models minus its base (see the module docstring): at ``--level`` the
     groups' differences are Holm-corrected together; the other levels' are reported beside,
     uncorrected."""
-    from derl_bench.experiments.stats import holm, paired_difference
+    from derl_bench.experiments.stats import describe, holm, paired_difference
 
     evidence = Path(args.evidence)
     out: dict[str, Any] = {"level": args.level, "groups": {}}
@@ -413,17 +413,17 @@ def lift(args: argparse.Namespace) -> int:
         body: dict[str, Any] = {}
         for level in [args.level, *[lv for lv in args.beside if lv != args.level]]:
             base_file = evidence / f"{group}-base-{level}.json"
-            finals = sorted(evidence.glob(f"{group}-s*-{level}.json"),
-                            key=lambda p: int(p.name[len(group) + 2:-len(level) - 6]))
+            finals = {int(p.name[len(group) + 2:-len(f"-{level}.json")]): p
+                      for p in evidence.glob(f"{group}-s*-{level}.json")}
             if not base_file.is_file() or not finals:
                 raise SystemExit(f"{group} {level}: needs {base_file.name} and at least one "
                                  f"{group}-s<seed>-{level}.json in {evidence}")
             base = _success(base_file)
-            scores = [_success(p) for p in finals]
+            seeds = sorted(finals)
+            scores = [_success(finals[seed]) for seed in seeds]
             difference = paired_difference(scores, [base] * len(scores))
-            body[level] = {"base": base, "seeds": [int(p.name[len(group) + 2:-len(level) - 6])
-                                                   for p in finals],
-                           "finals": scores, "final_minus_base": difference}
+            body[level] = {"base": base, "seeds": seeds, "finals": scores,
+                           "final_minus_base": difference}
             if level == args.level:
                 tested.append(difference)
         out["groups"][group] = body
@@ -431,14 +431,9 @@ def lift(args: argparse.Namespace) -> int:
         out["groups"][group][args.level]["final_minus_base"] = corrected
     for group, body in out["groups"].items():
         for level, row in body.items():
-            d = row["final_minus_base"]
-            interval = (f"Holm 95% [{d['holm_low']:+.1f}, {d['holm_high']:+.1f}], p_holm "
-                        f"{d['p_holm']:.3g}" if "holm_low" in d and d["holm_low"] is not None
-                        else f"95% [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]"
-                        if d.get("ci_low") is not None else "no interval")
             print(f"{group} {level}: base {row['base']:.1f}, finals "
                   + ", ".join(f"{v:.1f}" for v in row["finals"])
-                  + f"; final - base {d['mean']:+.1f} points, {interval}")
+                  + f"; final - base {describe(row['final_minus_base'], scale=1.0)}")
     (evidence / "lift.json").write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
