@@ -190,14 +190,15 @@ def training_pool(config: CommandGRPOConfig, total: int) -> np.ndarray:
     return fresh[:config.pool]
 
 
-def check_pool(config: CommandGRPOConfig, family: Family) -> None:
-    """Refuse a run whose ``pool`` is larger than the training games its base was not
-    taught on (:func:`training_pool`'s :class:`~derl_bench.grpo.config.ConfigError`), before
-    anything is written."""
+def check_pool(config: CommandGRPOConfig, family: Family) -> np.ndarray:
+    """The run's :func:`training_pool` over its level's training split, read from the
+    split's list before any env is made: a ``pool`` larger than the games its base was not
+    taught on is refused (:class:`~derl_bench.grpo.config.ConfigError`) before anything is
+    written."""
     from derl_bench.envs.items import split_items
 
-    training_pool(config, len(split_items(family, config.env_id, "train", config.level,
-                                          data_root=config.data_root)))
+    return training_pool(config, len(split_items(family, config.env_id, "train", config.level,
+                                                 data_root=config.data_root)))
 
 
 def make_envs(config: CommandGRPOConfig, split: str, n: int) -> list[Any]:
@@ -347,7 +348,7 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     parts = default.view(model_view(config.model))
     state, views = parts.state, (parts, default)
     check_command_data(config, family)
-    check_pool(config, family)
+    pool = check_pool(config, family)
     out = config.run_dir
     if resume:
         problem = resume_problem(config)
@@ -395,8 +396,6 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
             fh.write(json.dumps(row) + "\n")
 
     try:
-        total = game_count(envs[0])
-        pool = training_pool(config, total)
         if config.validation_every and not done:
             began = time.perf_counter()
             record({"step": 0, "validation/success": _greedy_success(
