@@ -280,10 +280,10 @@ def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: i
         return masked
 
     sampler = FastSampler(model, {end_id}, pad_id)
-    # States that repeat a prompt (a group's members on a common path) prefill it once.
+    # States that repeat a prompt (a group's members on a common path) prefill it once (the
+    # sampler's default).
     written = sampler.sample([list(p) for p, _ in states], longest, temperature=1.0,
-                             generator=generator, logits_hook=inside_the_trie,
-                             share_prefix=True)
+                             generator=generator, logits_hook=inside_the_trie)
     picked = []
     for row, tokens in enumerate(written):
         if not tokens or tokens[-1] != end_id:
