@@ -394,7 +394,7 @@ def paired(args: argparse.Namespace) -> int:
     return 0
 
 
-def _success(path: Path) -> float:
+def _record_success(path: Path) -> float:
     """An eval record's success, % of its games."""
     results = json.loads(path.read_text())["results"]
     return 100 * results["successes"] / results["n"]
@@ -418,9 +418,9 @@ def lift(args: argparse.Namespace) -> int:
             if not base_file.is_file() or not finals:
                 raise SystemExit(f"{group} {level}: needs {base_file.name} and at least one "
                                  f"{group}-s<seed>-{level}.json in {evidence}")
-            base = _success(base_file)
+            base = _record_success(base_file)
             seeds = sorted(finals)
-            scores = [_success(finals[seed]) for seed in seeds]
+            scores = [_record_success(finals[seed]) for seed in seeds]
             difference = paired_difference(scores, [base] * len(scores))
             body[level] = {"base": base, "seeds": seeds, "finals": scores,
                            "final_minus_base": difference}

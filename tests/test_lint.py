@@ -29,3 +29,20 @@ def test_mypy_finds_nothing():
     done = subprocess.run([_tool("mypy")], cwd=REPO, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_module_defines_a_function_or_class_twice():
+    # ruff's F811 misses a second top-level `def` whose name the first is used by only inside
+    # other functions: the later one silently replaces it for every caller
+    import ast
+    from collections import Counter
+
+    twice = []
+    for folder in ("derl_bench", "environments", "tests", "benchmarks", "scripts"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            names = Counter(node.name for node in tree.body
+                            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef
+                                          | ast.ClassDef))
+            twice += [f"{path.relative_to(REPO)}: {name}" for name, n in names.items() if n > 1]
+    assert not twice, twice
