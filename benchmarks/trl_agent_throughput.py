@@ -5,7 +5,7 @@ Meta-Reward, groups, games (reset seeds) and step cap, each in its own protocol:
 
 - compact: every step is its own generation (``<think>...</think><action>...</action>``) from
   a freshly built prompt, the model warm-started on walkthrough steps in that format;
-- TRL: the episode is one chat of ``act`` tool calls (``derl_bench.integrations.trl``), the
+- TRL: the episode is one chat of ``act`` tool calls (``derl_bench.grpo.trl``), the
   model warm-started on walkthrough steps rendered as tool calls.
 
 Reported per trainer: episodes per minute and env steps per minute over the whole ``train``
@@ -31,7 +31,7 @@ REWARD = "success + mean(action_admissible) - 0.1 * step_fraction"
 
 def warm_start(path: Path, tool_calls: bool, sft_steps: int) -> Path:
     """The tiny model fine-tuned on ALFWorld walkthrough steps in one trainer's format."""
-    from derl_bench.integrations.trl import init_tool_model, tool_call_demos
+    from derl_bench.grpo.trl import init_tool_model, tool_call_demos
     from derl_bench.policies import init_tiny_model
     from derl_bench.sft import SFTConfig, run_sft
 
@@ -66,7 +66,7 @@ def run_compact(model: Path, out: Path, args: argparse.Namespace) -> dict:
 
 
 def run_trl(model: Path, out: Path, args: argparse.Namespace) -> dict:
-    from derl_bench.integrations.trl import agent_trainer, meta_reward_funcs
+    from derl_bench.grpo.trl import agent_trainer, meta_reward_funcs
 
     cfg = config(model, out, args, "trl")
     reward, success = meta_reward_funcs(cfg)

@@ -190,7 +190,7 @@ def run_sft_command(args: argparse.Namespace) -> int:
         demos = None
         if args.tool_calls:
             from derl_bench.family import family_spec
-            from derl_bench.integrations.trl import tool_call_demos
+            from derl_bench.grpo.trl import tool_call_demos
 
             if not family_spec(args.env).multi_turn:
                 raise ValueError(f"--tool-calls needs an agent env, not {args.env!r}")

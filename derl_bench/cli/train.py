@@ -5,9 +5,9 @@
     derl-bench train baselines/alfworld-average.yaml --output runs/alf --resume steps=40
     derl-bench train baselines/alfworld-commands-pilot.yaml model=runs/alfworld-weak-L0
 
-A recipe with ``trainer: commands`` trains a command policy (:mod:`derl_bench.grpo.commands`)
-from a base folder; such a run resumes (``--resume``) from the checkpoint its ``save_every``
-writes.
+The recipe's ``trainer`` (``compact``, ``trl`` or ``commands``) chooses the trainer
+(:mod:`derl_bench.grpo.dispatch`); a command policy's run (``trainer: commands``) resumes
+(``--resume``) from the checkpoint its ``save_every`` writes.
 
 ``KEY=VALUE`` overrides set any recipe field (values parsed as YAML). Exit status 2 means the
 recipe, an override, the output folder, ``--resume`` or the data (a file that differs from the
@@ -46,109 +46,43 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run_train)
 
 
-def check_env(config: Any) -> None:
-    """Make the run's env once, so that a bad level, split or env kwarg is refused (as a
-    :class:`~derl_bench.grpo.config.ConfigError`) before anything is written."""
-    from derl_bench.data.read import DataFileError
-    from derl_bench.data.root import DataNotFoundError
-    from derl_bench.grpo.config import ConfigError
-    from derl_bench.grpo.trainer import make_env
-
-    try:
-        make_env(config).close()
-    except (DataNotFoundError, DataFileError) as err:  # the message names the file
-        raise ConfigError(str(err)) from None
-    except (TypeError, ValueError, LookupError) as err:
-        raise ConfigError(f"{config.env_id} cannot be made with "
-                          f"{config.env_make_kwargs()}: {err}") from None
-
-
-def run_command_policy(config: Any, args: argparse.Namespace) -> int:
-    """``trainer: commands``: GRPO of a command policy (:mod:`derl_bench.grpo.commands`) as
-    its recipe, ``config``, says; refused (exit 2, nothing written) like any recipe."""
-    from derl_bench.data.read import DataFileError
-    from derl_bench.family import resolve_family
-    from derl_bench.grpo.commands import (
-        check_command_data,
-        check_pool,
-        resume_problem,
-        train_commands,
-    )
-    from derl_bench.grpo.config import ConfigError
-    from derl_bench.grpo.rundir import clear_run_dir
-    from derl_bench.policies.command_model import command_parts
-    from derl_bench.reward import compile_reward
-    from derl_bench.reward.primitives import primitive_set
-
-    if args.resume:
-        problem = resume_problem(config)
-        if problem:
-            raise ConfigError(problem)
-    family = resolve_family(config.env_id)  # once, where the command starts
-    command_parts(family)  # a card without a commands hook is refused before the folder is held
-    check_command_data(config, family)  # and so are damaged games
-    check_pool(config, family)  # and a pool larger than the games the base was not taught on
-    reward = compile_reward(config.meta_reward, primitive_set(config.env_id, family))
-    with hold_run(config.run_dir, [config.model], args) as replace:
-        if replace:
-            clear_run_dir(config.run_dir)
-        try:
-            history = train_commands(config, log=print, reward=reward, family=family,
-                                     resume=args.resume)
-        except DataFileError as err:  # met during the run: the message names the file
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-    print(f"run: {config.run_dir}  steps: {config.steps}  "
-          f"validation score: {history[-1]['score']:.4f}")
-    return 0
-
-
 def run_train(args: argparse.Namespace) -> int:
-    """Load the recipe, train, print where the results are; a rejected recipe, override,
-    output folder, resume or data file raises before anything is written (exit 2). A damaged
-    data file met during the run exits 1."""
+    """Load the recipe, train with its trainer (:func:`~derl_bench.grpo.dispatch.trainer_for`),
+    print where the results are; a rejected recipe, override, output folder, resume or data
+    file raises before anything is written (exit 2). A damaged data file met during the run
+    exits 1."""
     from derl_bench.data.read import DataFileError
     from derl_bench.family import resolve_family
-    from derl_bench.grpo.commands import CommandGRPOConfig
-    from derl_bench.grpo.config import TINY_MODEL, compile_run_reward
-    from derl_bench.grpo.dispatch import check_data, load_recipe, run_training
+    from derl_bench.grpo.config import TINY_MODEL
+    from derl_bench.grpo.dispatch import load_recipe, trainer_for
     from derl_bench.grpo.rundir import clear_run_dir
 
     overrides = list(args.overrides)
     if args.output is not None:
         overrides.append(f"output_dir={args.output}")
     config = load_recipe(require_recipe(args), overrides)
-    if isinstance(config, CommandGRPOConfig):
-        return run_command_policy(config, args)
-    config.check_machine()
+    trainer = trainer_for(config)
+    family = resolve_family(config.env_id)  # once, where the command starts
+    trainer.check(config, family, resume=args.resume)
     # The run's one compile: a reward over primitives the env does not emit is rejected before
     # any model loads, and the compiled reward is handed down to the trainer.
-    reward = compile_run_reward(config)
+    reward = trainer.compile(config, family)
     models = [m for m in [config.model] if m != TINY_MODEL]
     # The folder is held from its check to the run's last write.
     with hold_run(config.run_dir, models, args) as replace:
-        check_data(config)
-        check_env(config)
         if replace:
             clear_run_dir(config.run_dir)
-        family = resolve_family(config.env_id)  # once, where the command starts
         try:
-            if config.trainer == "trl" and family.spec.multi_turn:
-                # TRL's multi-turn trainer sits on top of the pipeline
-                # (derl_bench.integrations), so the train command, not grpo's dispatch, hands
-                # agent recipes to it.
-                from derl_bench.integrations.trl import train_trl_agent
-
-                history = train_trl_agent(config, resume=args.resume, reward=reward,
-                                          family=family)
-            else:
-                history, _model = run_training(config, resume=args.resume, reward=reward,
-                                               family=family)
+            trained = trainer.train(config, reward, family, resume=args.resume, log=print)
         except DataFileError as err:  # met during the run: the message names the file
             print(f"error: {err}", file=sys.stderr)
             return 1
-    last = history[-1] if history else {}
-    print(f"run: {config.run_dir}  steps: {len(history)}  "
+    if trained.score is not None:
+        print(f"run: {config.run_dir}  steps: {config.steps}  "
+              f"validation score: {trained.score:.4f}")
+        return 0
+    last = trained.history[-1] if trained.history else {}
+    print(f"run: {config.run_dir}  steps: {len(trained.history)}  "
           f"reward: {last.get('reward/mean', float('nan')):.4f}  "
           f"success: {last.get('success/mean', float('nan')):.4f}")
     return 0

@@ -4,8 +4,10 @@
 - :mod:`~derl_bench.grpo.loss`: clipped-ratio loss with k3 KL, token-level aggregation, masking;
 - :mod:`~derl_bench.grpo.config`: the run's :class:`TrainConfig` and YAML recipes;
 - :mod:`~derl_bench.grpo.trainer`: the compact trainer (every env);
-- :mod:`~derl_bench.grpo.dispatch`: which trainer runs a recipe, the compact one or TRL's
-  (:mod:`derl_bench.integrations.trl`).
+- :mod:`~derl_bench.grpo.commands`: GRPO of a command policy (ALFWorld's small agent);
+- :mod:`~derl_bench.grpo.trl`: TRL's ``GRPOTrainer``, for math and for agents;
+- :mod:`~derl_bench.grpo.dispatch`: the trainers behind one interface, and the one place that
+  chooses which runs a recipe.
 
 The names below are imported from their module on first use, so code that needs only the
 advantage or the loss (the meta loop, SFT, evaluation) does not load the trainer, the envs

@@ -72,8 +72,8 @@ class TrainConfig:
     model: str = TINY_MODEL
     """A HF hub name, a local path, or ``tiny``."""
     trainer: str = "compact"
-    """``compact`` (every env) or ``trl`` (TRL's GRPOTrainer: single-step math, or agents
-    through ``derl_bench.integrations.trl`` in the ``train`` command)."""
+    """``compact`` (every env) or ``trl`` (TRL's GRPOTrainer, :mod:`derl_bench.grpo.trl`:
+    single-step math, or agents); :mod:`derl_bench.grpo.dispatch` chooses by it."""
     backend: str = "transformers"
     """Generation backend: ``transformers`` or ``vllm`` (GPU)."""
     device: str = "cpu"

@@ -8,7 +8,7 @@ answer format of agent envs, and the Meta-Reward with its semantics. ``Task.make
 the env the way derl-bench's own trainer does (agent envs take whole ``<think>…<action>…``
 responses through :class:`~derl_bench.observers.think_action.ThinkActionWrapper`);
 ``action_format="command"`` takes bare commands instead, counting every one well formed, as
-TRL's tool calls are (:mod:`derl_bench.integrations.trl`).
+TRL's tool calls are (:mod:`derl_bench.grpo.trl`).
 
 Each step reports the card's primitives, the env's own reward, the Meta-Reward of the episode
 so far (``meta_reward``, derl-bench's compiler, never ``eval``) and its increment (``reward``):

@@ -233,6 +233,12 @@ class MetaConfig:
             raise ConfigError(problem)
         # once for the checks below; an env without a card has no card to check against
         family = find_family(self.inner.env_id)
+        if self.inner.trainer == "trl" and family is not None and family.multi_turn:
+            # validation plays the inner policy with the paper's prompt and action parser,
+            # while TRL's agents speak tool calls: scored there, they would measure nothing
+            raise ConfigError(f"inner.trainer: trl trains tool-calling agents, which the inner "
+                              f"runs' validation of {self.inner.env_id} cannot score; use "
+                              "trainer: compact, or `derl-bench train` for a TRL agent run")
         if self.inner_commands is not None:
             self._check_inner_commands(family)
         if isinstance(self.optimizer, dict):

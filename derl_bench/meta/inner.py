@@ -22,9 +22,9 @@ import gymnasium as gym
 from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.family import Family, FamilySpec, resolve_family
 from derl_bench.grpo.checkpoint import quiet_transformers
-from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
+from derl_bench.grpo.commands import CommandGRPOConfig
 from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
-from derl_bench.grpo.dispatch import run_training
+from derl_bench.grpo.dispatch import trainer_for
 from derl_bench.grpo.population import PopulationRun, train_population
 from derl_bench.grpo.trainer import make_env, success_rate
 from derl_bench.meta.config import MetaConfig
@@ -215,12 +215,16 @@ def train_and_score(meta: MetaConfig, reward: MetaReward, run_dir: Path,
         shutil.rmtree(run_dir)
     config = inner_config(meta, reward.expr, run_dir, start_model, data_offset, seed)
     family = resolve_family(config.env_id)  # once for the run's training and its scoring
-    if meta.inner_commands is not None:
-        return _train_and_score_commands(meta, config, reward, family)
-    history, checkpoint = run_training(config, reward=reward, family=family)
-    score, metrics = validation_score(checkpoint, meta, config, family)
-    last_reward = float(history[-1]["reward/mean"]) if history else float("nan")
-    return InnerResult(score, last_reward, checkpoint, metrics)
+    # The command policy draws its training games by seed from the games its base was not
+    # taught on, so a warm start's data offset has nothing to continue: each run draws anew.
+    run = config if meta.inner_commands is None else command_config(meta, config)
+    trained = trainer_for(run).train(run, reward, family)
+    steps = [row for row in trained.history if "reward/mean" in row]  # not validation rows
+    last_reward = float(steps[-1]["reward/mean"]) if steps else float("nan")
+    if trained.score is not None:  # the trainer played the validation games itself
+        return InnerResult(trained.score, last_reward, trained.model, {})
+    score, metrics = validation_score(trained.model, meta, config, family)
+    return InnerResult(score, last_reward, trained.model, metrics)
 
 
 def command_config(meta: MetaConfig, config: TrainConfig) -> CommandGRPOConfig:
@@ -233,17 +237,6 @@ def command_config(meta: MetaConfig, config: TrainConfig) -> CommandGRPOConfig:
         level=config.level or "L0", seed=config.seed,
         validation_games=meta.validation_episodes,
         **(meta.inner_commands or {}))
-
-
-def _train_and_score_commands(meta: MetaConfig, config: TrainConfig,
-                              reward: MetaReward, family: Family) -> InnerResult:
-    # The command policy draws its training games by seed from the games its base was not
-    # taught on, so a warm start's data offset has nothing to continue: each run draws anew.
-    history = train_commands(command_config(meta, config), reward=reward, family=family)
-    steps = [row for row in history if "reward/mean" in row]  # not the validation rows
-    last_reward = float(steps[-1]["reward/mean"]) if steps else float("nan")
-    return InnerResult(float(history[-1]["score"]), last_reward,
-                       config.run_dir / "model", {})
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,19 @@
 """TRL's ``GRPOTrainer`` on derl-bench's envs, rewarded by a compiled Meta-Reward.
 
-- :mod:`~derl_bench.integrations.trl.math`: single-step math (``trainer: trl`` in a math
-  recipe, run by :func:`derl_bench.grpo.dispatch.run_training`): each completion is replayed
-  through the env and scored with the Meta-Reward;
-- :mod:`~derl_bench.integrations.trl.agent`: multi-turn agents through TRL's
-  ``environment_factory``, the env's commands as an ``act`` tool (``trainer: trl`` in an agent
-  recipe, run by ``derl-bench train``).
+- :mod:`~derl_bench.grpo.trl.math`: single-step math: each completion is replayed through the
+  env and scored with the Meta-Reward;
+- :mod:`~derl_bench.grpo.trl.agent`: multi-turn agents through TRL's
+  ``environment_factory``, the env's commands as an ``act`` tool.
+
+A recipe's ``trainer: trl`` chooses them (:class:`derl_bench.grpo.dispatch.TRLTrainer`, by
+the family's episodes); reward discovery's inner runs take math only, their validation
+speaking the paper's protocol, not tool calls.
 
 Both take the run's :class:`~derl_bench.reward.MetaReward` compiled where the run started
 (``reward=``), or compile the recipe's when none is handed down.
 """
 
-from derl_bench.integrations.trl.agent import (
+from derl_bench.grpo.trl.agent import (
     EPISODE_OVER,
     OBSERVATION_TOKENS,
     AgentToolEnv,
@@ -30,7 +32,7 @@ from derl_bench.integrations.trl.agent import (
     train_trl_agent,
     with_tool_template,
 )
-from derl_bench.integrations.trl.math import (
+from derl_bench.grpo.trl.math import (
     TRL_METRICS,
     finish_trl_run,
     train_trl,

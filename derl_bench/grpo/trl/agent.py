@@ -36,7 +36,7 @@ from derl_bench.family import Family, resolve_family
 from derl_bench.grpo.checkpoint import ResumeError
 from derl_bench.grpo.config import ConfigError, TrainConfig, run_reward
 from derl_bench.grpo.trainer import initial_model_path, record_config, step_seeds
-from derl_bench.integrations.trl.math import finish_trl_run, trl_args, trl_peft_config
+from derl_bench.grpo.trl.math import finish_trl_run, trl_args, trl_peft_config
 from derl_bench.reward import MetaReward
 
 OBSERVATION_TOKENS = 256
@@ -256,7 +256,7 @@ def agent_trainer(config: TrainConfig,
     family = family or resolve_family(config.env_id)
     if not family.multi_turn:
         raise ConfigError(f"{config.env_id!r} is not an agent env; "
-                          "derl_bench.integrations.trl.math trains math with TRL")
+                          "derl_bench.grpo.trl.math trains math with TRL")
     if config.env_actors:
         raise ConfigError("env_actors: TRL steps its envs itself; use trainer: compact for Ray")
     from transformers import AutoTokenizer

@@ -1,17 +1,16 @@
-"""TRL's multi-turn GRPOTrainer on derl/ALFWorld-v0 through derl_bench.integrations.trl."""
+"""TRL's multi-turn GRPOTrainer on derl/ALFWorld-v0 through derl_bench.grpo.trl."""
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from derl_bench.grpo.config import ConfigError, TrainConfig
-from derl_bench.integrations.trl import (
+from derl_bench.grpo.trl import (
     EPISODE_OVER,
     AgentToolEnv,
     agent_dataset,
@@ -156,9 +155,18 @@ def test_model_sft_tool_calls_saves_a_tool_calling_tiny_model(data_root, tmp_pat
     assert not (tmp_path / "math").exists()
 
 
-def test_trl_agents_are_rejected_where_the_train_command_does_not_route_them(tmp_path):
-    from derl_bench.grpo.dispatch import run_training
+def test_reward_discovery_refuses_trl_agents_as_inner_runs(tmp_path):
+    # its validation plays the paper's protocol, which a tool-calling agent does not speak
+    from derl_bench.meta import MetaConfig
 
-    with pytest.raises(ConfigError, match="integrations.trl"):
-        run_training(_config(tmp_path, "tiny"))
-    assert not os.path.exists(tmp_path / "run" / "trl")
+    with pytest.raises(ConfigError, match="inner.trainer: trl"):
+        MetaConfig(inner=_config(tmp_path, "tiny").to_dict(), output_dir=str(tmp_path / "m"))
+    assert not (tmp_path / "m").exists()
+
+
+def test_trainer_for_chooses_by_name_and_refuses_an_unknown_name():
+    from derl_bench.grpo.dispatch import TRLTrainer, trainer_for
+
+    assert isinstance(trainer_for("trl"), TRLTrainer)
+    with pytest.raises(ConfigError, match="trainer must be one of compact, trl, commands"):
+        trainer_for("verl")

@@ -146,7 +146,7 @@ def train_trl(config: TrainConfig, resume: bool = False, reward: MetaReward | No
     family = family or resolve_family(config.env_id)
     if family.multi_turn:
         raise ConfigError(f"train_trl handles single-step math envs, not {config.env_id!r}; "
-                          "agents train with TRL through derl_bench.integrations.trl")
+                          "agents train with TRL through derl_bench.grpo.trl")
     config.check_machine()
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
