@@ -66,10 +66,13 @@ def run_compact(model: Path, out: Path, args: argparse.Namespace) -> dict:
 
 
 def run_trl(model: Path, out: Path, args: argparse.Namespace) -> dict:
+    from derl_bench.family import resolve_family
+    from derl_bench.grpo.config import compile_run_reward
     from derl_bench.grpo.trl import agent_trainer, meta_reward_funcs
 
     cfg = config(model, out, args, "trl")
-    reward, success = meta_reward_funcs(cfg)
+    family = resolve_family(cfg.env_id)
+    reward, success = meta_reward_funcs(cfg, compile_run_reward(cfg, family=family), family)
     lengths: list[int] = []
 
     def meta_reward(environments, **kwargs):  # the adapter's reward, counting env steps
@@ -77,7 +80,7 @@ def run_trl(model: Path, out: Path, args: argparse.Namespace) -> dict:
         return reward(environments, **kwargs)
 
     start = time.perf_counter()
-    agent_trainer(cfg, [meta_reward, success]).train()
+    agent_trainer(cfg, [meta_reward, success], family).train()
     seconds = time.perf_counter() - start
     return summary(seconds, len(lengths), sum(lengths))
 

@@ -165,7 +165,7 @@ class TRLTrainer(_LLMTrainer):
 
         check_data(config, family)
         run = train_trl_agent if family.multi_turn else train_trl
-        history = run(config, resume=resume, reward=reward, family=family)
+        history = run(config, reward, family, resume=resume)
         return Trained(history, config.run_dir / "final-model")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from derl_bench.family import resolve_family
 from derl_bench.grpo.config import ConfigError, TrainConfig
 from derl_bench.grpo.trl import (
     EPISODE_OVER,
@@ -55,7 +56,7 @@ def tool_model(data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 def test_act_steps_the_env_and_records_primitives(data_root):
-    env = AgentToolEnv(ENV, {"level": "L0"}, max_steps=2)
+    env = AgentToolEnv(ENV, resolve_family(ENV), {"level": "L0"}, max_steps=2)
     first = env.reset(game_index=0, prompt=[])  # TRL passes the whole row, prompt included
     assert "Your task is to" in first and env.commands == []
     answers = [env.act("look"), env.act("inventory")]
@@ -68,8 +69,8 @@ def test_act_steps_the_env_and_records_primitives(data_root):
 
 
 def test_scienceworld_plays_through_the_same_tool(data_root):
-    with AgentToolEnv("derl/ScienceWorld-v0", {"level": "L0", "max_episode_steps": 1},
-                      max_steps=5) as env:
+    with AgentToolEnv("derl/ScienceWorld-v0", resolve_family("derl/ScienceWorld-v0"),
+                      {"level": "L0", "max_episode_steps": 1}, max_steps=5) as env:
         assert env.reset(reset_seed=3) and env.primitive_steps == []
         answer = env.act("look around")
     assert answer.endswith(EPISODE_OVER) and env.commands == ["look around"]
@@ -80,7 +81,7 @@ def test_scienceworld_plays_through_the_same_tool(data_root):
 
 def test_a_math_env_is_rejected():
     with pytest.raises(ConfigError, match="not an agent env"):
-        AgentToolEnv("derl/GSM8K-v0")
+        AgentToolEnv("derl/GSM8K-v0", resolve_family("derl/GSM8K-v0"))
 
 
 def test_the_tiny_template_gains_tool_calls(tmp_path):
@@ -97,8 +98,8 @@ def test_trl_grpo_trains_two_steps_on_alfworld_through_the_adapter(tool_model, t
                                                                    monkeypatch):
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     config = _config(tmp_path, str(tool_model))
-    reward, success = meta_reward_funcs(config)
     compiled = compile_reward(REWARD, env=ENV)
+    reward, success = meta_reward_funcs(config, compiled, resolve_family(ENV))
     seen: list[tuple[list[list[str]], list[float], np.ndarray]] = []
 
     def meta_reward(environments, **kwargs):  # the adapter's reward, with what it scored kept
@@ -109,7 +110,7 @@ def test_trl_grpo_trains_two_steps_on_alfworld_through_the_adapter(tool_model, t
         return values
 
     meta_reward.__name__ = "meta_reward"
-    trainer = agent_trainer(config, [meta_reward, success])
+    trainer = agent_trainer(config, [meta_reward, success], resolve_family(ENV))
     trainer.train()
     assert trainer.state.global_step == 2 and len(seen) == 2
     calls = [c for batch, _, _ in seen for episode in batch for c in episode]

@@ -9,8 +9,8 @@ A recipe's ``trainer: trl`` chooses them (:class:`derl_bench.grpo.dispatch.TRLTr
 the family's episodes); reward discovery's inner runs take math only, their validation
 speaking the paper's protocol, not tool calls.
 
-Both take the run's :class:`~derl_bench.reward.MetaReward` compiled where the run started
-(``reward=``), or compile the recipe's when none is handed down.
+Both take the run's :class:`~derl_bench.reward.MetaReward` and its family, compiled and
+resolved where the run started.
 """
 
 from derl_bench.grpo.trl.agent import (

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from derl_bench.family import Family, resolve_family
+from derl_bench.family import Family
 from derl_bench.grpo.checkpoint import ResumeError
 from derl_bench.grpo.config import ConfigError, TrainConfig, run_reward
 from derl_bench.grpo.trainer import initial_model_path, record_config, step_seeds
@@ -62,14 +62,14 @@ class AgentToolEnv:
 
     TRL offers every public method but ``reset`` to the model as a tool, so :meth:`act` is the
     only other one; ``with AgentToolEnv(...) as env:`` closes the env (TRL keeps its envs for
-    the whole run). ``family``: the env's family, resolved where the run started (else here).
+    the whole run). ``family``: the env's family, resolved where the run started.
     """
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None,
-                 max_steps: int = 30, family: Family | None = None) -> None:
+    def __init__(self, env_id: str, family: Family, env_kwargs: dict[str, Any] | None = None,
+                 max_steps: int = 30) -> None:
         import gymnasium as gym
 
-        if not (family or resolve_family(env_id)).multi_turn:
+        if not family.multi_turn:
             raise ConfigError(f"{env_id!r} is not an agent env; AgentToolEnv needs one")
         # As in the compact trainer, an explicit ``max_episode_steps`` among the env's kwargs wins.
         self._env = gym.make(env_id, **{"max_episode_steps": max_steps, **(env_kwargs or {})})
@@ -112,22 +112,18 @@ class AgentToolEnv:
         return f"{obs}\n{EPISODE_OVER}" if self.done else str(obs)
 
 
-def environment_factory(config: TrainConfig, family: Family | None = None,
-                        ) -> Callable[[], AgentToolEnv]:
+def environment_factory(config: TrainConfig, family: Family) -> Callable[[], AgentToolEnv]:
     """What ``GRPOTrainer(environment_factory=...)`` calls to build each env of a run; every
-    env gets the run's ``family`` (resolved here when not handed down)."""
-    return functools.partial(AgentToolEnv, config.env_id, config.env_make_kwargs(),
-                             config.max_episode_steps,
-                             family=family or resolve_family(config.env_id))
+    env gets the run's ``family``."""
+    return functools.partial(AgentToolEnv, config.env_id, family, config.env_make_kwargs(),
+                             config.max_episode_steps)
 
 
-def meta_reward_funcs(config: TrainConfig, reward: MetaReward | None = None,
-                      family: Family | None = None) -> list[Callable[..., list[float]]]:
-    """Reward functions for TRL: the compiled Meta-Reward (``reward`` as handed down, else
-    ``config``'s compiled here) over each episode's recorded primitives, and the success rate
-    (logged with weight 0) of the success primitive of ``family`` (the run's, else resolved
-    here)."""
-    family = family or resolve_family(config.env_id)
+def meta_reward_funcs(config: TrainConfig, reward: MetaReward, family: Family,
+                      ) -> list[Callable[..., list[float]]]:
+    """Reward functions for TRL: the run's compiled Meta-Reward over each episode's recorded
+    primitives, and the success rate (logged with weight 0) of the success primitive of the
+    run's ``family``."""
     reward = run_reward(config, reward, family=family)
     success_name = family.spec.success_primitive
 
@@ -246,14 +242,12 @@ def agent_trl_args(config: TrainConfig, trl_dir: Path) -> Any:
                     max_tool_calling_iterations=config.max_episode_steps)
 
 
-def agent_trainer(config: TrainConfig,
-                  reward_funcs: list[Callable[..., list[float]]] | None = None,
-                  family: Family | None = None) -> Any:
+def agent_trainer(config: TrainConfig, reward_funcs: list[Callable[..., list[float]]],
+                  family: Family) -> Any:
     """TRL's ``GRPOTrainer`` for an agent recipe, playing the env through :class:`AgentToolEnv`;
-    ``reward_funcs`` (default :func:`meta_reward_funcs`) must match ``config``'s two reward
+    ``reward_funcs`` (:func:`meta_reward_funcs`, or others) must match ``config``'s two reward
     weights (Meta-Reward, then the zero-weight success rate). ``family``: the run's family,
-    resolved where it started (else here)."""
-    family = family or resolve_family(config.env_id)
+    resolved where it started."""
     if not family.multi_turn:
         raise ConfigError(f"{config.env_id!r} is not an agent env; "
                           "derl_bench.grpo.trl.math trains math with TRL")
@@ -265,7 +259,7 @@ def agent_trainer(config: TrainConfig,
     start_path = initial_model_path(config)
     tokenizer = with_tool_template(AutoTokenizer.from_pretrained(start_path))
     # TRL's list type is invariant
-    funcs: list[Any] = reward_funcs or meta_reward_funcs(config, family=family)
+    funcs: list[Any] = reward_funcs
     return GRPOTrainer(model=start_path, reward_funcs=funcs,
                        args=agent_trl_args(config, config.run_dir / "trl"),
                        train_dataset=agent_dataset(config), processing_class=tokenizer,
@@ -273,20 +267,18 @@ def agent_trainer(config: TrainConfig,
                        peft_config=trl_peft_config(config))
 
 
-def train_trl_agent(config: TrainConfig, resume: bool = False,
-                    reward: MetaReward | None = None, family: Family | None = None,
-                    ) -> list[dict[str, float]]:
+def train_trl_agent(config: TrainConfig, reward: MetaReward, family: Family,
+                    resume: bool = False) -> list[dict[str, float]]:
     """Run agent GRPO with TRL's multi-turn trainer; returns the per-step metrics. ``reward``
-    is the run's Meta-Reward compiled where the run started (else it is compiled here), and
-    ``family`` its family, resolved there (else here)."""
+    is the run's Meta-Reward and ``family`` its family, compiled and resolved where the run
+    started (:class:`derl_bench.grpo.dispatch.TRLTrainer`)."""
     from transformers.trainer_utils import get_last_checkpoint
 
     trl_dir = config.run_dir / "trl"
     last = get_last_checkpoint(str(trl_dir)) if trl_dir.is_dir() else None
     if resume and last is None:
         raise ResumeError(f"--resume: no checkpoint under {trl_dir}")
-    family = family or resolve_family(config.env_id)
-    # The Meta-Reward is compiled (and a bad one rejected) before the run directory is written.
+    # The handed Meta-Reward is checked to be the config's before the run directory is written.
     reward_funcs = meta_reward_funcs(config, reward, family)
     record_config(config, resume)
     trainer = agent_trainer(config, reward_funcs, family)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from derl_bench.family import Family, resolve_family
+from derl_bench.family import Family
 from derl_bench.grpo.config import ConfigError, TrainConfig, run_reward
 from derl_bench.grpo.runlog import METRICS_FILE, plot_curve
 from derl_bench.grpo.trainer import (
@@ -49,10 +49,10 @@ TRL_METRICS = {
 """TRL's log keys -> the compact trainer's metric names."""
 
 
-def _replay_reward(config: TrainConfig, family: Family, reward: MetaReward | None = None,
+def _replay_reward(config: TrainConfig, family: Family, reward: MetaReward,
                    ) -> tuple[Any, Any]:
-    """Reward functions for TRL: the Meta-Reward (``reward`` as handed down, else
-    ``config``'s compiled here), and the success rate (logged, weight 0)."""
+    """Reward functions for TRL: the run's Meta-Reward, and the success rate (logged, weight
+    0)."""
     reward = run_reward(config, reward, family=family)
     env = make_env(config, family)
 
@@ -138,12 +138,11 @@ def trl_peft_config(config: TrainConfig) -> Any:
     return LoraSpec.from_dict(config.lora).peft_config() if config.lora is not None else None
 
 
-def train_trl(config: TrainConfig, resume: bool = False, reward: MetaReward | None = None,
-              family: Family | None = None) -> list[dict[str, float]]:
+def train_trl(config: TrainConfig, reward: MetaReward, family: Family,
+              resume: bool = False) -> list[dict[str, float]]:
     """Run single-step math GRPO with TRL; returns the per-step metrics (compact-trainer names).
-    ``reward`` is the run's Meta-Reward compiled where the run started (else it is compiled
-    here); ``family`` is the run's family, resolved where it started (else here)."""
-    family = family or resolve_family(config.env_id)
+    ``reward`` is the run's Meta-Reward and ``family`` its family, compiled and resolved where
+    the run started (:class:`derl_bench.grpo.dispatch.TRLTrainer`)."""
     if family.multi_turn:
         raise ConfigError(f"train_trl handles single-step math envs, not {config.env_id!r}; "
                           "agents train with TRL through derl_bench.grpo.trl")
