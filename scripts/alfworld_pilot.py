@@ -175,11 +175,12 @@ def _episodes(model: str, split: str, games: Callable[[int], list[dict[str, Any]
     torch.set_num_threads(1)
     net, tokenizer = load_model_and_tokenizer(model)
     config = CommandGRPOConfig(model=model, env_id="derl/ALFWorld-v0", envs=16)
-    envs = make_envs(config, split, config.envs)
+    family = resolve_family(config.env_id)
+    envs = make_envs(config, family, split, config.envs)
     sampled = {"temperature": temperature} if temperature else {"greedy": True}
     try:
         episodes = play(envs, CommandPolicy(net.eval(), tokenizer), games(game_count(envs[0])),
-                        command_parts(resolve_family(config.env_id)).view(model_view(model))
+                        command_parts(family).view(model_view(model))
                         .state, seed=seed,
                         respond=respond, **sampled)
     finally:

@@ -92,7 +92,8 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
     from derl_bench.policies.command_model import command_parts, model_view
 
     # A model folder names the view it was built for; the policy reads that one.
-    parts = command_parts(family or resolve_family(env_id))
+    family = family or resolve_family(env_id)  # an entry point: once, here, when not handed
+    parts = command_parts(family)
     parts = parts.view(None if isinstance(model, CommandPolicy) else model_view(model))
     if state_factory is None:
         state_factory = parts.state

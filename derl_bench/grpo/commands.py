@@ -201,11 +201,11 @@ def check_pool(config: CommandGRPOConfig, family: Family) -> np.ndarray:
                                                  data_root=config.data_root)))
 
 
-def make_envs(config: CommandGRPOConfig, split: str, n: int) -> list[Any]:
-    """``n`` envs of ``split`` behind the think/action parser (its ``format_valid``)."""
+def make_envs(config: CommandGRPOConfig, family: Family, split: str, n: int) -> list[Any]:
+    """``n`` envs of ``split`` behind ``family``'s think/action parser (its ``format_valid``)."""
     from derl_bench.rollout.commands import command_envs
 
-    return command_envs(config.env_id, config.level, split, n,
+    return command_envs(config.env_id, config.level, split, n, family=family,
                         max_episode_steps=config.max_episode_steps, data_root=config.data_root,
                         think_action=True)
 
@@ -361,8 +361,8 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     model, tokenizer = load_model_and_tokenizer(str(out / CHECKPOINT / "model") if resume
                                                 else config.model)
     # the envs too: a data root without the dataset is refused before the folder is a run
-    envs = make_envs(config, "train", config.envs)
-    val_envs = make_envs(config, "validation", config.envs)
+    envs = make_envs(config, family, "train", config.envs)
+    val_envs = make_envs(config, family, "validation", config.envs)
     out.mkdir(parents=True, exist_ok=True)
     # The settings before anything else the run writes, as a recipe that runs the same run
     # again (and marks the folder as a run, which --overwrite may replace); but only once the

@@ -35,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from derl_bench.family import Family, resolve_family
+from derl_bench.family import Family
 from derl_bench.policies.commands import (
     CommandPolicy,
     StateIds,
@@ -101,15 +101,14 @@ class _Running:
     teacher: str | None
 
 
-def command_envs(env_id: str, level: str, split: str, n: int, *,
+def command_envs(env_id: str, level: str, split: str, n: int, *, family: Family,
                  max_episode_steps: int | None = None, data_root: str | None = None,
-                 teacher: bool = False, think_action: bool = False,
-                 family: Family | None = None) -> list[gym.Env]:
+                 teacher: bool = False, think_action: bool = False) -> list[gym.Env]:
     """``n`` envs of ``level``'s ``split`` for :func:`play`: ``teacher`` puts the teacher's
     command in ``info``; ``think_action`` sends each command through the think/action parser
     (the card's ``action_parser``: its ``format_valid``), as an LLM's response would reach the
-    env. That parser is ``family``'s (``env_id``'s :class:`~derl_bench.family.Family`, where
-    the caller resolved it; found from ``env_id`` otherwise)."""
+    env. That parser is ``family``'s (``env_id``'s :class:`~derl_bench.family.Family`, resolved
+    where the caller started)."""
     from derl_bench.observers.think_action import ThinkActionWrapper
 
     kwargs: dict[str, Any] = {"level": level, "split": split}
@@ -122,8 +121,7 @@ def command_envs(env_id: str, level: str, split: str, n: int, *,
     envs = [gym.make(env_id, **kwargs) for _ in range(n)]
     if not think_action:
         return envs
-    parser = (family or resolve_family(env_id)).action_parser
-    return [ThinkActionWrapper(env, parser) for env in envs]
+    return [ThinkActionWrapper(env, family.action_parser) for env in envs]
 
 
 def game_count(env: gym.Env) -> int:

@@ -82,10 +82,10 @@ class DaggerConfig:
     model folder records it, so training and evaluation read the same view."""
 
 
-def _make_envs(config: DaggerConfig, n: int) -> list[Any]:
+def _make_envs(config: DaggerConfig, family: Family, n: int) -> list[Any]:
     from derl_bench.rollout.commands import command_envs
 
-    return command_envs(config.env_id, config.level, "train", n, teacher=True,
+    return command_envs(config.env_id, config.level, "train", n, family=family, teacher=True,
                         max_episode_steps=config.max_episode_steps, data_root=config.data_root)
 
 
@@ -179,7 +179,7 @@ def run_dagger(config: DaggerConfig, log: Any = None,
     policy = CommandPolicy(model, tokenizer)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
                                   weight_decay=0.0)
-    envs = _make_envs(config, config.envs)
+    envs = _make_envs(config, family, config.envs)
     total = game_count(envs[0])
     pool = [{"index": int(i)} for i in rng.permutation(total)[:config.pool]]
     if config.bc_games > len(pool):

@@ -127,7 +127,6 @@ ENTRIES: dict[str, int] = {
     "derl_bench.policies.policy:LLMPolicy.__init__": 1,
     "derl_bench.reward.primitives:_named_family_primitives": 1,
     "derl_bench.reward.primitives:_named_set": 1,
-    "derl_bench.rollout.commands:command_envs": 1,
     "derl_bench.sft.__init__:SFTConfig.__post_init__": 1,
     "derl_bench.sft.dagger:run_dagger": 1,
 }
