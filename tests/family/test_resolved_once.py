@@ -185,3 +185,35 @@ def test_an_evaluation_handed_its_family_looks_nothing_up(family, no_lookups):
     record, results = evaluate(ENV, "L0", "oracle", limit=3, family=family)
     assert record["env"]["id"] == ENV and len(results) == record["setup"]["episodes"] == 3
     assert record["results"]["success_rate"]["mean"] == 1.0
+
+
+def test_train_of_a_command_recipe_resolves_once_and_compiles_once(tmp_path, data_root,
+                                                                    monkeypatch):
+    # the command resolves and compiles where it starts; its trainer and everything below it
+    # are handed both
+    from derl_bench.cli import main
+    from derl_bench.policies.command_model import init_command_model
+    from derl_bench.reward.meta_reward import MetaReward
+
+    base = init_command_model(tmp_path / "base", "derl/ALFWorld-v0")
+    recipe = tmp_path / "commands.yaml"
+    recipe.write_text(f"trainer: commands\nenv_id: derl/ALFWorld-v0\nmodel: {base}\n"
+                      "meta_reward: success\nsteps: 1\ngames_per_step: 1\ngroup_size: 2\n"
+                      "pool: 2\nvalidation_games: 1\nenvs: 2\nnum_threads: 1\n"
+                      "max_episode_steps: 3\n")
+    looked_up: list[str] = []
+    compiled: list[str] = []
+    real_spec, real_init = family_module.family_spec, MetaReward.__init__
+
+    def spec(name: object) -> object:
+        looked_up.append(str(name))
+        return real_spec(name)  # type: ignore[arg-type]
+
+    def init(self: MetaReward, expr: str, *args: object, **kwargs: object) -> None:
+        compiled.append(expr)
+        real_init(self, expr, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(family_module, "family_spec", spec)
+    monkeypatch.setattr(MetaReward, "__init__", init)
+    assert main(["train", str(recipe), "--output", str(tmp_path / "run")]) == 0
+    assert looked_up == ["derl/ALFWorld-v0"] and compiled == ["success"]
