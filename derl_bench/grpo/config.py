@@ -172,8 +172,9 @@ class TrainConfig:
         from derl_bench.envs.items import env_settings_problem
         from derl_bench.family import find_family
 
-        problem = env_settings_problem(find_family(self.env_id), self.env_id, self.level,
-                                       self.env_kwargs)
+        # only a level is checked against the card: a config without one looks nothing up
+        family = None if self.level is None else find_family(self.env_id)
+        problem = env_settings_problem(family, self.env_id, self.level, self.env_kwargs)
         if problem:
             raise ConfigError(problem)
 

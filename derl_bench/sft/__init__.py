@@ -76,8 +76,9 @@ class SFTConfig:
                   else [])])
         if not 0.0 <= self.format_dropout <= 1.0:
             raise ValueError(f"format_dropout must be in [0, 1], got {self.format_dropout}")
-        problem = env_settings_problem(find_family(self.env_id), self.env_id, self.level,
-                                       self.env_kwargs)
+        # only a level is checked against the card: a config without one looks nothing up
+        family = None if self.level is None else find_family(self.env_id)
+        problem = env_settings_problem(family, self.env_id, self.level, self.env_kwargs)
         if problem:
             raise ValueError(problem)
 

@@ -187,20 +187,11 @@ def test_an_evaluation_handed_its_family_looks_nothing_up(family, no_lookups):
     assert record["results"]["success_rate"]["mean"] == 1.0
 
 
-def test_train_of_a_command_recipe_resolves_once_and_compiles_once(tmp_path, data_root,
-                                                                    monkeypatch):
-    # the command resolves and compiles where it starts; its trainer and everything below it
-    # are handed both
-    from derl_bench.cli import main
-    from derl_bench.policies.command_model import init_command_model
+def counted(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """From here on, the names looked up (``family_spec``, which every lookup goes through) and
+    the expressions compiled (a :class:`~derl_bench.reward.MetaReward` made), in order."""
     from derl_bench.reward.meta_reward import MetaReward
 
-    base = init_command_model(tmp_path / "base", "derl/ALFWorld-v0")
-    recipe = tmp_path / "commands.yaml"
-    recipe.write_text(f"trainer: commands\nenv_id: derl/ALFWorld-v0\nmodel: {base}\n"
-                      "meta_reward: success\nsteps: 1\ngames_per_step: 1\ngroup_size: 2\n"
-                      "pool: 2\nvalidation_games: 1\nenvs: 2\nnum_threads: 1\n"
-                      "max_episode_steps: 3\n")
     looked_up: list[str] = []
     compiled: list[str] = []
     real_spec, real_init = family_module.family_spec, MetaReward.__init__
@@ -215,5 +206,34 @@ def test_train_of_a_command_recipe_resolves_once_and_compiles_once(tmp_path, dat
 
     monkeypatch.setattr(family_module, "family_spec", spec)
     monkeypatch.setattr(MetaReward, "__init__", init)
+    return looked_up, compiled
+
+
+def test_train_resolves_once_and_compiles_once(tmp_path, monkeypatch):
+    # the command resolves and compiles where it starts; its trainer and everything below it
+    # are handed both
+    from derl_bench.cli import main
+
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(f"env_id: {ENV}\nmodel: tiny\nmeta_reward: outcome\nsteps: 1\n"
+                      "group_size: 2\nprompts_per_step: 1\nmax_new_tokens: 8\n"
+                      "tensorboard: false\nprogress: false\n")
+    looked_up, compiled = counted(monkeypatch)
+    assert main(["train", str(recipe), "--output", str(tmp_path / "run")]) == 0
+    assert looked_up == [ENV] and compiled == ["outcome"]
+
+
+def test_train_of_a_command_recipe_resolves_once_and_compiles_once(tmp_path, data_root,
+                                                                    monkeypatch):
+    from derl_bench.cli import main
+    from derl_bench.policies.command_model import init_command_model
+
+    base = init_command_model(tmp_path / "base", "derl/ALFWorld-v0")
+    recipe = tmp_path / "commands.yaml"
+    recipe.write_text(f"trainer: commands\nenv_id: derl/ALFWorld-v0\nmodel: {base}\n"
+                      "meta_reward: success\nsteps: 1\ngames_per_step: 1\ngroup_size: 2\n"
+                      "pool: 2\nvalidation_games: 1\nenvs: 2\nnum_threads: 1\n"
+                      "max_episode_steps: 3\n")
+    looked_up, compiled = counted(monkeypatch)
     assert main(["train", str(recipe), "--output", str(tmp_path / "run")]) == 0
     assert looked_up == ["derl/ALFWorld-v0"] and compiled == ["success"]
