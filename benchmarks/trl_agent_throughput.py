@@ -72,7 +72,7 @@ def run_trl(model: Path, out: Path, args: argparse.Namespace) -> dict:
 
     cfg = config(model, out, args, "trl")
     family = resolve_family(cfg.env_id)
-    reward, success = meta_reward_funcs(cfg, compile_run_reward(cfg, family=family), family)
+    reward, success = meta_reward_funcs(cfg, compile_run_reward(cfg, family), family)
     lengths: list[int] = []
 
     def meta_reward(environments, **kwargs):  # the adapter's reward, counting env steps

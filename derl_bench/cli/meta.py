@@ -45,7 +45,8 @@ def _run(args: argparse.Namespace) -> int:
             inner.env_id, config.eval_levels or [], limit=config.eval_limit,
             max_new_tokens=inner.max_new_tokens, model_label=inner.model,
             env_kwargs={k: v for k, v in inner.env_kwargs.items()
-                        if k not in ("split", "level")})
+                        if k not in ("split", "level")},
+            family=config.family)
         result = run_meta(config, evaluate=evaluate if config.eval_levels else None,
                           resume=args.resume)
     if result.best_expr is None:

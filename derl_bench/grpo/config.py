@@ -370,25 +370,26 @@ def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
     return config_from_dict({**asdict(config), **changes})
 
 
-def compile_run_reward(config: TrainConfig, domain: str | None = None,
-                       family: Family | None = None) -> MetaReward:
+def compile_run_reward(config: TrainConfig, family: Family,
+                       domain: str | None = None) -> MetaReward:
     """``config.meta_reward`` compiled under ``config.reward_semantics``, against the
-    primitives ``config.env_id`` declares (its ``family``'s card, where the caller resolved
-    it; or those of ``domain``, a family, for an env that is not a derl id). Where a run
-    starts (the ``train`` command, a meta loop's inner runs) it is compiled once, and the
+    primitives ``config.env_id`` declares (its ``family``'s card, resolved by the caller; or
+    those of ``domain``, a family, for an env that is not a derl id). Where a run starts (the
+    ``train`` command, a meta loop's inner runs) it is compiled once, and the
     :class:`~derl_bench.reward.MetaReward` is handed down to the trainer."""
-    source = domain or (config.env_id if family is None
-                        else primitive_set(config.env_id, family))
+    source = domain or primitive_set(config.env_id, family)
     return compile_reward(config.meta_reward, source, semantics=config.reward_semantics)
 
 
-def run_reward(config: TrainConfig, reward: MetaReward | None = None,
-               domain: str | None = None, family: Family | None = None) -> MetaReward:
-    """The Meta-Reward a run of ``config`` trains on: ``reward``, as handed down, checked to be
-    the config's (its text, semantics and primitives: ``config.yaml`` records the text), or
-    the config's compiled here (:func:`compile_run_reward`) when none was handed down."""
+def run_reward(config: TrainConfig, reward: MetaReward | None, family: Family,
+               domain: str | None = None) -> MetaReward:
+    """The Meta-Reward a run of ``config`` trains on, where a public entry point (``train``,
+    ``train_population``) starts: ``reward``, as its caller handed it, checked to be the
+    config's (its text, semantics and primitives: ``config.yaml`` records the text), or the
+    config's compiled there (:func:`compile_run_reward`) when the caller handed none. Below
+    the entry the reward is handed down as it is."""
     if reward is None:
-        return compile_run_reward(config, domain, family)
+        return compile_run_reward(config, family, domain)
     expected = (config.meta_reward, config.reward_semantics, domain or config.env_id)
     if (reward.expr, reward.semantics, reward.domain) != expected:
         raise ConfigError(f"the Meta-Reward handed to the run, {reward!r} over "

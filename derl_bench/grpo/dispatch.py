@@ -128,7 +128,7 @@ class _LLMTrainer:
         check_env(config, family)
 
     def compile(self, config: TrainConfig, family: Family) -> MetaReward:
-        return compile_run_reward(config, family=family)
+        return compile_run_reward(config, family)
 
 
 class CompactTrainer(_LLMTrainer):

@@ -48,7 +48,7 @@ import torch
 from derl_bench.family import Family, resolve_family
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.checkpoint import checkpoints_dir, quiet_transformers, save_checkpoint
-from derl_bench.grpo.config import TINY_MODEL, TrainConfig
+from derl_bench.grpo.config import TINY_MODEL, TrainConfig, run_reward
 from derl_bench.grpo.loss import (
     LOGPROB_CHUNK,
     aggregate,
@@ -86,9 +86,9 @@ MEMBER_FIELDS = frozenset({"meta_reward", "name", "output_dir", "seed", "data_of
 """Fields in which the members of one population may differ; every other field is shared."""
 
 
-def population_support(config: TrainConfig, family: Family | None = None) -> str | None:
+def population_support(config: TrainConfig, family: Family) -> str | None:
     """Why runs of ``config`` cannot train as a population (``None``: they can); ``family``:
-    ``config.env_id``'s, resolved by the caller (else here, where a reason needs it)."""
+    ``config.env_id``'s, resolved by the caller."""
     if config.trainer != "compact":
         return f"trainer {config.trainer!r} (only the compact trainer trains populations)"
     if config.backend != "transformers":
@@ -97,7 +97,7 @@ def population_support(config: TrainConfig, family: Family | None = None) -> str
         return "env_actors (a multi-turn setting)"
     if config.lora is not None:
         return "lora (a population stacks whole models; LoRA inner runs train separately)"
-    if (family or resolve_family(config.env_id)).multi_turn:
+    if family.multi_turn:
         return f"{config.env_id} is multi-turn (populations train single-step envs)"
     if config.model != TINY_MODEL:
         from transformers import AutoConfig
@@ -367,9 +367,7 @@ def member_optimizer_state(optimizer: torch.optim.Optimizer, index: int) -> dict
             "param_groups": copy.deepcopy(state["param_groups"])}
 
 
-def _check(configs: Sequence[TrainConfig], family: Family | None) -> None:
-    if not configs:
-        raise ValueError("a population needs at least one run")
+def _check(configs: Sequence[TrainConfig], family: Family) -> None:
     keys = [population_key(c) for c in configs]
     if any(k != keys[0] for k in keys[1:]):
         differ = sorted({k for c in configs[1:] for k, v in c.to_dict().items()
@@ -401,17 +399,19 @@ def train_population(configs: Sequence[TrainConfig],
     the runs' Meta-Rewards compiled where they started (else each config's is compiled
     here); ``family`` is their env's family, resolved where they started (else here, once
     for the population, and handed down)."""
-    _check(configs, family)
+    if not configs:
+        raise ValueError("a population needs at least one run")
     first = configs[0]
-    first.check_machine()
     family = family or resolve_family(first.env_id)
+    _check(configs, family)
+    first.check_machine()
     spec = family.spec
     members = len(configs)
     if meta_rewards is not None and len(meta_rewards) != members:
         raise ValueError(f"{members} runs but {len(meta_rewards)} Meta-Rewards")
     # A bad expression fails before any write.
-    scores = [meta_reward_fn(c, reward=None if meta_rewards is None else meta_rewards[i],
-                             family=family)
+    scores = [meta_reward_fn(run_reward(c, None if meta_rewards is None else meta_rewards[i],
+                                        family))
               for i, c in enumerate(configs)]
     for config in configs:
         record_config(config, resume=False)

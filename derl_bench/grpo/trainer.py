@@ -172,12 +172,9 @@ def prepare_lora(model: Any, config: TrainConfig, base_path: str) -> Any:
     return model
 
 
-def meta_reward_fn(config: TrainConfig, domain: str | None = None,
-                   reward: MetaReward | None = None, family: Family | None = None) -> RewardFn:
-    """Score episodes with the run's Meta-Reward (``reward`` as handed down, else
-    ``config``'s compiled here; see :func:`~derl_bench.grpo.config.run_reward`) over their
+def meta_reward_fn(reward: MetaReward) -> RewardFn:
+    """Score episodes with the run's Meta-Reward, compiled where the run started, over their
     per-step primitives."""
-    reward = run_reward(config, reward, domain, family)
 
     def score(episodes: Sequence[Episode]) -> np.ndarray:
         return np.asarray(reward.episodic_from_steps([e.primitive_steps for e in episodes]),
@@ -186,15 +183,14 @@ def meta_reward_fn(config: TrainConfig, domain: str | None = None,
     return score
 
 
-def make_env(config: TrainConfig, family: Family | None = None) -> Any:
+def make_env(config: TrainConfig, family: Family) -> Any:
     """The run's env; agent envs take whole ``<think>…<action>…`` responses, parsed by the
-    card's action parser (``family``: the run's resolved family, else resolved here)."""
+    card's action parser (``family``: the run's, resolved where it started)."""
     import gymnasium as gym
 
     from derl_bench.observers.think_action import ThinkActionWrapper
 
     kwargs = config.env_make_kwargs()
-    family = family or resolve_family(config.env_id)
     if family.spec.multi_turn:
         # an explicit cap among the env's kwargs wins over the config's
         kwargs.setdefault("max_episode_steps", config.max_episode_steps)
@@ -300,8 +296,8 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     spec = parts.spec
     config.check_machine()
     # A bad expression fails before any write.
-    score = reward_fn or meta_reward_fn(config, None if env_factory is None else spec.domain,
-                                        reward, parts)
+    score = reward_fn or meta_reward_fn(run_reward(
+        config, reward, parts, None if env_factory is None else spec.domain))
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
         raise ResumeError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")

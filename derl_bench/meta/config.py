@@ -227,12 +227,14 @@ class MetaConfig:
                 raise ConfigError(f"inner: {err}") from None
         elif not isinstance(self.inner, TrainConfig):
             raise ConfigError("inner must be a mapping of TrainConfig fields")
+        # once for the checks below and the whole run (:attr:`family`); an env without a card
+        # has no card to check against
+        family = find_family(self.inner.env_id)
+        self._family = family
         # the method's own refusals may read the inner recipe (a control reads its task's card)
         problem = method.check(self) if method.check is not None else None
         if problem:
             raise ConfigError(problem)
-        # once for the checks below; an env without a card has no card to check against
-        family = find_family(self.inner.env_id)
         if self.inner.trainer == "trl" and family is not None and family.multi_turn:
             # validation plays the inner policy with the paper's prompt and action parser,
             # while TRL's agents speak tool calls: scored there, they would measure nothing
@@ -327,6 +329,19 @@ class MetaConfig:
     @property
     def run_dir(self) -> Path:
         return Path(self.output_dir or Path("runs") / self.name)
+
+    @property
+    def family(self) -> Family:
+        """The inner env's family, resolved once where the config was made and handed down
+        to every stage of the run (it travels with the config into worker processes).
+        Raises :class:`~derl_bench.family.UnknownFamilyError` for an env id no card defines,
+        which a meta run cannot train."""
+        if self._family is None:
+            from derl_bench.family import UnknownFamilyError
+
+            raise UnknownFamilyError(f"{self.inner.env_id!r} is not a derl-bench env id: a "
+                                     "meta run trains on an env a card defines")
+        return self._family
 
     @property
     def search_method(self) -> Method:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from derl_bench.reward import MetaRewardError, compile_reward, random_expression
+from derl_bench.reward import MetaRewardError, PrimitiveSet, compile_reward, random_expression
 from derl_bench.reward.canonical import to_text
 from derl_bench.reward.nodes import Agg, Call, Neg, Node, Pow, Prod, Sum, children
 from derl_bench.reward.parser import parse
@@ -62,7 +62,7 @@ def replace_subtree(node: Node, path: Path, new: Node) -> Node:
     return _with_child(node, head, replace_subtree(children(node)[head], rest, new))
 
 
-def _valid(text: str, domain: str, max_length: int) -> bool:
+def _valid(text: str, domain: str | PrimitiveSet, max_length: int) -> bool:
     if len(text) > max_length:
         return False
     try:
@@ -72,7 +72,7 @@ def _valid(text: str, domain: str, max_length: int) -> bool:
     return True
 
 
-def mutate(expr: str, domain: str, rng: random.Random, *, max_depth: int = 3,
+def mutate(expr: str, domain: str | PrimitiveSet, rng: random.Random, *, max_depth: int = 3,
            max_length: int = 400, tries: int = 20) -> str:
     """Replace a random subtree of ``expr`` with a fresh random expression."""
     tree = parse(expr, domain)
@@ -85,7 +85,7 @@ def mutate(expr: str, domain: str, rng: random.Random, *, max_depth: int = 3,
     return random_expression(rng, domain, max_depth=max_depth)
 
 
-def crossover(first: str, second: str, domain: str, rng: random.Random, *,
+def crossover(first: str, second: str, domain: str | PrimitiveSet, rng: random.Random, *,
               max_length: int = 400, tries: int = 20) -> str:
     """Graft a random subtree of ``second`` onto a random position of ``first``."""
     a, b = parse(first, domain), parse(second, domain)

@@ -20,7 +20,7 @@ from typing import cast
 import gymnasium as gym
 
 from derl_bench.envs.items import eval_splits, split_items
-from derl_bench.family import Family, FamilySpec, resolve_family
+from derl_bench.family import Family, FamilySpec
 from derl_bench.grpo.checkpoint import quiet_transformers
 from derl_bench.grpo.commands import CommandGRPOConfig
 from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
@@ -30,7 +30,7 @@ from derl_bench.grpo.trainer import make_env, success_rate
 from derl_bench.meta.config import MetaConfig
 from derl_bench.policies import LLMPolicy, SamplingConfig
 from derl_bench.policies.backends import TransformersBackend
-from derl_bench.reward import MetaReward, compile_reward
+from derl_bench.reward import MetaReward, compile_reward, primitive_set
 from derl_bench.rollout import (
     Episode,
     grade_single_step,
@@ -76,7 +76,9 @@ def compile_inner_reward(meta: MetaConfig, expr: str) -> MetaReward:
     """``expr`` compiled for the inner runs of ``meta``: over the primitives its inner env
     emits, under the inner recipe's ``reward_semantics``. The loop compiles each candidate
     once, here, and hands the :class:`~derl_bench.reward.MetaReward` to its inner run."""
-    return compile_reward(expr, meta.inner.env_id, semantics=meta.inner.reward_semantics)
+    env_id = meta.inner.env_id
+    return compile_reward(expr, primitive_set(env_id, meta.family),
+                          semantics=meta.inner.reward_semantics)
 
 
 def validation_split(meta: MetaConfig) -> str:
@@ -93,17 +95,15 @@ class EvalSplitOverlapError(ConfigError):
     """A meta run would select Meta-Rewards on items of an eval set."""
 
 
-def check_validation_split(meta: MetaConfig, family: Family | None = None) -> None:
+def check_validation_split(meta: MetaConfig) -> None:
     """Refuse a run whose validation split shares an item with any level's eval set of the env.
 
     Selecting rewards by their policies' score on eval items makes the eval score of the
     selected reward an optimistic estimate (the released DERL code scores its candidates on
     MATH's test split). The check compares item ids (:mod:`derl_bench.envs.items`), so it reads
-    the cards and the split lists only: no model, no env, no rollout. ``family``: the inner
-    env's family, resolved where the run started (else here).
+    the cards and the split lists only: no model, no env, no rollout.
     """
-    env_id = meta.inner.env_id
-    family = family or resolve_family(env_id)
+    env_id, family = meta.inner.env_id, meta.family
     kwargs = validation_config(meta, meta.inner).env_make_kwargs()
     split, level = str(kwargs.pop("split")), kwargs.pop("level", None)
     try:
@@ -136,22 +136,19 @@ class FixedItem(gym.Wrapper):
         return self.env.reset(seed=seed, options={**(options or {}), "index": self.index})
 
 
-def validation_envs(meta: MetaConfig, config: TrainConfig, family: Family | None = None,
-                    ) -> list[gym.Env]:
+def validation_envs(meta: MetaConfig, config: TrainConfig) -> list[gym.Env]:
     """A multi-turn env's fixed validation set: one env per item, the first
-    ``validation_episodes`` items of the validation split, each once (``family``: the run's
-    resolved family, else ``config.env_id``'s, resolved here)."""
+    ``validation_episodes`` items of the validation split, each once."""
     scoring = validation_config(meta, config)
-    family = family or resolve_family(config.env_id)
-    return [FixedItem(make_env(scoring, family), i) for i in range(meta.validation_episodes)]
+    return [FixedItem(make_env(scoring, meta.family), i)
+            for i in range(meta.validation_episodes)]
 
 
 def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConfig,
-                     family: Family | None = None) -> tuple[float, dict[str, float]]:
+                     ) -> tuple[float, dict[str, float]]:
     """Success rate of the policy at ``model_path`` on the validation set (module docstring),
-    and the mean of the ``format_boxed`` primitive where the env emits it; ``family``: the
-    run's resolved family (else ``config.env_id``'s, resolved here)."""
-    family = family or resolve_family(config.env_id)
+    and the mean of the ``format_boxed`` primitive where the env emits it."""
+    family = meta.family
     spec = family.spec
     with quiet_transformers():
         policy = LLMPolicy.from_pretrained(
@@ -167,7 +164,7 @@ def validation_score(model_path: str | Path, meta: MetaConfig, config: TrainConf
         finally:
             env.close()
     else:
-        envs = validation_envs(meta, config, family)
+        envs = validation_envs(meta, config)
         try:
             # Each env plays its own item; the seeds only seed the env's RNG.
             seeds = [meta.validation_seed + i for i in range(len(envs))]
@@ -214,7 +211,7 @@ def train_and_score(meta: MetaConfig, reward: MetaReward, run_dir: Path,
     if run_dir.exists():
         shutil.rmtree(run_dir)
     config = inner_config(meta, reward.expr, run_dir, start_model, data_offset, seed)
-    family = resolve_family(config.env_id)  # once for the run's training and its scoring
+    family = meta.family
     # The command policy draws its training games by seed from the games its base was not
     # taught on, so a warm start's data offset has nothing to continue: each run draws anew.
     run = config if meta.inner_commands is None else command_config(meta, config)
@@ -223,7 +220,7 @@ def train_and_score(meta: MetaConfig, reward: MetaReward, run_dir: Path,
     last_reward = float(steps[-1]["reward/mean"]) if steps else float("nan")
     if trained.score is not None:  # the trainer played the validation games itself
         return InnerResult(trained.score, last_reward, trained.model, {})
-    score, metrics = validation_score(trained.model, meta, config, family)
+    score, metrics = validation_score(trained.model, meta, config)
     return InnerResult(score, last_reward, trained.model, metrics)
 
 
@@ -251,13 +248,12 @@ class InnerSpec:
 
 
 def population_validation(run: PopulationRun, meta: MetaConfig, config: TrainConfig,
-                          family: Family | None = None) -> list[tuple[float, dict[str, float]]]:
+                          ) -> list[tuple[float, dict[str, float]]]:
     """:func:`validation_score` of every member of a trained population, decoded together:
-    the same validation problems, each member with the generator its own policy would use
-    (``family``: the population's resolved family, else ``config.env_id``'s, resolved here)."""
+    the same validation problems, each member with the generator its own policy would use."""
     import torch
 
-    family = family or resolve_family(config.env_id)
+    family = meta.family
     spec = family.spec
     if spec.multi_turn:
         raise ValueError("population validation covers single-step envs")
@@ -290,10 +286,8 @@ def train_and_score_population(meta: MetaConfig, runs: Sequence[InnerSpec],
             shutil.rmtree(spec.run_dir)
     configs = [inner_config(meta, s.reward.expr, s.run_dir, s.start_model, s.data_offset,
                             s.seed) for s in runs]
-    # once for the population's training and its scoring
-    family = resolve_family(configs[0].env_id) if configs else None
-    run = train_population(configs, [s.reward for s in runs], family)
-    figures = population_validation(run, meta, configs[0], family)
+    run = train_population(configs, [s.reward for s in runs], meta.family)
+    figures = population_validation(run, meta, configs[0])
     return [InnerResult(score, float(history[-1]["reward/mean"]) if history else float("nan"),
                         checkpoint, metrics)
             for (score, metrics), history, checkpoint

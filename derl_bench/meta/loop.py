@@ -45,13 +45,12 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
-from derl_bench.family import Family, resolve_family
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.trainer import make_env
 from derl_bench.meta.config import MetaConfig
@@ -160,6 +159,9 @@ class _Candidates:
     seen: dict[Key, dict[str, Any]]
     """Every inner run that trained so far, by key."""
     log: Path
+    compiled: dict[str, MetaReward] = field(default_factory=dict)
+    """Every reward this process compiled, by its text: the best one is not compiled again
+    for its headline."""
 
     def score(self, generation: int, proposals: list[Proposal], start_model: str | None,
               data_offset: int, done: dict[int, dict[str, Any]],
@@ -183,6 +185,8 @@ class _Candidates:
                 continue
             record, key, reward = _candidate(self.config, generation, index, proposal,
                                              start_model, self.probe)
+            if reward is not None:
+                self.compiled[proposal.expr] = reward
             if key is None:
                 finished(index, record)
             elif key in self.seen:
@@ -224,16 +228,16 @@ evaluation stage provides one (:func:`derl_bench.evaluation.batched.headline_eva
 
 
 def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool = False,
-             executor: Executor | None = None, family: Family | None = None) -> MetaResult:
+             executor: Executor | None = None) -> MetaResult:
     """Run reward discovery as ``config`` says (see the module docstring); ``evaluate``
     computes the headline of the best policy (none without it). ``resume`` continues the run
     in ``config.run_dir`` from its last checkpoint; ``executor`` overrides the recipe's.
-    ``family`` is the inner env's family, resolved where the run started (else here, once;
-    each inner run resolves its own where it runs)."""
+    Every stage of the run, inner runs included, reads the inner env's family from
+    ``config.family``, resolved once where the config was made."""
     config.check_machine()  # before anything is trained or written
     env_id = config.inner.env_id
-    family = family or resolve_family(env_id)
-    check_validation_split(config, family)
+    family = config.family
+    check_validation_split(config)
     out = config.run_dir
     state = start_run(config, resume)
     log = out / LOG_FILE
@@ -323,9 +327,11 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
     if learns:
         cast(LearningProposer, proposer).save(out / "meta-optimizer")
     if evaluate is not None and result.best_checkpoint is not None:
-        # The best reward, compiled once for its records and its retrained run.
-        best = None if result.best_expr is None else compile_inner_reward(config,
-                                                                          result.best_expr)
+        # The best reward as its candidate compiled it (compiled here only when a resumed
+        # run found it before this process started), for its records and its retrained run.
+        best = None if result.best_expr is None else (
+            candidates.compiled.get(result.best_expr)
+            or compile_inner_reward(config, result.best_expr))
         result.headline = {"best": executor.call(evaluate, result.best_checkpoint, best,
                                                  out / "results", config.method)}
         if config.warm_starts and best is not None:

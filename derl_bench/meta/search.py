@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from derl_bench.meta.evolve import crossover, mutate
-from derl_bench.reward import distance, random_expression
+from derl_bench.reward import PrimitiveSet, distance, random_expression
 
 SEED_STRIDE = 100_000
 """Inner seeds of one run seed: ``seed * SEED_STRIDE`` onwards, one per candidate slot."""
@@ -144,7 +144,7 @@ class RandomSearch:
     """Uniform draws from the grammar (seeded), over every primitive of ``domain`` or over
     ``primitives`` only (an alias whose text reads another primitive is left out too)."""
 
-    def __init__(self, domain: str, seed: int = 0, max_depth: int = 3,
+    def __init__(self, domain: str | PrimitiveSet, seed: int = 0, max_depth: int = 3,
                  primitives: Sequence[str] | None = None) -> None:
         self.domain = domain
         self.rng = random.Random(seed)
@@ -172,7 +172,8 @@ class Neighbourhood(RandomSearch):
     of it with a fresh random expression (:func:`~derl_bench.meta.evolve.mutate`), so the
     search never strays more than one edit from ``centre``."""
 
-    def __init__(self, domain: str, centre: str, seed: int = 0, max_depth: int = 3) -> None:
+    def __init__(self, domain: str | PrimitiveSet, centre: str, seed: int = 0,
+                 max_depth: int = 3) -> None:
         super().__init__(domain, seed, max_depth)
         self.centre = centre
 
@@ -186,7 +187,8 @@ class PartGiven(RandomSearch):
     expression, so every draw pays ``part`` as its own term and the search looks for what to
     add to it."""
 
-    def __init__(self, domain: str, part: str, seed: int = 0, max_depth: int = 3) -> None:
+    def __init__(self, domain: str | PrimitiveSet, part: str, seed: int = 0,
+                 max_depth: int = 3) -> None:
         super().__init__(domain, seed, max_depth)
         self.part = part
 
@@ -205,8 +207,9 @@ class Member:
 class IslandEvolution:
     """REvolve-style evolution of Meta-Rewards on ``islands`` islands."""
 
-    def __init__(self, domain: str, seed: int = 0, islands: int = 2, island_size: int = 4,
-                 crossover_rate: float = 0.5, migrate_every: int = 2, max_depth: int = 3) -> None:
+    def __init__(self, domain: str | PrimitiveSet, seed: int = 0, islands: int = 2,
+                 island_size: int = 4, crossover_rate: float = 0.5, migrate_every: int = 2,
+                 max_depth: int = 3) -> None:
         if islands < 1 or island_size < 1:
             raise ValueError("islands and island_size must be at least 1")
         self.domain = domain

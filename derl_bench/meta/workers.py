@@ -139,7 +139,7 @@ def inner_groups(config: MetaConfig, jobs: Sequence[InnerJob], parts: int = 1,
                              job.data_offset, job.seed)
         key = population_key(inner)
         if key not in reasons:
-            reasons[key] = population_support(inner)
+            reasons[key] = population_support(inner, config.family)
             if reasons[key] is not None and config.batch_inner == "true":
                 raise ExecutorError(f"batch_inner: true, but the inner runs cannot train as "
                                     f"a population: {reasons[key]}")

@@ -14,11 +14,14 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from derl_bench.reward.functions import POINTWISE, power, safe_div
 from derl_bench.reward.nodes import Agg, Call, Neg, Node, Num, Pow, Prim, Prod, Sum
 from derl_bench.reward.parser import parse
+
+if TYPE_CHECKING:
+    from derl_bench.reward.primitives import PrimitiveSet
 
 # Precedence levels of the printer.
 _SUM, _PROD, _UNARY, _POW, _ATOM = 1, 2, 3, 4, 5
@@ -229,7 +232,8 @@ def normalize(node: Node) -> Node:
     raise TypeError(f"not an expression node: {node!r}")
 
 
-def canonical_text(expr: str, domain: str, primitives: Iterable[str] | None = None) -> str:
+def canonical_text(expr: str, domain: str | PrimitiveSet,
+                   primitives: Iterable[str] | None = None) -> str:
     """Parse ``expr`` and print its canonical form."""
     return to_text(normalize(parse(expr, domain, primitives)))
 
@@ -252,7 +256,8 @@ def levenshtein(a: str, b: str) -> int:
     return previous[-1]
 
 
-def distance(a: str, b: str, domain: str, primitives: Iterable[str] | None = None) -> float:
+def distance(a: str, b: str, domain: str | PrimitiveSet,
+             primitives: Iterable[str] | None = None) -> float:
     """Normalised Levenshtein distance of the canonical forms, in ``[0, 1]``.
 
     >>> distance("g1 + g2", "g2+g1", "math")

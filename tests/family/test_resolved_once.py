@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,22 +107,13 @@ ENTRIES: dict[str, int] = {
     "derl_bench.grpo.config:TrainConfig.__post_init__": 1,
     "derl_bench.grpo.dispatch:check_data": 1,
     "derl_bench.grpo.dispatch:run_training": 1,
-    "derl_bench.grpo.population:population_support": 1,
     "derl_bench.grpo.population:train_population": 1,
-    "derl_bench.grpo.trainer:make_env": 1,
     "derl_bench.grpo.trainer:train": 1,
     "derl_bench.integrations.sessions:Task.family": 1,
     "derl_bench.integrations.sessions:check_env_id": 1,
     "derl_bench.leaderboard.board:evaluated_adapters": 1,
     "derl_bench.leaderboard.validate:known_data_checksums": 1,
     "derl_bench.meta.config:MetaConfig.__post_init__": 1,
-    "derl_bench.meta.inner:check_validation_split": 1,
-    "derl_bench.meta.inner:population_validation": 1,
-    "derl_bench.meta.inner:train_and_score": 1,
-    "derl_bench.meta.inner:train_and_score_population": 1,
-    "derl_bench.meta.inner:validation_envs": 1,
-    "derl_bench.meta.inner:validation_score": 1,
-    "derl_bench.meta.loop:run_meta": 1,
     "derl_bench.meta.probe:probe_set": 1,
     "derl_bench.policies.command_model:init_command_model": 1,
     "derl_bench.policies.policy:LLMPolicy.__init__": 1,
@@ -237,3 +229,24 @@ def test_train_of_a_command_recipe_resolves_once_and_compiles_once(tmp_path, dat
     looked_up, compiled = counted(monkeypatch)
     assert main(["train", str(recipe), "--output", str(tmp_path / "run")]) == 0
     assert looked_up == ["derl/ALFWorld-v0"] and compiled == ["success"]
+
+
+def test_meta_resolves_once_and_compiles_each_candidate_once(tmp_path, monkeypatch):
+    # the config resolves the inner env's family where the command makes it; the proposer,
+    # each inner run, the validation and the headline evaluator read it from there, and the
+    # best candidate's headline uses the reward its inner run was handed
+    from derl_bench.cli import main
+
+    recipe = tmp_path / "meta.yaml"
+    recipe.write_text(f"name: t\nmethod: random\nouter_steps: 1\npopulation: 2\n"
+                      f"validation_episodes: 2\nexecutor: local\nseed: 3\nprogress: false\n"
+                      f"eval_levels: [L0]\neval_limit: 2\ninner:\n  env_id: {ENV}\n"
+                      f"  model: tiny\n  steps: 1\n  group_size: 2\n  prompts_per_step: 1\n"
+                      f"  max_new_tokens: 8\n  tensorboard: false\n")
+    looked_up, compiled = counted(monkeypatch)
+    assert main(["meta", str(recipe), "--output", str(tmp_path / "run")]) == 0
+    candidates = [json.loads(line) for line in
+                  (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()]
+    assert (tmp_path / "run" / "results" / "L0.json").is_file()
+    assert looked_up == [ENV]
+    assert sorted(compiled) == sorted(c["expr"] for c in candidates) and len(compiled) == 2

@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 
+from derl_bench.family import resolve_family
 from derl_bench.grpo import population as pop_trainer
 from derl_bench.grpo import trainer
 from derl_bench.grpo.checkpoint import load_trainer_state
@@ -278,11 +279,13 @@ def test_which_recipes_train_as_populations(tmp_path):
     apart = MetaConfig(method="random", inner=single, batch_inner=False)
     assert apart.batch_inner == "false"
     assert len(inner_groups(apart, _inner_jobs(tmp_path, 3))) == 3
-    assert "trainer" in population_support(TrainConfig(env_id=ENV, trainer="trl"))
-    assert "backend" in population_support(TrainConfig(env_id=ENV, backend="vllm"))
-    assert "lora" in population_support(TrainConfig(env_id=ENV, lora={"r": 4}))
+    arithmetic = resolve_family(ENV)
+    assert "trainer" in population_support(TrainConfig(env_id=ENV, trainer="trl"), arithmetic)
+    assert "backend" in population_support(TrainConfig(env_id=ENV, backend="vllm"), arithmetic)
+    assert "lora" in population_support(TrainConfig(env_id=ENV, lora={"r": 4}), arithmetic)
     agents = {**single, "env_id": "derl/ALFWorld-v0"}
-    assert "multi-turn" in population_support(TrainConfig(**agents))
+    assert "multi-turn" in population_support(TrainConfig(**agents),
+                                              resolve_family("derl/ALFWorld-v0"))
     auto = MetaConfig(method="random", inner=agents, output_dir=str(tmp_path))
     assert len(inner_groups(auto, _inner_jobs(tmp_path, 3))) == 3
     forced = MetaConfig(method="random", inner=agents, batch_inner="true")

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from derl_bench.family import resolve_family
 from derl_bench.grpo.config import ConfigError
 from derl_bench.meta.config import MetaConfig
 from derl_bench.meta.methods import CONTROLS_GROUP, method_named
@@ -14,7 +15,7 @@ from derl_bench.reward import compile_reward
 from derl_bench.reward.planted import planted_reward
 
 BALANCE = "derl/DigitsBalance-v0"
-RECIPE = SimpleNamespace(seed=0, max_depth=3)
+RECIPE = SimpleNamespace(seed=0, max_depth=3, family=resolve_family(BALANCE))
 
 
 def _primitives(expr: str) -> set[str]:

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
+from derl_bench.family import resolve_family
+from derl_bench.grpo.config import ConfigError, TrainConfig, compile_run_reward, config_from_dict
 from derl_bench.grpo.trainer import meta_reward_fn
 from derl_bench.reward import (
     SEMANTICS,
@@ -150,7 +151,7 @@ def test_train_config_carries_the_semantics_to_the_reward():
         primitives = dict(zip(MATH_G, map(float, bits), strict=True))
         return Episode(0, 0, [Step([1], [2], "r", "r", {**primitives, "response_length": 1.0})])
 
-    score = meta_reward_fn(config)
+    score = meta_reward_fn(compile_run_reward(config, resolve_family(ENV)))
     values = score([episode((1, 0, 0, 1)), episode((1, 0, 1, 1))])
     assert values.tolist() == [official_value("g1 / (g3 - g4)", (1, 0, 0, 1)), 0.0]
 

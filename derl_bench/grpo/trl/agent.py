@@ -34,7 +34,7 @@ from typing import Any
 
 from derl_bench.family import Family
 from derl_bench.grpo.checkpoint import ResumeError
-from derl_bench.grpo.config import ConfigError, TrainConfig, run_reward
+from derl_bench.grpo.config import ConfigError, TrainConfig
 from derl_bench.grpo.trainer import initial_model_path, record_config, step_seeds
 from derl_bench.grpo.trl.math import finish_trl_run, trl_args, trl_peft_config
 from derl_bench.reward import MetaReward
@@ -124,7 +124,6 @@ def meta_reward_funcs(config: TrainConfig, reward: MetaReward, family: Family,
     """Reward functions for TRL: the run's compiled Meta-Reward over each episode's recorded
     primitives, and the success rate (logged with weight 0) of the success primitive of the
     run's ``family``."""
-    reward = run_reward(config, reward, family=family)
     success_name = family.spec.success_primitive
 
     def meta_reward(environments: Sequence[AgentToolEnv], **_: Any) -> list[float]:

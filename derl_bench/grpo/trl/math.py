@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.family import Family
-from derl_bench.grpo.config import ConfigError, TrainConfig, run_reward
+from derl_bench.grpo.config import ConfigError, TrainConfig
 from derl_bench.grpo.runlog import METRICS_FILE, plot_curve
 from derl_bench.grpo.trainer import (
     ResumeError,
@@ -53,7 +53,6 @@ def _replay_reward(config: TrainConfig, family: Family, reward: MetaReward,
                    ) -> tuple[Any, Any]:
     """Reward functions for TRL: the run's Meta-Reward, and the success rate (logged, weight
     0)."""
-    reward = run_reward(config, reward, family=family)
     env = make_env(config, family)
 
     def primitives(completions: Sequence[Any], reset_seed: Sequence[int]) -> list[dict]:

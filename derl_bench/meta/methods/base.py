@@ -33,9 +33,12 @@ ProposerFactory = Callable[[Any, str, bool], Proposer]
 """``proposer(recipe, env_id, cold_start)``: the proposer of a run of ``recipe`` (a
 :class:`~derl_bench.meta.config.MetaConfig`), proposing rewards over exactly the primitives
 ``env_id`` emits; ``cold_start=False`` skips a model's cold-start fine-tuning (a resumed run
-loads its weights instead)."""
+loads its weights instead). ``recipe.family`` is ``env_id``'s resolved family: a proposer
+reads the card and the primitives from it (``primitive_set(env_id, recipe.family)``) rather
+than looking the id up again."""
 Check = Callable[[Any], "str | None"]
-"""``check(recipe)``: what is wrong with ``recipe`` for this method, or ``None``."""
+"""``check(recipe)``: what is wrong with ``recipe`` for this method, or ``None``; the
+recipe's ``family`` is resolved before it runs."""
 
 
 def method_head(method: str) -> str:

@@ -8,33 +8,36 @@ from __future__ import annotations
 
 from typing import Any
 
+from derl_bench.family import Family
 from derl_bench.meta.methods.base import CONTROLS_GROUP, Method
 from derl_bench.meta.search import Proposer, RandomSearch
+from derl_bench.reward.primitives import primitive_set
 
 
-def withheld(env_id: str) -> tuple[str, ...]:
-    """The primitives the negative control never draws: those the first planted part reads."""
+def withheld(env_id: str, family: Family) -> tuple[str, ...]:
+    """The primitives the negative control never draws: those the first planted part reads
+    (``family``: ``env_id``'s, resolved by the caller)."""
     from derl_bench.reward import compile_reward
     from derl_bench.reward.planted import planted_parts
 
-    parts = planted_parts(env_id)
+    parts = planted_parts(env_id, family)
     if not parts:
         raise ValueError(f"method control-negative withholds the first of the planted reward's "
                          f"parts, and {env_id}'s card names none (planted_parts)")
-    return tuple(sorted(compile_reward(next(iter(parts.values())), env=env_id).primitives))
+    first = next(iter(parts.values()))
+    return tuple(sorted(compile_reward(first, primitive_set(env_id, family)).primitives))
 
 
 def negative_control(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
-    from derl_bench.reward.primitives import primitive_set
-
-    left_out = set(withheld(env_id))
-    kept = [name for name in primitive_set(env_id).names if name not in left_out]
-    return RandomSearch(env_id, recipe.seed, recipe.max_depth, primitives=kept)
+    domain = primitive_set(env_id, recipe.family)
+    left_out = set(withheld(env_id, recipe.family))
+    kept = [name for name in domain.names if name not in left_out]
+    return RandomSearch(domain, recipe.seed, recipe.max_depth, primitives=kept)
 
 
 def _check(recipe: Any) -> str | None:
     try:
-        withheld(recipe.inner.env_id)
+        withheld(recipe.inner.env_id, recipe.family)
     except ValueError as err:
         return str(err)
     return None

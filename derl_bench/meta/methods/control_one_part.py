@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from derl_bench.family import Family
 from derl_bench.meta.methods.base import CONTROLS_GROUP, Method
 from derl_bench.meta.search import PartGiven, Proposer
+from derl_bench.reward.primitives import primitive_set
 
 
-def given_part(env_id: str) -> str:
-    """The part every proposal pays: the first of the planted reward's parts."""
+def given_part(env_id: str, family: Family) -> str:
+    """The part every proposal pays: the first of the planted reward's parts (``family``:
+    ``env_id``'s, resolved by the caller)."""
     from derl_bench.reward.planted import planted_parts
 
-    parts = planted_parts(env_id)
+    parts = planted_parts(env_id, family)
     if not parts:
         raise ValueError(f"method control-one-part gives every proposal the first of the "
                          f"planted reward's parts, and {env_id}'s card names none "
@@ -28,12 +31,13 @@ def given_part(env_id: str) -> str:
 
 
 def one_part_given(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
-    return PartGiven(env_id, given_part(env_id), recipe.seed, recipe.max_depth)
+    return PartGiven(primitive_set(env_id, recipe.family), given_part(env_id, recipe.family),
+                     recipe.seed, recipe.max_depth)
 
 
 def _check(recipe: Any) -> str | None:
     try:
-        given_part(recipe.inner.env_id)
+        given_part(recipe.inner.env_id, recipe.family)
     except ValueError as err:
         return str(err)
     return None

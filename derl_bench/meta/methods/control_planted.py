@@ -10,19 +10,21 @@ from typing import Any
 
 from derl_bench.meta.methods.base import CONTROLS_GROUP, Method
 from derl_bench.meta.search import Neighbourhood, Proposer
+from derl_bench.reward.primitives import primitive_set
 
 
 def planted_neighbourhood(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
     from derl_bench.reward.planted import planted_reward
 
-    return Neighbourhood(env_id, planted_reward(env_id), recipe.seed, recipe.max_depth)
+    return Neighbourhood(primitive_set(env_id, recipe.family),
+                         planted_reward(env_id, recipe.family), recipe.seed, recipe.max_depth)
 
 
 def _check(recipe: Any) -> str | None:
     from derl_bench.reward.planted import planted_reward
 
     try:
-        planted_reward(recipe.inner.env_id)
+        planted_reward(recipe.inner.env_id, recipe.family)
     except ValueError as err:
         return f"method control-planted searches around the task's planted reward: {err}"
     return None

@@ -7,11 +7,13 @@ from typing import Any
 
 from derl_bench.meta.methods.base import Method
 from derl_bench.meta.search import IslandEvolution, Proposer
+from derl_bench.reward.primitives import primitive_set
 
 
 def island_evolution(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
-    return IslandEvolution(env_id, recipe.seed, recipe.islands, recipe.population,
-                           recipe.crossover_rate, recipe.migrate_every, recipe.max_depth)
+    return IslandEvolution(primitive_set(env_id, recipe.family), recipe.seed, recipe.islands,
+                           recipe.population, recipe.crossover_rate, recipe.migrate_every,
+                           recipe.max_depth)
 
 
 METHOD = Method(
