@@ -14,7 +14,8 @@ its own table of families::
 The spec holds only what the card declares, in plain data, because this module sits below
 every stage that uses it (right after :mod:`derl_bench.cards`). What a family plugs into a later
 stage its card names under ``hooks:``, as dotted ``module:attr`` paths that :meth:`FamilySpec.part`
-resolves on first use, like ``entry_point`` and ``observers``:
+resolves on first use, like ``entry_point`` and ``observers``. A hook the card leaves out takes
+the default of the stage that uses it (this module, before them all, names none of them):
 
 ``prompt``
     the prompt of a family: for a multi-turn family the text of its agent prompt
@@ -65,13 +66,6 @@ Interval = tuple[float, float]
 
 HOOKS = ("prompt", "action_parser", "evaluation", "rlvmr_prompt", "data", "commands")
 """The dotted-path hooks a card may name (``board`` is plain data)."""
-_DEFAULT_HOOKS = {
-    "single-step": {"action_parser": "derl_bench.observers.think_action:whole_response",
-                    "prompt": "derl_bench.policies.prompts:MATH_PROMPT",
-                    "evaluation": "derl_bench.evaluation.families:LevelsAdapter"},
-    "multi-turn": {"action_parser": "derl_bench.observers.think_action:parse_think_action",
-                   "evaluation": "derl_bench.evaluation.families:LevelsAdapter"},
-}
 DEFAULT_SUCCESS_RULE = "the env reports success"
 
 
@@ -234,7 +228,9 @@ class FamilySpec:
         if unknown:
             raise CardError(f"card {name!r}: unknown hooks {sorted(unknown)}; "
                             f"hooks: {', '.join(HOOKS)}, board")
-        hooks = {**_DEFAULT_HOOKS[episodes], **{k: str(v) for k, v in declared_hooks.items()}}
+        # a hook the card leaves out keeps the default of the stage that uses it, which this
+        # module (a stage before all of them) does not name
+        hooks = {k: str(v) for k, v in declared_hooks.items()}
         ids = {}
         for env_id, entry in (card.get("ids") or {}).items():
             bare = EnvIdSpec(str(env_id), str(entry["entry_point"]), str(entry["observers"]),
@@ -326,30 +322,31 @@ class Family:
     """A family resolved once, where a command starts, and handed down: its spec and the parts
     its card names, each imported and looked up here rather than by every stage that uses it.
 
-    ``prompt``, ``rlvmr_prompt`` and ``commands`` are ``None`` where the card names none;
-    ``action_parser`` always exists (the episode kind's default); ``verl_agent_projection``
+    ``prompt``, ``action_parser``, ``rlvmr_prompt`` and ``commands`` are ``None`` where the
+    card names none (the stage that uses one supplies its default: the math prompt
+    :func:`~derl_bench.policies.prompts.problem_prompt`, the episode kind's parser
+    :func:`~derl_bench.observers.think_action.action_parser_for`); ``verl_agent_projection``
     is the card's block of that name (``{}`` when absent); ``card`` is the card's whole front
     matter, read once, for a stage that reads a block the spec does not type (``levels``,
-    ``proxy``, ``planted_reward``, ...); :meth:`adapter` gives an id's evaluation rules. The
+    ``proxy``, ``planted_reward``, ...); ``adapters`` keeps the evaluation rules the evaluation
+    stage made for each id (:func:`~derl_bench.evaluation.families.resolve_adapter`). The
     parts are module-level objects, so a family pickles into worker processes by reference.
 
     >>> family = resolve_family("derl/ALFWorld-v0")
-    >>> family.spec.name, family.action_parser("<think>t</think><action>Look</action>")
-    ('alfworld', ('look', True))
-    >>> resolve_family("derl/GSM8K-v0").prompt.messages("1 + 1?")[0]["content"][:6]
-    '1 + 1?'
-    >>> resolve_family("derl/GSM8K-v0").adapter("derl/GSM8K-v0").benchmark
-    'gsm8k'
+    >>> family.spec.name, family.multi_turn, family.commands is not None
+    ('alfworld', True, True)
+    >>> resolve_family("derl/GSM8K-v0").prompt is None  # the math card keeps the default
+    True
     """
 
     spec: FamilySpec
-    action_parser: Callable[[str], tuple[str, bool]]
+    action_parser: Callable[[str], tuple[str, bool]] | None = None
     prompt: Any = None
     rlvmr_prompt: Any = None
     commands: Any = None
     verl_agent_projection: Mapping[str, Any] = field(default_factory=dict)
     card: Mapping[str, Any] = field(default_factory=dict)
-    _adapters: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    adapters: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -359,18 +356,6 @@ class Family:
     def multi_turn(self) -> bool:
         return self.spec.multi_turn
 
-    def adapter(self, env_id: str) -> Any:
-        """The evaluation rules of ``env_id``, one of this family's ids (or a registered
-        variant of one): an instance of the adapter class the card's ``evaluation`` hook names
-        (a :class:`~derl_bench.evaluation.families.FamilyAdapter`), made once per id."""
-        if env_id not in self._adapters:
-            cls = self.spec.part("evaluation")
-            if not (isinstance(cls, type) and hasattr(cls, "eval_set")):
-                raise CardError(f"the evaluation hook of the {self.name!r} card is not a "
-                                f"FamilyAdapter class")
-            self._adapters[env_id] = cls(env_id, self)
-        return self._adapters[env_id]
-
     @classmethod
     def resolve(cls, spec: FamilySpec) -> Family:
         """Import every part ``spec``'s card names (a :class:`CardError` names a broken one)."""
@@ -378,7 +363,7 @@ class Family:
             return spec.part(hook) if spec.has_part(hook) else None
 
         card = load_card(spec.name)
-        return cls(spec=spec, action_parser=spec.part("action_parser"),
+        return cls(spec=spec, action_parser=optional("action_parser"),
                    prompt=optional("prompt"), rlvmr_prompt=optional("rlvmr_prompt"),
                    commands=optional("commands"),
                    verl_agent_projection=dict(card.get("verl_agent_projection") or {}),

@@ -29,9 +29,36 @@ def _stage(module: str) -> str:
     return module.split(".")[1] if module.count(".") else "__init__"
 
 
+_DOTTED = re.compile(r"^derl_bench(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_][\w.]*)?$")
+
+
+def _is_module(name: str) -> bool:
+    parts = name.split(".")[1:]
+    return (PACKAGE.joinpath(*parts).is_dir()
+            or PACKAGE.joinpath(*parts[:-1], f"{parts[-1]}.py").is_file())
+
+
+def _named_modules(tree: ast.AST) -> set[str]:
+    """The modules a string names as a dotted ``derl_bench.module[:attr]`` path (what a hook or
+    a lazy import resolves later), docstrings aside: such a path imports as surely as an
+    import statement does."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                       ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    found = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docstrings and _DOTTED.match(node.value)):
+            module = node.value.split(":", 1)[0]
+            if _is_module(module):
+                found.add(module)
+    return found
+
+
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = set()
+    found = _named_modules(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             # The bare root counts too: importing it to register the ids runs back up.
@@ -45,6 +72,13 @@ def _imports(path: Path) -> set[str]:
                              or (PACKAGE / f"{a.name}.py").exists() else "derl_bench"
                              for a in node.names)
     return found
+
+
+def test_a_dotted_path_in_a_string_counts_as_an_import():
+    tree = ast.parse('"""derl_bench.evaluation.families names no import."""\n'
+                     'HOOK = "derl_bench.evaluation.families:LevelsAdapter"\n'
+                     'GROUP = "derl_bench.methods"\n')
+    assert _named_modules(tree) == {"derl_bench.evaluation.families"}
 
 
 def test_no_import_runs_back_up_the_chain():

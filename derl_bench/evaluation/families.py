@@ -205,8 +205,9 @@ def _problem_index(env: Any, problem_id: str) -> int:
 
 
 def resolve_adapter(env_id: str, family: Family | None = None) -> FamilyAdapter:
-    """The evaluation rules for ``env_id``: the adapter its card's ``evaluation`` hook names,
-    made by ``family`` (the env id's :class:`~derl_bench.family.Family`, resolved where the
+    """The evaluation rules for ``env_id``: the adapter its card's ``evaluation`` hook names
+    (:class:`LevelsAdapter`, which reads the card's ``levels:``, where it names none), made for
+    ``family`` (the env id's :class:`~derl_bench.family.Family`, resolved where the
     command started) or, without one, by the family found for ``env_id`` here. A
     :class:`ProtocolError` names an env id no card defines, or a broken ``evaluation`` hook."""
     if family is None:
@@ -214,10 +215,17 @@ def resolve_adapter(env_id: str, family: Family | None = None) -> FamilyAdapter:
             family = resolve_family(env_id)
         except UnknownFamilyError:
             raise ProtocolError(f"{env_id!r} is not a derl-bench env id") from None
-    try:
-        return family.adapter(env_id)
-    except CardError as err:
-        raise ProtocolError(str(err)) from None
+    if env_id not in family.adapters:  # made once per id, kept by the family
+        try:
+            cls = (family.spec.part("evaluation") if family.spec.has_part("evaluation")
+                   else LevelsAdapter)
+        except CardError as err:
+            raise ProtocolError(str(err)) from None
+        if not (isinstance(cls, type) and hasattr(cls, "eval_set")):
+            raise ProtocolError(f"the evaluation hook of the {family.name!r} card is not a "
+                                "FamilyAdapter class")
+        family.adapters[env_id] = cls(env_id, family)
+    return family.adapters[env_id]
 
 
 def adapter_for(env_id: str) -> FamilyAdapter:
@@ -228,6 +236,6 @@ def adapter_for(env_id: str) -> FamilyAdapter:
 
 
 def evaluated_env_ids() -> list[str]:
-    """Every env id that has an evaluation protocol, in card order."""
-    return [env_id for spec in family_specs().values() if spec.has_part("evaluation")
-            for env_id in spec.env_ids]
+    """Every env id that has an evaluation protocol (every card's: its own adapter's or
+    :class:`LevelsAdapter`'s), in card order."""
+    return [env_id for spec in family_specs().values() for env_id in spec.env_ids]

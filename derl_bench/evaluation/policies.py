@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from derl_bench.observers.think_action import action_parser_for
 from derl_bench.policies.session import AgentSession
 
 if TYPE_CHECKING:
@@ -230,7 +231,7 @@ class LLMEvalPolicy(Policy):
         self._llm = LLMPolicy.from_pretrained(model, family=family or env_id, device=device,
                                               dtype=dtype)
         self._family = self._llm.family
-        self._parse_action = self._llm.parts.action_parser
+        self._parse_action = action_parser_for(self._llm.parts)
         self._sessions: dict[int, AgentSession] = {}
         self._seeds: dict[int, int] = {}
         self._rlvmr = None

@@ -188,13 +188,13 @@ def make_env(config: TrainConfig, family: Family) -> Any:
     card's action parser (``family``: the run's, resolved where it started)."""
     import gymnasium as gym
 
-    from derl_bench.observers.think_action import ThinkActionWrapper
+    from derl_bench.observers.think_action import ThinkActionWrapper, action_parser_for
 
     kwargs = config.env_make_kwargs()
     if family.spec.multi_turn:
         # an explicit cap among the env's kwargs wins over the config's
         kwargs.setdefault("max_episode_steps", config.max_episode_steps)
-        return ThinkActionWrapper(gym.make(config.env_id, **kwargs), family.action_parser)
+        return ThinkActionWrapper(gym.make(config.env_id, **kwargs), action_parser_for(family))
     return gym.make(config.env_id, **kwargs)
 
 

@@ -59,7 +59,7 @@ from derl_bench.family import (
     resolve,
     resolve_family,
 )
-from derl_bench.observers.think_action import ThinkActionWrapper
+from derl_bench.observers.think_action import ThinkActionWrapper, action_parser_for
 from derl_bench.reward import MetaReward, MetaRewardError, compile_reward
 
 ACTION_FORMATS = ("think-action", "command")
@@ -241,7 +241,7 @@ class Task:
             return env
         if (self.action_format or ACTION_FORMATS[0]) == "command":
             return CommandWrapper(env)
-        return ThinkActionWrapper(env, self.family.action_parser)
+        return ThinkActionWrapper(env, action_parser_for(self.family))
 
     def items(self) -> list[str]:
         """The item ids of the task's split, in the order ``reset(index=i)`` plays them."""

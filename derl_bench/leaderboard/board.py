@@ -183,9 +183,8 @@ def evaluated_adapters() -> list[FamilyAdapter]:
     family resolved once."""
     adapters = []
     for spec in family_specs().values():
-        if spec.has_part("evaluation"):
-            family = resolve_family(spec)
-            adapters += [resolve_adapter(env_id, family) for env_id in spec.env_ids]
+        family = resolve_family(spec)
+        adapters += [resolve_adapter(env_id, family) for env_id in spec.env_ids]
     return adapters
 
 

@@ -40,6 +40,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from derl_bench.envs.spaces import as_text
+from derl_bench.family import Family
 from derl_bench.observers.base import PrimitiveError
 
 ACTION_OPEN, ACTION_CLOSE = "<action>", "</action>"
@@ -72,6 +73,21 @@ def whole_response(text: str) -> tuple[str, bool]:
     ('The answer is 4.', True)
     """
     return text, True
+
+
+def action_parser_for(family: Family) -> Callable[[str], tuple[str, bool]]:
+    """The action parser ``family`` plays with: its card's ``action_parser`` hook, or, where
+    the card names none, :func:`parse_think_action` for a multi-turn family and
+    :func:`whole_response` for a single-step one. Training, serving and evaluation all ask here.
+
+    >>> from derl_bench.family import resolve_family
+    >>> parse = action_parser_for(resolve_family("derl/ALFWorld-v0"))
+    >>> parse("<think>t</think><action>Look</action>")
+    ('look', True)
+    """
+    if family.action_parser is not None:
+        return family.action_parser
+    return parse_think_action if family.multi_turn else whole_response
 
 
 def parse_verl_agent(text: str, keep_case: bool = False,

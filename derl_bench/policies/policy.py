@@ -23,9 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from derl_bench.family import Family, FamilySpec, resolve_family
+from derl_bench.observers.think_action import action_parser_for
 from derl_bench.policies.backends import GenerationBackend, SamplingConfig, make_backend
 from derl_bench.policies.loading import load_model_and_tokenizer
-from derl_bench.policies.prompts import MATH_PROMPT, AgentPrompt, AgentTurn, Messages, render
+from derl_bench.policies.prompts import (
+    MATH_PROMPT,
+    AgentPrompt,
+    AgentTurn,
+    Messages,
+    problem_prompt,
+    render,
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,7 @@ class LLMPolicy:
         # the card's prompt and parser, as training, serving and evaluation use them
         if self.spec.multi_turn and self.parts.prompt is None:
             raise ValueError(f"family {self.family!r} is multi-turn but its card names no prompt")
-        self.math = MATH_PROMPT if self.spec.multi_turn else self.parts.prompt
+        self.math = MATH_PROMPT if self.spec.multi_turn else problem_prompt(self.parts)
         self.agent = (AgentPrompt(self.parts.prompt, history_window) if self.spec.multi_turn
                       else None)
 
@@ -99,7 +107,7 @@ class LLMPolicy:
     def parse_action(self, text: str) -> str:
         """The command a response stands for, by the card's ``action_parser`` (a single-step
         family's default: the whole response)."""
-        return self.parts.action_parser(text)[0]
+        return action_parser_for(self.parts)(text)[0]
 
     def sync(self) -> None:
         """Push the model's current weights to the generation backend."""

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from derl_bench.family import Family
+
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
 
@@ -66,6 +68,17 @@ class MathPrompt:
 MATH_PROMPT = MathPrompt()
 """A single-step family's default ``prompt`` hook: an object whose ``messages(problem)`` gives
 the chat messages of one problem."""
+
+
+def problem_prompt(family: Family) -> Any:
+    """The prompt a single-step ``family`` asks its problems with: its card's ``prompt`` hook,
+    or :data:`MATH_PROMPT` where the card names none.
+
+    >>> from derl_bench.family import resolve_family
+    >>> problem_prompt(resolve_family("derl/GSM8K-v0")) is MATH_PROMPT
+    True
+    """
+    return MATH_PROMPT if family.prompt is None else family.prompt
 
 
 @dataclass(frozen=True)

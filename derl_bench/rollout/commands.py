@@ -109,7 +109,7 @@ def command_envs(env_id: str, level: str, split: str, n: int, *, family: Family,
     (the card's ``action_parser``: its ``format_valid``), as an LLM's response would reach the
     env. That parser is ``family``'s (``env_id``'s :class:`~derl_bench.family.Family`, resolved
     where the caller started)."""
-    from derl_bench.observers.think_action import ThinkActionWrapper
+    from derl_bench.observers.think_action import ThinkActionWrapper, action_parser_for
 
     kwargs: dict[str, Any] = {"level": level, "split": split}
     if max_episode_steps is not None:
@@ -121,7 +121,7 @@ def command_envs(env_id: str, level: str, split: str, n: int, *, family: Family,
     envs = [gym.make(env_id, **kwargs) for _ in range(n)]
     if not think_action:
         return envs
-    return [ThinkActionWrapper(env, family.action_parser) for env in envs]
+    return [ThinkActionWrapper(env, action_parser_for(family)) for env in envs]
 
 
 def game_count(env: gym.Env) -> int:

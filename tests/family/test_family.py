@@ -14,6 +14,7 @@ from derl_bench import family
 from derl_bench.cards import CardError, card_families, load_card
 from derl_bench.evaluation.families import adapter_for
 from derl_bench.family import FamilySpec, UnknownFamilyError, family_spec, family_specs
+from derl_bench.observers.think_action import action_parser_for
 from derl_bench.policies.prompts import AgentPrompt
 from derl_bench.reward.primitives import primitive_set
 
@@ -71,7 +72,7 @@ def test_every_family_names_its_later_stage_parts_on_its_card(name):
         assert adapter_for(env_id).spec is spec
         assert adapter_for(env_id).max_steps == spec.max_steps
         assert spec.board(spec.env(env_id).benchmark).title
-    assert callable(spec.part("action_parser"))
+    assert callable(action_parser_for(family.resolve_family(name)))
     if spec.multi_turn:
         intro = AgentPrompt(family.resolve_family(name).prompt).text.intro
         assert intro.startswith("You are an expert agent")

@@ -250,3 +250,14 @@ def test_meta_resolves_once_and_compiles_each_candidate_once(tmp_path, monkeypat
     assert (tmp_path / "run" / "results" / "L0.json").is_file()
     assert looked_up == [ENV]
     assert sorted(compiled) == sorted(c["expr"] for c in candidates) and len(compiled) == 2
+
+
+def test_evaluate_resolves_once(tmp_path, monkeypatch):
+    from derl_bench.cli import main
+
+    looked_up, compiled = counted(monkeypatch)
+    out = tmp_path / "L0.json"
+    assert main(["evaluate", "--env", ENV, "--level", "L0", "--policy", "oracle", "--limit", "3",
+                 "--no-progress", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["results"]["n"] == 3
+    assert looked_up == [ENV] and compiled == []

@@ -32,6 +32,7 @@ from derl_bench.grpo.trainer import (
 )
 from derl_bench.policies import load_model_and_tokenizer
 from derl_bench.policies.lora import LoraSpec
+from derl_bench.policies.prompts import problem_prompt
 from derl_bench.reward import MetaReward
 
 TRL_METRICS = {
@@ -79,7 +80,7 @@ def _dataset(config: TrainConfig, family: Family) -> Any:
     from datasets import Dataset
 
     env = make_env(config, family)
-    prompt = family.prompt  # the card's, as LLMPolicy uses it
+    prompt = problem_prompt(family)  # as LLMPolicy asks
     rows = []
     for step in range(config.steps):
         for seed in step_seeds(config, step):
