@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from derl_bench.family import Family, find_family, resolve_family
+from derl_bench.family import Family, resolve_family
 from derl_bench.grpo.commands import CommandGRPOConfig
 from derl_bench.grpo.config import (
     ConfigError,
@@ -84,17 +84,16 @@ class Trainer(Protocol):
         ...
 
 
-def check_data(config: TrainConfig, family: Family | None = None) -> None:
+def check_data(config: TrainConfig, family: Family) -> None:
     """Refuse a run whose env would read data that differs from the data catalogue's checksums:
     :class:`~derl_bench.data.verify.DataChecksumError` names the file. Files are hashed once
     per process while they stay unchanged, so inner runs on the same data cost nothing more.
-    ``family``: the env's, resolved where the run started (an env without a card has none)."""
+    ``family``: the env's, resolved where the run started."""
     from derl_bench.data.verify import check_data as check_against_catalogue
     from derl_bench.envs.items import data_files
 
     kwargs = config.env_make_kwargs()
-    family = family or find_family(config.env_id)
-    files = [] if family is None else data_files(family, config.env_id, **kwargs)
+    files = data_files(family, config.env_id, **kwargs)
     check_against_catalogue(files, root=kwargs.get("data_root"))
 
 

@@ -105,7 +105,6 @@ ENTRIES: dict[str, int] = {
     "derl_bench.experiments.proxy.run:base_model": 1,
     "derl_bench.grpo.commands:train_commands": 1,
     "derl_bench.grpo.config:TrainConfig.__post_init__": 1,
-    "derl_bench.grpo.dispatch:check_data": 1,
     "derl_bench.grpo.dispatch:run_training": 1,
     "derl_bench.grpo.population:train_population": 1,
     "derl_bench.grpo.trainer:train": 1,
