@@ -43,6 +43,7 @@ import functools
 import inspect
 import numbers
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, SupportsFloat
@@ -60,7 +61,7 @@ from derl_bench.family import (
     resolve_family,
 )
 from derl_bench.observers.think_action import ThinkActionWrapper, action_parser_for
-from derl_bench.reward import MetaReward, MetaRewardError, compile_reward
+from derl_bench.reward import MetaReward, MetaRewardError, compile_reward, primitive_set
 
 ACTION_FORMATS = ("think-action", "command")
 """How an agent env reads an action: a whole ``<think>…</think><action>…</action>`` response
@@ -102,7 +103,7 @@ def derl_env_ids() -> list[str]:
     return sorted(i for i in gym.registry if i.startswith("derl/"))
 
 
-def check_env_id(env_id: str) -> FamilySpec:
+def check_env_id(env_id: str) -> Family:
     """The family of ``env_id``, or :class:`TaskError` naming the close ids.
 
     >>> check_env_id("derl/GSM8K-v0").name
@@ -120,7 +121,7 @@ def check_env_id(env_id: str) -> FamilySpec:
                 else f"the derl-bench ids are {', '.join(known)}")
         raise TaskError(f"unknown env id {env_id!r}; {hint}")
     try:
-        return resolve_family(env_id).spec
+        return resolve_family(env_id)
     except UnknownFamilyError as exc:
         raise TaskError(f"{env_id!r} is not a derl-bench env: {exc}") from None
 
@@ -168,7 +169,7 @@ class Task:
     def family(self) -> Family:
         """The env's family, resolved once per task (and kept by :meth:`with_parameters`,
         which never changes the env id)."""
-        return resolve_family(check_env_id(self.env_id))
+        return check_env_id(self.env_id)
 
     @property
     def spec(self) -> FamilySpec:
@@ -228,7 +229,7 @@ class Task:
         """The task's Meta-Reward, compiled against the env's primitives (:class:`TaskError`
         when it does not compile); once per expression, env and semantics in a process, since
         a compiled reward holds no state and every session of a served task plays the same."""
-        return _compiled(self.reward_expression, self.env_id, self.semantics)
+        return _compiled(self.reward_expression, self.env_id, self.semantics, self.family)
 
     def make_env(self) -> gym.Env:
         """The env as derl-bench's trainer makes it (see the module docstring)."""
@@ -313,15 +314,28 @@ def reset_number(name: str, value: Any) -> int:
     return int(value)
 
 
-@functools.lru_cache(maxsize=256)
-def _compiled(expr: str, env_id: str, semantics: str) -> MetaReward:
+_COMPILED: OrderedDict[tuple[str, str, str], MetaReward] = OrderedDict()
+_COMPILED_MAX = 256
+
+
+def _compiled(expr: str, env_id: str, semantics: str, family: Family) -> MetaReward:
+    # the most recently used 256, keyed by what they are compiled from: the env id's family
+    # (the one the task resolved, so nothing is looked up again) only gives the primitives
+    key = (expr, env_id, semantics)
+    if key in _COMPILED:
+        _COMPILED.move_to_end(key)
+        return _COMPILED[key]
     try:
-        return compile_reward(expr, env=env_id, semantics=semantics)
+        reward = compile_reward(expr, primitive_set(env_id, family), semantics=semantics)
     except MetaRewardError as exc:
         raise TaskError(f"reward {expr!r}: {exc}") from None
+    _COMPILED[key] = reward
+    if len(_COMPILED) > _COMPILED_MAX:
+        _COMPILED.popitem(last=False)
+    return reward
 
 
-on_reload(_compiled.cache_clear)  # a changed card may change the primitives a reward reads
+on_reload(_COMPILED.clear)  # a changed card may change the primitives a reward reads
 
 
 class EpisodeSession:

@@ -108,7 +108,6 @@ ENTRIES: dict[str, int] = {
     "derl_bench.grpo.dispatch:run_training": 1,
     "derl_bench.grpo.population:train_population": 1,
     "derl_bench.grpo.trainer:train": 1,
-    "derl_bench.integrations.sessions:Task.family": 1,
     "derl_bench.integrations.sessions:check_env_id": 1,
     "derl_bench.leaderboard.board:evaluated_adapters": 1,
     "derl_bench.leaderboard.validate:known_data_checksums": 1,
@@ -260,3 +259,29 @@ def test_evaluate_resolves_once(tmp_path, monkeypatch):
                  "--no-progress", "--output", str(out)]) == 0
     assert json.loads(out.read_text())["results"]["n"] == 3
     assert looked_up == [ENV] and compiled == []
+
+
+def test_serve_resolves_once_and_compiles_a_tasks_reward_once(monkeypatch):
+    # the app resolves its env id and compiles its default task's reward where it is built;
+    # every session of that task is handed both
+    pytest.importorskip("openenv.core")
+    import asyncio
+
+    from derl_bench.integrations.openenv_server import DerlAction, DerlEnvClient, build_app
+    from tests.integrations.serving import serving
+
+    looked_up, compiled = counted(monkeypatch)
+    app = build_app(ENV, max_sessions=2, session_timeout=None, reward="outcome")
+
+    async def play(url: str) -> list[float]:
+        rewards = []
+        for seed in (1, 2):
+            async with DerlEnvClient(base_url=url) as env:
+                await env.reset(seed=seed)
+                rewards.append((await env.step(DerlAction(text="\\boxed{0}"))).reward)
+        return rewards
+
+    with serving(app) as url:
+        rewards = asyncio.run(play(url))
+    assert len(rewards) == 2 and all(r is not None for r in rewards)
+    assert looked_up == [ENV] and compiled == ["outcome"]
