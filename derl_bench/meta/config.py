@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import InitVar, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -183,8 +183,11 @@ class MetaConfig:
 
     output_dir: str | None = None
     progress: bool = True
+    resolved: InitVar[Family | None] = None
+    """The inner env's family where the caller has resolved it (a benchmark that builds many
+    recipes for one env); not a recipe field. Without it the config resolves it here, once."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, resolved: Family | None = None) -> None:
         if isinstance(self.batch_inner, bool):  # YAML reads a bare true/false as a bool
             self.batch_inner = "true" if self.batch_inner else "false"
         if self.batch_inner not in BATCH_INNER:
@@ -229,7 +232,7 @@ class MetaConfig:
             raise ConfigError("inner must be a mapping of TrainConfig fields")
         # once for the checks below and the whole run (:attr:`family`); an env without a card
         # has no card to check against
-        family = find_family(self.inner.env_id)
+        family = resolved if resolved is not None else find_family(self.inner.env_id)
         self._family = family
         # the method's own refusals may read the inner recipe (a control reads its task's card)
         problem = method.check(self) if method.check is not None else None
@@ -417,10 +420,11 @@ def apply_protocol(values: dict[str, Any]) -> dict[str, Any]:
     return filled
 
 
-def meta_config_from_dict(values: dict[str, Any]) -> MetaConfig:
+def meta_config_from_dict(values: dict[str, Any], family: Family | None = None) -> MetaConfig:
     """A MetaConfig from a recipe's fields: flat ``optimizer_X`` fields are nested
     (:func:`nest_flat_keys`), unknown keys are refused and the recipe's ``protocol`` fills what
-    the recipe leaves unset (:func:`apply_protocol`)."""
+    the recipe leaves unset (:func:`apply_protocol`). ``family``: the inner env's, where the
+    caller has resolved it."""
     values = nest_flat_keys(values)
     known = {f.name for f in fields(MetaConfig)}
     unknown = sorted(set(values) - known)
@@ -429,7 +433,7 @@ def meta_config_from_dict(values: dict[str, Any]) -> MetaConfig:
     for section in SECTIONS:
         if not isinstance(values.get(section, {}), dict):
             raise ConfigError(f"{section} must be a mapping of its fields")
-    return MetaConfig(**apply_protocol(values))
+    return MetaConfig(**apply_protocol(values), resolved=family)
 
 
 def load_meta_config(path: str | Path, overrides: list[str] | None = None) -> MetaConfig:

@@ -72,6 +72,7 @@ from derl_bench.policies.threads import configure_threads
 from derl_bench.progress import quiet_transformers
 from derl_bench.reward import (
     MetaRewardError,
+    PrimitiveSet,
     TokenConstraint,
     compile_reward,
     language_summary,
@@ -98,7 +99,7 @@ TIGHT_CANDIDATES = 16
 SFT_LEARNING_RATE = 3e-3
 
 
-def build_prompt(domain: str) -> list[dict[str, str]]:
+def build_prompt(domain: str | PrimitiveSet) -> list[dict[str, str]]:
     """The Meta-Optimizer's chat messages for ``domain``: an env id, a family or a domain, whose
     primitives and aliases the random generator draws from too."""
     chosen = primitive_set(domain)
@@ -167,7 +168,9 @@ class MetaOptimizer:
     """An LLM proposer of Meta-Rewards, trained by GRPO on validation scores.
 
     Args:
-        domain: the env id (or family, or ``"math"``/``"agent"``) whose primitives it writes.
+        domain: the env id (or family, or ``"math"``/``"agent"``) whose primitives it writes,
+            or that env id's primitive set where the caller has it
+            (:func:`~derl_bench.reward.primitive_set`).
         config: its model, sampler and outer update (:class:`OptimizerConfig`). The cold
             start is :meth:`cold_start`'s, called by the owner.
         workdir: where the tiny model is written.
@@ -177,7 +180,7 @@ class MetaOptimizer:
             that never updates (a learning rate of 0).
     """
 
-    def __init__(self, domain: str, config: OptimizerConfig | None = None,
+    def __init__(self, domain: str | PrimitiveSet, config: OptimizerConfig | None = None,
                  workdir: str | Path = ".", seed: int = 0, invalid_score: float = 0.0,
                  device: str = "cpu", frozen: bool = False) -> None:
         config = config or OptimizerConfig()
@@ -371,7 +374,8 @@ class MetaOptimizer:
         Returns the first and last loss (``cached``: 1.0 when it was loaded)."""
         texts = self.cold_start_corpus(corpus, examples, seed)
         key = hashlib.sha256(json.dumps({
-            "model": self.model_source, "init": self._init_digest(), "domain": self.domain,
+            "model": self.model_source, "init": self._init_digest(),
+            "domain": self.domain if isinstance(self.domain, str) else self.domain.name,
             "prompt": self.prompt_ids, "texts": texts, "steps": steps, "seed": seed,
             "batch_size": batch_size, "learning_rate": SFT_LEARNING_RATE,
         }, sort_keys=True).encode()).hexdigest()[:20]

@@ -27,6 +27,7 @@ from derl_bench.reward.nodes import (
     MAX_POWER,
 )
 from derl_bench.reward.parser import resolve
+from derl_bench.reward.primitives import PrimitiveSet
 
 ALPHABET = frozenset(string.ascii_letters + string.digits + "_ +-*/(),.")
 NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_")
@@ -68,7 +69,8 @@ class ExpressionPrefix:
     """The automaton for the primitives of an env id, a family or a domain (and optionally a
     custom primitive set)."""
 
-    def __init__(self, domain: str, primitives: Iterable[str] | None = None) -> None:
+    def __init__(self, domain: str | PrimitiveSet,
+                 primitives: Iterable[str] | None = None) -> None:
         chosen = resolve(domain, primitives)
         known = chosen.names
         aliases = {
@@ -281,7 +283,7 @@ class TokenConstraint:
     def __init__(
         self,
         vocab: Sequence[str] | Mapping[int, str],
-        domain: str,
+        domain: str | PrimitiveSet,
         primitives: Iterable[str] | None = None,
     ) -> None:
         self.automaton = ExpressionPrefix(domain, primitives)

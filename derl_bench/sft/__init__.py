@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from derl_bench.family import Family
+
 _CALCULATOR = re.compile(r"<<[^<>]*>>")
 _BOXED_END = re.compile(r"\\boxed\{([^{}]*)\}\.?\s*$")
 
@@ -163,10 +165,11 @@ DemoStream = Callable[[Any, Any, SFTConfig], Iterator[tuple[list[int], str]]]
 
 
 def run_sft(config: SFTConfig, progress: bool = False,
-            demos: DemoStream | None = None) -> dict[str, Any]:
+            demos: DemoStream | None = None, family: Family | None = None) -> dict[str, Any]:
     """Fine-tune as ``config`` says and save the model to ``config.output``; returns the
     loss curve and settings. ``demos`` replaces :func:`demonstrations` (another rendering of
-    the same walkthroughs, e.g. as tool calls)."""
+    the same walkthroughs, e.g. as tool calls); ``family`` is ``config.env_id``'s where the
+    caller has resolved it (else the policy resolves it, once)."""
     import gymnasium as gym
 
     from derl_bench.grpo.loss import token_logprobs
@@ -185,7 +188,7 @@ def run_sft(config: SFTConfig, progress: bool = False,
         torch.manual_seed(config.seed)
         model, tokenizer = load_model_and_tokenizer(_base_model(config, staging))
         configure_threads(model, config.num_threads)
-        policy = LLMPolicy(model, tokenizer, config.env_id)
+        policy = LLMPolicy(model, tokenizer, family or config.env_id)
         kwargs: dict[str, Any] = {"split": config.split, **config.env_kwargs}
         if config.level is not None:
             kwargs["level"] = config.level

@@ -285,3 +285,17 @@ def test_serve_resolves_once_and_compiles_a_tasks_reward_once(monkeypatch):
         rewards = asyncio.run(play(url))
     assert len(rewards) == 2 and all(r is not None for r in rewards)
     assert looked_up == [ENV] and compiled == ["outcome"]
+
+
+@pytest.mark.slow
+def test_the_small_proxy_resolves_once(tmp_path, monkeypatch):
+    # the benchmark's config resolves the task's family; its base policy, its recipes (one
+    # MetaConfig per method, handed that family), every method's proposer, inner runs and
+    # evaluations read it from there (in this process: one worker)
+    from derl_bench.cli import main
+
+    looked_up, _ = counted(monkeypatch)
+    out = tmp_path / "proxy"
+    assert main(["proxy", "--small", "--workers", "1", "--output", str(out)]) == 0
+    assert json.loads((out / "results.json").read_text())["env_id"] == ENV
+    assert looked_up == [ENV]

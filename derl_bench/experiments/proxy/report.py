@@ -4,6 +4,7 @@ board's ``summary.md``."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ from derl_bench.experiments.evidence import (
 )
 from derl_bench.experiments.proxy.config import HAND_MADE, LEVELS, WARM_STARTED
 from derl_bench.experiments.stats import describe, mean_sd
-from derl_bench.reward import primitive_set
 
 
 def mean_se(values: list[float]) -> dict[str, float]:
@@ -97,15 +97,17 @@ def candidates_of(result: dict[str, Any]) -> list[dict[str, Any]]:
             for r in result["runs"] for c in r.get("candidates", [])]
 
 
-def write_figures(result: dict[str, Any], out: Path, target: float | None = None) -> None:
-    """:data:`FIGURES` of a result into ``out``; ``target`` (the task's planted reward's
-    confirmed score) is drawn on the best-so-far plot."""
+def write_figures(result: dict[str, Any], out: Path, primitives: Sequence[str],
+                  target: float | None = None) -> None:
+    """:data:`FIGURES` of a result into ``out``; ``primitives`` are the env's, in card order
+    (the composition plot's columns); ``target`` (the task's planted reward's confirmed
+    score) is drawn on the best-so-far plot."""
     table = result["generations"]
     dashed = [m for m in table if WARM_STARTED.get(m, m) in HAND_MADE]
     plot_scores(table, out / "curves.png", dashed, result["config"]["endpoint_from"])
     plot_best_so_far(best_so_far_table(candidates_of(result)), out / "best_so_far.png",
                      dashed, target)
-    plot_composition(table, out / "composition.png", list(primitive_set(result["env_id"]).names))
+    plot_composition(table, out / "composition.png", list(primitives))
     plot_optimizer(table, out / "optimizer.png")
 
 

@@ -77,7 +77,7 @@ def base_model(path: Path, spec: BaseModelSpec, env_id: str,
     run_sft(SFTConfig(env_id=env_id, output=str(path), steps=spec.steps,
                       learning_rate=spec.learning_rate, batch_size=spec.batch_size,
                       format_dropout=spec.format_dropout, seed=spec.seed,
-                      num_threads=alone_threads()))
+                      num_threads=alone_threads()), family=family)
     marker.write_text(wanted)
     return path
 
@@ -116,7 +116,7 @@ def meta_config_for(config: ProxyConfig, method: str, seed: int, model: str,
         recipe = dict(config.optimizer_recipe)
         values["inner"] = {**values["inner"], **recipe.pop("inner", {})}
         values.update(recipe)
-    return meta_config_from_dict(values)
+    return meta_config_from_dict(values, config.family)
 
 
 CANDIDATE_FIELDS = ("generation", "index", "expr", "status", "score", "structure", "primitives",
@@ -133,7 +133,7 @@ def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str
     meta = meta_config_for(config, method, seed, model, out)
     evaluate = headline_evaluator(config.env_id, LEVELS, limit=config.eval_limit,
                                   max_new_tokens=int(config.inner["max_new_tokens"]),
-                                  model_label="tiny-sft")
+                                  model_label="tiny-sft", family=config.family)
     started = time.perf_counter()
     found = run_meta(meta, evaluate=evaluate)
     candidates = [{k: c.get(k) for k in CANDIDATE_FIELDS} | {"repeat": "duplicate_of" in c}
@@ -247,7 +247,8 @@ def retrain_picked(config: ProxyConfig, model: str, expr: str, seed: int, out: P
                 record, _ = evaluate_llm(config.env_id, level, str(result.checkpoint),
                                          limit=config.eval_limit,
                                          max_new_tokens=int(config.inner["max_new_tokens"]),
-                                         checkpoint="final (the picked reward re-trained)")
+                                         checkpoint="final (the picked reward re-trained)",
+                                         family=meta.family)
                 levels[level].append(float(record["results"]["success_rate"]["mean"]))
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -270,7 +271,8 @@ def base_figures(model: str, config: ProxyConfig) -> dict[str, Any]:
     for level in LEVELS:
         record, extra = evaluate_llm(config.env_id, level, model, limit=config.eval_limit,
                                      max_new_tokens=int(config.inner["max_new_tokens"]),
-                                     checkpoint="the base policy: the SFT warm start, no GRPO")
+                                     checkpoint="the base policy: the SFT warm start, no GRPO",
+                                     family=config.family)
         out[level] = {"mean": record["results"]["success_rate"]["mean"],
                       "n": record["results"]["n"], **extra}
     return out
@@ -338,14 +340,14 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
         wall = round(wall + earlier["wall_time_s"], 1)
     order = proxy_methods()
     rows.sort(key=lambda r: (order.index(r["method"]), r["seed"]))
-    primitives = list(primitive_set(config.env_id).names)
+    primitives = list(primitive_set(config.env_id, config.family).names)
     table = generation_table(rows, primitives)
     result = {"config": config_json(config), "env_id": config.env_id, "wall_time_s": wall,
               "base": base, "summary": summarize(rows, base, config.endpoint_from),
               "comparisons": comparisons(rows, config.methods, config.endpoint_from),
               "generations": table, "runs": rows}
     write_json_atomic(out / "results.json", result)
-    write_figures(result, out,
+    write_figures(result, out, primitives,
                   None if records is None else planted_target(records / EVIDENCE))
     if records is not None:
         copy_records(rows, out, records)
