@@ -27,7 +27,11 @@ game by game from the logs ``derl-bench evaluate --commands ... --trajectories``
 base's final models minus the base from their eval records, ``<group>-base-<level>.json``
 and ``<group>-s<seed>-<level>.json`` as ``evaluate --output`` writes them (t-intervals over
 the seeds, Holm over the groups at ``--level``, every other level beside; ``lift.json``), for
-the seventh pilot's endpoint.
+the seventh pilot's endpoint. A base built again (another machine builds other weights) pairs
+with its own runs: ``builds.json`` in the evidence folder names them by group and build
+(``{"weak": {"build3": [13, 14]}}``), each build's evaluation is
+``<group>-base-<build>-<level>.json``, and each run is taken minus its own build's base; the
+runs no build lists pair with ``<group>-base-<level>.json``.
 """
 
 from __future__ import annotations
@@ -408,22 +412,32 @@ def lift(args: argparse.Namespace) -> int:
     from derl_bench.experiments.stats import describe, holm, paired_difference
 
     evidence = Path(args.evidence)
+    listed = evidence / "builds.json"
+    builds = json.loads(listed.read_text()) if listed.is_file() else {}
     out: dict[str, Any] = {"level": args.level, "groups": {}}
     tested = []
     for group in args.groups:
+        build_of = {int(seed): build for build, seeds in builds.get(group, {}).items()
+                    for seed in seeds}
         body: dict[str, Any] = {}
         for level in [args.level, *[lv for lv in args.beside if lv != args.level]]:
-            base_file = evidence / f"{group}-base-{level}.json"
             finals = {int(p.name[len(group) + 2:-len(f"-{level}.json")]): p
                       for p in evidence.glob(f"{group}-s*-{level}.json")}
-            if not base_file.is_file() or not finals:
-                raise SystemExit(f"{group} {level}: needs {base_file.name} and at least one "
-                                 f"{group}-s<seed>-{level}.json in {evidence}")
-            base = _record_success(base_file)
             seeds = sorted(finals)
+            base_files = {seed: evidence / (f"{group}-base-{build_of[seed]}-{level}.json"
+                                            if seed in build_of else f"{group}-base-{level}.json")
+                          for seed in seeds}
+            missing = sorted({f.name for f in base_files.values() if not f.is_file()})
+            if missing or not finals:
+                raise SystemExit(f"{group} {level}: needs {', '.join(missing) or 'its base'} "
+                                 f"and at least one {group}-s<seed>-{level}.json in {evidence}")
+            bases = [_record_success(base_files[seed]) for seed in seeds]
             scores = [_record_success(finals[seed]) for seed in seeds]
-            difference = paired_difference(scores, [base] * len(scores))
-            body[level] = {"base": base, "seeds": seeds, "finals": scores,
+            difference = paired_difference(scores, bases)
+            by_build = {build_of.get(seed, "first"): base
+                        for seed, base in zip(seeds, bases, strict=True)}
+            body[level] = {"base": bases[0] if len(by_build) == 1 else by_build,
+                           "bases": bases, "seeds": seeds, "finals": scores,
                            "final_minus_base": difference}
             if level == args.level:
                 tested.append(difference)
@@ -432,7 +446,9 @@ def lift(args: argparse.Namespace) -> int:
         out["groups"][group][args.level]["final_minus_base"] = corrected
     for group, body in out["groups"].items():
         for level, row in body.items():
-            print(f"{group} {level}: base {row['base']:.1f}, finals "
+            base = (f"{row['base']:.1f}" if not isinstance(row["base"], dict) else
+                    ", ".join(f"{build} {v:.1f}" for build, v in row["base"].items()))
+            print(f"{group} {level}: base {base}, finals "
                   + ", ".join(f"{v:.1f}" for v in row["finals"])
                   + f"; final - base {describe(row['final_minus_base'], scale=1.0)}")
     (evidence / "lift.json").write_text(json.dumps(out, indent=2) + "\n")

@@ -80,6 +80,28 @@ def test_lift_takes_each_base_from_its_finals_and_holm_corrects_the_bases(tmp_pa
     assert "p_holm" not in weak["L1"]["final_minus_base"]
 
 
+def test_lift_takes_each_run_minus_its_own_builds_base(tmp_path):
+    from derl_bench.experiments.stats import paired_difference
+
+    pilot = load_script("scripts/alfworld_pilot.py")
+    _record(tmp_path / "weak-base-L0.json", 0.3)
+    _record(tmp_path / "weak-base-build3-L0.json", 0.4)
+    for seed, share in {9: 0.45, 10: 0.4, 13: 0.5, 14: 0.55}.items():
+        _record(tmp_path / f"weak-s{seed}-L0.json", share)
+    (tmp_path / "builds.json").write_text(json.dumps({"weak": {"build3": [13, 14]}}))
+    args = argparse.Namespace(groups=["weak"], level="L0", beside=[], evidence=str(tmp_path))
+    assert pilot.lift(args) == 0
+    row = json.loads((tmp_path / "lift.json").read_text())["groups"]["weak"]["L0"]
+    assert row["bases"] == [30.0, 30.0, 40.0, 40.0]
+    assert row["base"] == {"first": 30.0, "build3": 40.0}
+    expected = paired_difference([45.0, 40.0, 50.0, 55.0], [30.0, 30.0, 40.0, 40.0])
+    assert row["final_minus_base"]["mean"] == pytest.approx(12.5)
+    assert row["final_minus_base"]["mean"] == pytest.approx(expected["mean"])
+    (tmp_path / "weak-base-build3-L0.json").unlink()
+    with pytest.raises(SystemExit, match="needs weak-base-build3-L0.json"):
+        pilot.lift(args)
+
+
 def test_lift_refuses_a_group_without_its_base(tmp_path):
     pilot = load_script("scripts/alfworld_pilot.py")
     _record(tmp_path / "weak-s9-L0.json", 0.4)
