@@ -31,7 +31,8 @@ the seventh pilot's endpoint. A base built again (another machine builds other w
 with its own runs: ``builds.json`` in the evidence folder names them by group and build
 (``{"weak": {"build3": [13, 14]}}``), each build's evaluation is
 ``<group>-base-<build>-<level>.json``, and each run is taken minus its own build's base; the
-runs no build lists pair with ``<group>-base-<level>.json``.
+runs no build lists pair with ``<group>-base-<level>.json``. ``tails`` counts, from the same
+logs, the lost episodes whose last commands repeat in a short cycle (``tails.json``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -455,6 +456,41 @@ def lift(args: argparse.Namespace) -> int:
     return 0
 
 
+def ends_in_a_cycle(commands: Sequence[str], window: int = 12, longest: int = 6) -> bool:
+    """Whether an episode's last ``window`` commands repeat with a period of at most
+    ``longest``: what a greedy episode that came back to a state it chose from before looks
+    like in its commands alone.
+
+    >>> ends_in_a_cycle(["look"] + ["go to a", "go to b"] * 6)
+    True
+    >>> ends_in_a_cycle([f"go to {i}" for i in range(12)])
+    False
+    """
+    tail = list(commands[-window:])
+    return len(tail) == window and any(
+        all(tail[i] == tail[i + p] for i in range(window - p)) for p in range(1, longest + 1))
+
+
+def tails(args: argparse.Namespace) -> int:
+    """For each named eval log (``<name>-<level>.jsonl``, as ``evaluate --trajectories``
+    writes it), how many lost episodes end in a cycle (:func:`ends_in_a_cycle`), per level
+    (``tails.json``)."""
+    evidence = Path(args.evidence)
+    table: dict[str, dict[str, dict[str, int]]] = {}
+    for name in args.names:
+        for level in args.levels:
+            log = evidence / f"{name}-{level}.jsonl"
+            if not log.is_file():
+                raise SystemExit(f"{name} {level}: no {log}")
+            lost = [e for e in map(json.loads, log.read_text().splitlines())
+                    if not e["success"]]
+            cycled = sum(ends_in_a_cycle(e["actions"]) for e in lost)
+            table.setdefault(name, {})[level] = {"lost": len(lost), "cycled": cycled}
+            print(f"{name} {level}: {cycled} of {len(lost)} lost episodes end in a cycle")
+    (evidence / "tails.json").write_text(json.dumps(table, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -484,12 +520,16 @@ def main() -> int:
                           "(McNemar per level, Holm over levels) from evaluate's logs")
     pair.add_argument("--names", nargs=2, required=True, metavar=("REFERENCE", "OTHER"))
     pair.add_argument("--levels", nargs="+", default=["L0", "L1"])
+    ends = sub.add_parser("tails", help="how many lost episodes of each eval log end in a "
+                          "cycle of commands")
+    ends.add_argument("--names", nargs="+", required=True)
+    ends.add_argument("--levels", nargs="+", default=["L0", "L1"])
     gain = sub.add_parser("lift", help="each base's final models minus the base from their "
                           "eval records (Holm over the bases at --level)")
     gain.add_argument("--groups", nargs="+", required=True)
     gain.add_argument("--level", default="L0")
     gain.add_argument("--beside", nargs="*", default=["L1"])
-    for p in (rep, check, rescore, cycles, pair, gain):
+    for p in (rep, check, rescore, cycles, pair, gain, ends):
         p.add_argument("--evidence", default=str(EVIDENCE))
     for p in (r, rep, check, rescore, cycles):
         p.add_argument("--runs", default="runs/pilot")
@@ -497,7 +537,7 @@ def main() -> int:
         p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     args = parser.parse_args()
     return {"run": run, "report": report, "pool": pool_check, "score": score,
-            "loops": loops, "paired": paired, "lift": lift}[args.action](args)
+            "loops": loops, "paired": paired, "lift": lift, "tails": tails}[args.action](args)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,18 @@ def test_lift_takes_each_run_minus_its_own_builds_base(tmp_path):
         pilot.lift(args)
 
 
+def test_tails_counts_the_lost_episodes_that_end_in_a_cycle(tmp_path):
+    pilot = load_script("scripts/alfworld_pilot.py")
+    episodes = [{"success": True, "actions": ["go to a", "go to b"] * 6},
+                {"success": False, "actions": ["look"] + ["go to a", "go to b"] * 6},
+                {"success": False, "actions": [f"go to {i}" for i in range(30)]}]
+    (tmp_path / "base-L0.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    args = argparse.Namespace(names=["base"], levels=["L0"], evidence=str(tmp_path))
+    assert pilot.tails(args) == 0
+    assert json.loads((tmp_path / "tails.json").read_text()) == {
+        "base": {"L0": {"lost": 2, "cycled": 1}}}
+
+
 def test_lift_refuses_a_group_without_its_base(tmp_path):
     pilot = load_script("scripts/alfworld_pilot.py")
     _record(tmp_path / "weak-s9-L0.json", 0.4)
