@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import types
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import InitVar, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +135,11 @@ class TrainConfig:
     weights, like a meta loop's inner run; such a checkpoint cannot resume."""
     tensorboard: bool = True
     progress: bool = True
+    resolved: InitVar[Family | None] = None
+    """``env_id``'s family where the caller has resolved it (a meta run's inner runs), for the
+    level check; not a recipe field."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, resolved: Family | None = None) -> None:
         open_unit = Rule(lambda v: POSITIVE.test(v) and v < 1, "in (0, 1)")
         rules = {
             "group_size": at_least(2), "prompts_per_step": COUNT, "steps": at_least(0),
@@ -173,7 +176,7 @@ class TrainConfig:
         from derl_bench.family import find_family
 
         # only a level is checked against the card: a config without one looks nothing up
-        family = None if self.level is None else find_family(self.env_id)
+        family = None if self.level is None else (resolved or find_family(self.env_id))
         problem = env_settings_problem(family, self.env_id, self.level, self.env_kwargs)
         if problem:
             raise ConfigError(problem)

@@ -69,7 +69,7 @@ def inner_config(meta: MetaConfig, expr: str, run_dir: Path, start_model: str | 
         changes["model"] = start_model
     if seed is not None:
         changes["seed"] = seed
-    return replace(meta.inner, **changes)
+    return replace(meta.inner, resolved=meta.family, **changes)
 
 
 def compile_inner_reward(meta: MetaConfig, expr: str) -> MetaReward:
