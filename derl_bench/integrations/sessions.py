@@ -316,22 +316,26 @@ def reset_number(name: str, value: Any) -> int:
 
 _COMPILED: OrderedDict[tuple[str, str, str], MetaReward] = OrderedDict()
 _COMPILED_MAX = 256
+_COMPILED_LOCK = threading.Lock()
 
 
 def _compiled(expr: str, env_id: str, semantics: str, family: Family) -> MetaReward:
     # the most recently used 256, keyed by what they are compiled from: the env id's family
     # (the one the task resolved, so nothing is looked up again) only gives the primitives
     key = (expr, env_id, semantics)
-    if key in _COMPILED:
-        _COMPILED.move_to_end(key)
-        return _COMPILED[key]
+    with _COMPILED_LOCK:  # sessions reset from the server's threads
+        if key in _COMPILED:
+            _COMPILED.move_to_end(key)
+            return _COMPILED[key]
     try:
         reward = compile_reward(expr, primitive_set(env_id, family), semantics=semantics)
     except MetaRewardError as exc:
         raise TaskError(f"reward {expr!r}: {exc}") from None
-    _COMPILED[key] = reward
-    if len(_COMPILED) > _COMPILED_MAX:
-        _COMPILED.popitem(last=False)
+    with _COMPILED_LOCK:
+        reward = _COMPILED.setdefault(key, reward)
+        _COMPILED.move_to_end(key)
+        if len(_COMPILED) > _COMPILED_MAX:
+            _COMPILED.popitem(last=False)
     return reward
 
 
