@@ -96,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.output)
     proxy = ProxyConfig(output=str(out))
-    model = str(base_model(out / "base-model", proxy.base))
+    model = str(base_model(out / "base-model", proxy.base_spec, proxy.env_id, proxy.family))
     rows = [run_seed(seed, args.n, out, model, proxy) for seed in args.seeds]
     result = {"env_id": ENV_ID, "level": LEVEL, "reward": REWARD, "n": args.n,
               "seeds": args.seeds, "inner": proxy.inner,
