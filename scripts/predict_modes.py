@@ -32,7 +32,7 @@ import numpy as np
 import derl_bench  # noqa: F401  (registers the card ids)
 from derl_bench.experiments.proxy import HAND_MADE
 from derl_bench.families.digits.env import base_policy_spec, demonstration
-from derl_bench.family import card_for
+from derl_bench.family import card_for, resolve_family
 from derl_bench.meta.probe import ProbeSet
 from derl_bench.reward import compile_reward, random_expression
 from derl_bench.reward.planted import planted_parts, planted_reward
@@ -42,7 +42,9 @@ def mode_table(env_id: str, problems: int, seed: int = 0) -> str:
     """The per-mode table (see the module docstring)."""
     family = str(card_for(env_id)["family"])
     spec = base_policy_spec(family)
-    rewards = {**HAND_MADE, **planted_parts(env_id), "planted": planted_reward(env_id)}
+    found = resolve_family(env_id)
+    rewards = {**HAND_MADE, **planted_parts(env_id, found),
+               "planted": planted_reward(env_id, found)}
     env = gym.make(env_id, split="validation")
     modes = ["careful", *sorted(spec.modes, key=lambda m: -spec.modes[m])]
     names: list[str] = []
@@ -88,7 +90,8 @@ def draw_shares(env_id: str, draws: int, seed: int = 0) -> str:
     used = {n for e in HAND_MADE.values() for n in re.findall(r"[a-z_][a-z0-9_]*", e)}
     aliases = dict(card.get("aliases") or {})
     used |= {str(aliases[a]) for a in used if a in aliases}
-    planted = {n for e in [planted_reward(env_id), *planted_parts(env_id).values()]
+    found = resolve_family(env_id)
+    planted = {n for e in [planted_reward(env_id, found), *planted_parts(env_id, found).values()]
                for n in re.findall(r"[a-z_][a-z0-9_]*", e)}
     names = [n for n in card["primitives"] if n not in used and n in planted]
     rng = random.Random(seed)

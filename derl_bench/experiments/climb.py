@@ -99,13 +99,15 @@ def draw_neighbours(planted: str, env_id: str, count: int, seed: int = 0,
     ...     counts["draws"]
     (3, True)
     """
+    from derl_bench.family import resolve_family
     from derl_bench.meta.evolve import mutate
     from derl_bench.meta.probe import behaviour_key, probe_set
-    from derl_bench.reward import compile_reward
+    from derl_bench.reward import compile_reward, primitive_set
 
     rng = random.Random(seed)
-    probe = probe_set(env_id)
-    own = behaviour_key(compile_reward(planted, domain=env_id), probe)
+    family = resolve_family(env_id)
+    probe, declared = probe_set(env_id, family), primitive_set(env_id, family)
+    own = behaviour_key(compile_reward(planted, declared), probe)
     first: dict[Any, str] = {}
     weights: dict[str, int] = {}
     counts = {"draws": 0, "constant": 0, "same": 0}
@@ -115,7 +117,7 @@ def draw_neighbours(planted: str, env_id: str, count: int, seed: int = 0,
             raise RuntimeError(f"only {len(weights)} neighbour classes of {planted!r} in "
                                f"{counts['draws'] - 1} draws")
         child = mutate(planted, env_id, rng)
-        key = behaviour_key(compile_reward(child, domain=env_id), probe)
+        key = behaviour_key(compile_reward(child, declared), probe)
         if key is None:
             counts["constant"] += 1
         elif key == own:
@@ -247,9 +249,11 @@ def paid_parts(reward: MetaReward, probe: ProbeSet, parts: tuple[str, ...],
                ) -> tuple[str, ...]:
     """The primitives of ``parts`` that ``reward`` (a compiled Meta-Reward) pays on ``probe``.
 
+    >>> from derl_bench.family import resolve_family
     >>> from derl_bench.meta.probe import probe_set
     >>> from derl_bench.reward import compile_reward
-    >>> probe = probe_set("derl/DigitsBalance-v0", problems=4)
+    >>> probe = probe_set("derl/DigitsBalance-v0", resolve_family("derl/DigitsBalance-v0"),
+    ...                   problems=4)
     >>> parts = ("digit_recall", "length_fit")
     >>> def paid(expr):
     ...     return paid_parts(compile_reward(expr, domain=probe.env_id), probe, parts)
@@ -259,18 +263,18 @@ def paid_parts(reward: MetaReward, probe: ProbeSet, parts: tuple[str, ...],
     return tuple(name for name in parts if probe.pays(reward, name) > 0)
 
 
-def _parts(env_id: str, family: Family | None = None,
-           ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _parts(env_id: str, family: Family) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The planted reward's primitives, and those of the first part its card names."""
-    from derl_bench.reward import compile_reward
+    from derl_bench.reward import compile_reward, primitive_set
     from derl_bench.reward.planted import planted_parts, planted_reward
 
-    parts = compile_reward(planted_reward(env_id, family), domain=env_id).primitives
+    declared = primitive_set(env_id, family)
+    parts = compile_reward(planted_reward(env_id, family), declared).primitives
     named = planted_parts(env_id, family)
     if not named:
         raise ValueError(f"the upward step starts from picks that pay the planted reward's "
                          f"first part, and {env_id}'s card names none (planted_parts)")
-    first = compile_reward(next(iter(named.values())), domain=env_id).primitives
+    first = compile_reward(next(iter(named.values())), declared).primitives
     return parts, first
 
 
@@ -303,8 +307,10 @@ def draw_upward(start: str, env_id: str, draws: int, seed: int, probe: ProbeSet,
     it), and the draw counts (``draws``, ``constant``, ``same``: in ``start``'s class,
     ``pays_all``).
 
+    >>> from derl_bench.family import resolve_family
     >>> from derl_bench.meta.probe import probe_set
-    >>> probe = probe_set("derl/DigitsBalance-v0", problems=4)
+    >>> probe = probe_set("derl/DigitsBalance-v0", resolve_family("derl/DigitsBalance-v0"),
+    ...                   problems=4)
     >>> classes, counts = draw_upward("digit_recall", probe.env_id, 50, 0, probe,
     ...                               ("digit_recall", "length_fit"))
     >>> counts["draws"], sum(c["draws"] for c in classes.values()) == counts["pays_all"]
@@ -359,7 +365,7 @@ def run_upward(config: UpwardConfig, log: Any = print) -> dict[str, Any]:
     from derl_bench.meta.probe import probe_set
 
     proxy = config.proxy
-    probe = probe_set(proxy.env_id, family=proxy.family)
+    probe = probe_set(proxy.env_id, proxy.family)
     parts, first = _parts(proxy.env_id, proxy.family)
     starts = upward_starts(config.evidence, probe, parts, first)[:config.max_starts]
     if not starts:

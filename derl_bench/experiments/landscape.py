@@ -89,11 +89,13 @@ def draw_rewards(count: int, seed: int = 0, max_depth: int = 3, env_id: str = EN
     >>> len(exprs), drawn["kept"], drawn["draws"] >= 5
     (5, 5, True)
     """
+    from derl_bench.family import resolve_family
     from derl_bench.meta.probe import behaviour_key, probe_set
-    from derl_bench.reward import compile_reward, random_expression
+    from derl_bench.reward import compile_reward, primitive_set, random_expression
 
     rng = random.Random(seed)
-    probe = probe_set(env_id)
+    family = resolve_family(env_id)
+    probe, declared = probe_set(env_id, family), primitive_set(env_id, family)
     exprs: list[str] = []
     seen: dict[str, str] = {}
     weights: dict[str, int] = {}
@@ -104,7 +106,7 @@ def draw_rewards(count: int, seed: int = 0, max_depth: int = 3, env_id: str = EN
             raise RuntimeError(f"only {len(exprs)} distinct non-constant rewards in "
                                f"{counts['draws'] - 1} draws")
         expr = random_expression(rng, env_id, max_depth=max_depth)
-        key = behaviour_key(compile_reward(expr, domain=env_id), probe)
+        key = behaviour_key(compile_reward(expr, declared), probe)
         if key is None:
             counts["constant"] += 1
         elif key in seen:

@@ -248,7 +248,7 @@ def run_meta(config: MetaConfig, evaluate: Evaluator | None = None, resume: bool
     proposer = make_proposer(config, env_id, cold_start=state is None)
     # Single-step rewards are keyed by behaviour; a probe episode has one step, so it cannot
     # tell trajectory terms apart (mean and last agree on it): agents keep the canonical hash.
-    probe = None if family.multi_turn else probe_set(env_id, family=family)
+    probe = None if family.multi_turn else probe_set(env_id, family)
     learns = config.search_method.learns
     result = MetaResult()
     first = 0

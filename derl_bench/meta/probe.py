@@ -14,7 +14,9 @@ formatted). A card whose ``probe`` is ``modes`` takes its env's own ``probe_resp
 drawn from each primitive's declared range (values at both ends and in between), which keeps
 the check well defined but ignores correlations.
 
-    >>> probe = probe_set("derl/Arithmetic-v0", problems=4)
+    >>> from derl_bench.family import resolve_family
+    >>> arithmetic = resolve_family("derl/Arithmetic-v0")
+    >>> probe = probe_set("derl/Arithmetic-v0", arithmetic, problems=4)
     >>> len(probe), sorted(set(probe.columns["outcome"].tolist()))
     (56, [0.0, 1.0])
     >>> from derl_bench.reward import compile_reward
@@ -33,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 
 from derl_bench.cards import CardError
-from derl_bench.family import Family, resolve_family
+from derl_bench.family import Family
 from derl_bench.reward import MetaReward, primitive_set
 
 PROBES = ("edits", "modes")
@@ -109,7 +111,9 @@ class ProbeSet:
         primitive when this is positive.
 
             >>> from derl_bench.reward import compile_reward
-            >>> probe = probe_set("derl/Arithmetic-v0", problems=2)
+            >>> from derl_bench.family import resolve_family
+            >>> arithmetic = resolve_family("derl/Arithmetic-v0")
+            >>> probe = probe_set("derl/Arithmetic-v0", arithmetic, problems=2)
             >>> def pays(expr, name):
             ...     return probe.pays(compile_reward(expr, env=probe.env_id), name)
             >>> pays("2 * outcome", "outcome"), pays("-outcome", "outcome"), pays("cot_steps",
@@ -171,13 +175,11 @@ def _range_columns(env_id: str, family: Family, size: int, seed: int,
     return columns
 
 
-def probe_set(env_id: str, problems: int = 32, seed: int = 0,
-              family: Family | None = None) -> ProbeSet:
+def probe_set(env_id: str, family: Family, problems: int = 32, seed: int = 0) -> ProbeSet:
     """The probe set of ``env_id`` (see the module docstring): graded responses to
     ``problems`` training problems where the env offers reference solutions, else
-    ``14 * problems`` vectors drawn from the declared ranges. Seeded. ``family``: the env's
-    family, resolved by the caller (else here)."""
-    family = family or resolve_family(env_id)
+    ``14 * problems`` vectors drawn from the declared ranges. Seeded. ``family``: the env's,
+    resolved by the caller."""
     probe = family.card.get("probe", "edits")
     if probe not in PROBES:
         raise CardError(f"{env_id}'s card: probe must be one of {', '.join(PROBES)}, got "
@@ -203,7 +205,9 @@ def behaviour_key(reward: MetaReward, probe: ProbeSet, scale_by_std: bool = True
     centred), rounded to ``decimals``. It is measured on the probe set, not exact: two rewards
     that agree on every probe vector may still differ on a response the probe lacks.
 
-        >>> probe = probe_set("derl/Arithmetic-v0", problems=4)
+        >>> from derl_bench.family import resolve_family
+        >>> arithmetic = resolve_family("derl/Arithmetic-v0")
+        >>> probe = probe_set("derl/Arithmetic-v0", arithmetic, problems=4)
         >>> from derl_bench.reward import compile_reward
         >>> def key(expr): return behaviour_key(compile_reward(expr, env=probe.env_id), probe)
         >>> key("outcome") == key("2 * g1 + 3") != key("format_boxed")

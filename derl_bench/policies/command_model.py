@@ -178,13 +178,11 @@ def build_command_model(tokenizer: Any, spec: CommandModelSpec | None = None) ->
 
 def init_command_model(path: str | Path, env_id: str, spec: CommandModelSpec | None = None,
                        data_root: str | Path | None = None, overwrite: bool = False, *,
-                       family: Family | None = None, view: str | None = None) -> Path:
+                       view: str | None = None) -> Path:
     """Write the command model and the tokenizer of ``env_id``'s family (its card's
     ``commands`` hook; ``view`` names another view it offers) to ``path`` (atomically, see
-    :func:`~derl_bench.policies.tiny.write_model_dir`) and return it. ``family`` is that
-    :class:`~derl_bench.family.Family` where the caller resolved it (found from ``env_id``
-    otherwise)."""
-    default = command_parts(family or resolve_family(env_id))
+    :func:`~derl_bench.policies.tiny.write_model_dir`) and return it."""
+    default = command_parts(resolve_family(env_id))
     parts = default.view(view)
     spec = spec or CommandModelSpec()
 

@@ -140,12 +140,10 @@ def _summary(episodes: list[CommandEpisode]) -> dict[str, Any]:
             "states": sum(e.length for e in episodes)}
 
 
-def run_dagger(config: DaggerConfig, log: Any = None,
-               family: Family | None = None) -> dict[str, Any]:
+def run_dagger(config: DaggerConfig, log: Any = None) -> dict[str, Any]:
     """Build the base as ``config`` says and write it to ``config.output`` (a model folder
     any loader reads, plus ``dagger.json``); returns the record. The folder appears whole or
-    not at all. ``family``: the env's family, resolved where the command started (else
-    here)."""
+    not at all."""
     from derl_bench.policies.command_model import (
         CommandModelSpec,
         CommandParts,
@@ -157,7 +155,7 @@ def run_dagger(config: DaggerConfig, log: Any = None,
     from derl_bench.progress import quiet_transformers
     from derl_bench.rollout.commands import game_count, play
 
-    family = family or resolve_family(config.env_id)
+    family = resolve_family(config.env_id)
     # a card without a commands hook is refused, naming the hook (CardError)
     default: CommandParts = command_parts(family)
     parts = default.view(config.view)  # an unknown view is refused, naming the offered ones

@@ -332,7 +332,7 @@ def test_the_balance_probe_is_its_own_responses_where_only_the_box_moves_a_detec
     # one response of every demonstration mode, and the empty one; no English anywhere
     assert len(responses) == len(MODES) + 1 and responses[-1] == ""
     assert all(set(r.replace("\\boxed", "")) <= set("0123456789{}. \n") for r in responses)
-    probe = probe_set("derl/DigitsBalance-v0", problems=8)
+    probe = probe_set("derl/DigitsBalance-v0", resolve_family("derl/DigitsBalance-v0"), problems=8)
     assert len(probe) == 8 * (len(MODES) + 1)
     moved = {k for k in DETECTORS if len(set(probe.columns[k].tolist())) > 1}
     # a box (or two, or none) is what this task's responses vary in form
@@ -351,4 +351,4 @@ def test_the_balance_probe_is_its_own_responses_where_only_the_box_moves_a_detec
     family = resolve_family("derl/DigitsBalance-v0")
     bad = dataclasses.replace(family, card={**family.card, "probe": "samples"})
     with pytest.raises(CardError, match="probe must be one of edits, modes"):
-        probe_set("derl/DigitsBalance-v0", problems=2, family=bad)
+        probe_set("derl/DigitsBalance-v0", bad, problems=2)

@@ -16,6 +16,7 @@ from derl_bench.experiments.proposer_check import (
     spearman,
 )
 from derl_bench.experiments.stats import paired_difference, t_quantile
+from derl_bench.family import resolve_family
 from derl_bench.meta.config import OptimizerConfig
 from derl_bench.meta.optimizer import MetaOptimizer
 from derl_bench.meta.probe import probe_set
@@ -27,7 +28,7 @@ ENV = "derl/Arithmetic-v0"
 
 @pytest.fixture(scope="module")
 def probe():
-    return probe_set(ENV, problems=8)
+    return probe_set(ENV, resolve_family(ENV), problems=8)
 
 
 def _score(rule_text, expr, probe):

@@ -12,6 +12,7 @@ from derl_bench.experiments.evidence import comparisons, endpoint, generation_ta
 from derl_bench.experiments.landscape import draw_rewards
 from derl_bench.experiments.proxy import HAND_MADE, ProxyConfig, run_proxy, small
 from derl_bench.families.arithmetic.env import generate_split
+from derl_bench.family import resolve_family
 from derl_bench.meta.probe import behaviour_key, probe_set
 from derl_bench.reward import compile_reward
 
@@ -37,7 +38,7 @@ def test_a_config_reads_its_task_from_the_family_it_resolved_and_small_keeps_it(
     assert config.validation_episodes == config.family.card["proxy"]["validation_episodes"]
     assert small(config).family is config.family
     assert "family" not in config_json(config)  # results.json keeps the env id, not the card
-    assert planted_reward(config.env_id, config.family) == planted_reward(config.env_id)
+    assert planted_reward(config.env_id, config.family) == config.family.card["planted_reward"]
 
 
 def test_validation_resolves_one_problem_in_a_thousand():
@@ -98,7 +99,7 @@ def test_the_generation_table_counts_structures_primitives_and_repeats():
 
 def test_the_landscape_draws_distinct_non_constant_rewards():
     exprs, drawn = draw_rewards(30, seed=5)
-    probe = probe_set(ENV)
+    probe = probe_set(ENV, resolve_family(ENV))
     keys = [behaviour_key(compile_reward(e, env=ENV), probe) for e in exprs]
     assert None not in keys and len(set(keys)) == 30
     assert drawn["draws"] == 30 + drawn["constant"] + drawn["duplicate"]

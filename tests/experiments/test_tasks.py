@@ -131,6 +131,7 @@ def test_the_upward_step_starts_from_one_part_picks_and_trains_neighbours_paying
         tmp_path):
     from derl_bench.cli import main
     from derl_bench.experiments.climb import paid_parts
+    from derl_bench.family import resolve_family
     from derl_bench.meta.probe import probe_set
     from derl_bench.reward import compile_reward
 
@@ -142,7 +143,7 @@ def test_the_upward_step_starts_from_one_part_picks_and_trains_neighbours_paying
     assert result["parts"] == ["digit_recall", "length_fit"]
     assert result["first"] == ["digit_recall"]
     picked = [run["picked"]["expr"] for run in json.loads(board.read_text())["runs"]]
-    probe = probe_set("derl/DigitsBalance-v0")
+    probe = probe_set("derl/DigitsBalance-v0", resolve_family("derl/DigitsBalance-v0"))
     starts = [r["start"] for r in result["starts"]]
     assert len(starts) == 2 and all(s in picked for s in starts)
     for start in starts:

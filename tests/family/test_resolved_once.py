@@ -95,14 +95,14 @@ def test_stages_resolve_an_env_id_only_at_their_entries():
 
 
 ENTRIES: dict[str, int] = {
-    # each resolves only when its caller hands it no family: a user's call with an env id
+    # each is where a user's call starts from an env id: it resolves it (some only when their
+    # caller hands them no family) and hands the Family down
     "derl_bench.evaluation.commands:evaluate_commands": 1,
     "derl_bench.evaluation.families:resolve_adapter": 1,
-    "derl_bench.reward.planted:planted_parts": 1,
-    "derl_bench.reward.planted:planted_reward": 1,
+    "derl_bench.experiments.climb:draw_neighbours": 1,
+    "derl_bench.experiments.landscape:draw_rewards": 1,
+    "derl_bench.experiments.proposer_check.run:run_check": 1,
     "derl_bench.experiments.proxy.config:ProxyConfig.family": 1,
-    "derl_bench.experiments.proxy.config:base_spec_for": 1,
-    "derl_bench.experiments.proxy.run:base_model": 1,
     "derl_bench.grpo.commands:train_commands": 1,
     "derl_bench.grpo.config:TrainConfig.__post_init__": 1,
     "derl_bench.grpo.dispatch:run_training": 1,
@@ -112,7 +112,6 @@ ENTRIES: dict[str, int] = {
     "derl_bench.leaderboard.board:evaluated_adapters": 1,
     "derl_bench.leaderboard.validate:known_data_checksums": 1,
     "derl_bench.meta.config:MetaConfig.__post_init__": 1,
-    "derl_bench.meta.probe:probe_set": 1,
     "derl_bench.policies.command_model:init_command_model": 1,
     "derl_bench.policies.policy:LLMPolicy.__init__": 1,
     "derl_bench.reward.primitives:_named_family_primitives": 1,

@@ -34,7 +34,7 @@ def test_the_negative_control_never_draws_the_first_planted_part():
 
 
 def test_the_planted_control_proposes_one_edit_neighbours_of_the_planted_reward():
-    planted = planted_reward(BALANCE)
+    planted = planted_reward(BALANCE, RECIPE.family)
     proposer = method_named("control-planted").proposer(RECIPE, BALANCE, False)
     proposals = proposer.propose(200)
     assert all(p.parents == (planted,) and p.origin == "neighbour" for p in proposals)
@@ -53,7 +53,7 @@ def test_the_planted_control_proposes_one_edit_neighbours_of_the_planted_reward(
 def test_the_one_part_control_pays_the_first_planted_part_in_every_draw():
     from derl_bench.reward.planted import planted_parts
 
-    part = next(iter(planted_parts(BALANCE).values()))
+    part = next(iter(planted_parts(BALANCE, RECIPE.family).values()))
     proposer = method_named("control-one-part").proposer(RECIPE, BALANCE, False)
     proposals = proposer.propose(200)
     assert all(p.parents == (part,) and p.origin == "part-given" for p in proposals)

@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 
+from derl_bench.family import resolve_family
 from derl_bench.meta import MetaConfig, Proposal, run_meta
 from derl_bench.meta import loop as meta_loop
 from derl_bench.meta.probe import behaviour_key, probe_set
@@ -70,7 +71,9 @@ def test_affinely_related_rewards_train_once_and_constant_ones_never(tmp_path, m
 def test_a_probe_set_key_is_rarely_wrong_on_a_larger_probe():
     # Keys measured on the default probe set (32 problems) against a disjoint, 4x larger one:
     # a collision on the small probe that the large one separates is a wrong key.
-    small, large = probe_set(ENV, problems=32, seed=0), probe_set(ENV, problems=128, seed=1)
+    family = resolve_family(ENV)
+    small, large = (probe_set(ENV, family, problems=32, seed=0),
+                    probe_set(ENV, family, problems=128, seed=1))
     rng = random.Random(0)
     rewards = {}
     for _ in range(400):
@@ -89,7 +92,7 @@ def test_a_probe_set_key_is_rarely_wrong_on_a_larger_probe():
 
 
 def test_behaviour_keys_follow_the_advantage_normalisation():
-    probe = probe_set(ENV, problems=4)
+    probe = probe_set(ENV, resolve_family(ENV), problems=4)
     outcome = compile_reward("outcome", env=ENV)
     scaled = compile_reward("3 * outcome", env=ENV)
     shifted = compile_reward("outcome + 2", env=ENV)

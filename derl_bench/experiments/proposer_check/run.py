@@ -20,6 +20,7 @@ from derl_bench.experiments.proposer_check.report import (
     summary_markdown,
 )
 from derl_bench.experiments.proposer_check.rules import OPTIMUM, Rule, observed, parse_rule
+from derl_bench.family import resolve_family
 from derl_bench.files import write_text_atomic
 from derl_bench.grpo.config import TrainConfig
 from derl_bench.meta.config import MetaConfig
@@ -110,7 +111,7 @@ def run_check(config: CheckConfig, log: Any = print) -> dict[str, Any]:
     init = _cache(config) / "meta-optimizer-init"
     if not (init / "config.json").exists():
         init_tiny_model(init, TinyModelSpec(seed=7919), overwrite=True)
-    probe = probe_set(config.env_id, config.probe_problems)
+    probe = probe_set(config.env_id, resolve_family(config.env_id), config.probe_problems)
     log(f"probe set: {len(probe)} primitive vectors ({probe.source}); {len(rules)} rules x "
         f"{len(proposer_runs(config))} proposer runs x {len(config.seeds)} seeds, "
         f"{config.generations} generations x {config.population}")

@@ -73,13 +73,9 @@ class BaseModelSpec:
     seed: int = 0
 
 
-def base_spec_for(env_id: str, family: Family | None = None) -> BaseModelSpec:
-    """The base policy recipe of ``env_id``: its card's ``base_policy`` block (whose mixture of
-    demonstration modes the env itself draws from), else Arithmetic's defaults. ``family``:
-    ``env_id``'s, where the caller has resolved it."""
-    from derl_bench.family import resolve_family
-
-    family = family or resolve_family(env_id)
+def base_spec_for(family: Family) -> BaseModelSpec:
+    """The base policy recipe of ``family``'s env: its card's ``base_policy`` block (whose
+    mixture of demonstration modes the env itself draws from), else Arithmetic's defaults."""
     block = family.card.get("base_policy")
     if not block:
         return BaseModelSpec()
@@ -152,7 +148,7 @@ class ProxyConfig:
         # The inner runs train on the benchmark's task, whatever the recipe's dict says.
         self.inner = {**self.inner, "env_id": self.env_id}
         if self.base is None:
-            self.base = base_spec_for(self.env_id, self.family)
+            self.base = base_spec_for(self.family)
         if self.validation_episodes is None:
             proxy = self.family.card.get("proxy") or {}
             self.validation_episodes = int(proxy.get("validation_episodes", 1000))

@@ -54,12 +54,10 @@ if TYPE_CHECKING:
     from derl_bench.meta.config import MetaConfig
 
 
-def base_model(path: Path, spec: BaseModelSpec, env_id: str,
-               family: Family | None = None) -> Path:
-    """The base policy of ``env_id`` at ``path``, fine-tuned once and reused while ``spec`` is
-    unchanged (nor, but for Arithmetic, what ``env_id``'s card says of it). ``family``:
-    ``env_id``'s, where the caller has resolved it (a :class:`ProxyConfig`'s ``family``)."""
-    from derl_bench.family import resolve_family
+def base_model(path: Path, spec: BaseModelSpec, env_id: str, family: Family) -> Path:
+    """The base policy of ``env_id`` (of ``family``, resolved by the caller: a
+    :class:`ProxyConfig`'s) at ``path``, fine-tuned once and reused while ``spec`` is
+    unchanged (nor, but for Arithmetic, what ``env_id``'s card says of it)."""
     from derl_bench.policies.threads import alone_threads
     from derl_bench.sft import SFTConfig, run_sft
 
@@ -67,7 +65,7 @@ def base_model(path: Path, spec: BaseModelSpec, env_id: str,
     # Arithmetic's marker predates the env id: it keeps its form, so its base is not rebuilt.
     recipe = asdict(spec) if env_id == ENV_ID else {
         **asdict(spec), "env_id": env_id,
-        "card": _card_recipe(family or resolve_family(env_id))}
+        "card": _card_recipe(family)}
     wanted = json.dumps(recipe, sort_keys=True)
     if marker.is_file() and marker.read_text() == wanted:
         return path
