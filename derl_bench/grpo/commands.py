@@ -54,7 +54,6 @@ from derl_bench.family import Family, resolve_family
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.update import DivergedError
 from derl_bench.reward import MetaReward
-from derl_bench.reward.semantics import DERL
 
 TRAINER = "commands"
 """The ``trainer`` of a command-policy recipe."""
@@ -306,14 +305,30 @@ def resume_problem(config: CommandGRPOConfig) -> str | None:
     return None
 
 
+def command_reward(config: CommandGRPOConfig, family: Family) -> MetaReward:
+    """``config.meta_reward`` compiled over the primitives of ``family`` (``config.env_id``'s,
+    resolved by the caller), under DERL's semantics."""
+    from derl_bench.reward import compile_reward
+    from derl_bench.reward.primitives import primitive_set
+
+    return compile_reward(config.meta_reward, primitive_set(config.env_id, family))
+
+
 def train_commands(config: CommandGRPOConfig, log: Any = None,
-                   reward: MetaReward | None = None,
-                   family: Family | None = None, resume: bool = False) -> list[dict[str, Any]]:
+                   resume: bool = False) -> list[dict[str, Any]]:
+    """The inner GRPO run ``config`` describes, from Python (:func:`run_commands`): the env's
+    family resolved and the Meta-Reward compiled here, once."""
+    family = resolve_family(config.env_id)
+    return run_commands(config, command_reward(config, family), family, log=log, resume=resume)
+
+
+def run_commands(config: CommandGRPOConfig, reward: MetaReward, family: Family,
+                 log: Any = None, resume: bool = False) -> list[dict[str, Any]]:
     """Run the inner GRPO run ``config`` describes; write the model, ``metrics.jsonl`` (a line
     per step, written as it ends) and ``result.json`` to its folder; return the per-step
     metrics (the last row holds the validation score). ``reward`` is ``config.meta_reward``
-    compiled where the run started (else it is compiled here), and ``family`` the env's
-    family, resolved there (else here).
+    compiled and ``family`` the env's family, both where the run started
+    (:func:`train_commands`, the ``train`` command or a meta loop's inner run).
 
     Every step logs, with the LLM trainer's names: ``loss``, ``policy_loss``, ``grad_norm``,
     ``clip_fraction`` and ``ratio/mean`` (means over the update epochs, and each epoch's in
@@ -331,17 +346,8 @@ def train_commands(config: CommandGRPOConfig, log: Any = None,
     from derl_bench.policies import load_model_and_tokenizer
     from derl_bench.policies.command_model import command_parts, model_view
     from derl_bench.policies.commands import CommandPolicy, chosen_log_probs, chosen_trie
-    from derl_bench.reward import compile_reward
-    from derl_bench.reward.primitives import primitive_set
     from derl_bench.rollout.commands import game_count, play
 
-    family = family or resolve_family(config.env_id)
-    if reward is None:  # over the handed family's primitives: no second lookup by env id
-        reward = compile_reward(config.meta_reward, primitive_set(config.env_id, family))
-    elif (reward.expr, reward.domain, reward.semantics) != (config.meta_reward, config.env_id,
-                                                            DERL):
-        raise ValueError(f"the Meta-Reward handed to the run, {reward!r}, is not its "
-                         f"config's: {config.meta_reward!r} over {config.env_id!r}")
     # a card without a commands hook is refused, naming the hook (CardError), before any
     # write; the model reads the view it was built for, and so do its checkpoints and result
     default = command_parts(family)
@@ -577,5 +583,5 @@ def _log_probs(model: Any, steps: list[Any], end_id: int, chunk: int) -> torch.T
 
 
 __all__ = ["CHECKPOINT", "TRAINER", "CommandGRPOConfig", "base_games", "command_config_from_dict",
-           "make_envs", "respond", "resume_problem", "train_commands", "training_pool",
-           "unique_rows"]
+           "command_reward", "make_envs", "respond", "resume_problem", "run_commands",
+           "train_commands", "training_pool", "unique_rows"]

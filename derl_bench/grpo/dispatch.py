@@ -169,7 +169,7 @@ class TRLTrainer(_LLMTrainer):
 
 
 class CommandTrainer:
-    """GRPO of a command policy (:func:`derl_bench.grpo.commands.train_commands`)."""
+    """GRPO of a command policy (:func:`derl_bench.grpo.commands.run_commands`)."""
 
     name = "commands"
 
@@ -191,16 +191,15 @@ class CommandTrainer:
         check_pool(config, family)  # and a pool larger than the games the base was not taught on
 
     def compile(self, config: CommandGRPOConfig, family: Family) -> MetaReward:
-        from derl_bench.reward import compile_reward
-        from derl_bench.reward.primitives import primitive_set
+        from derl_bench.grpo.commands import command_reward
 
-        return compile_reward(config.meta_reward, primitive_set(config.env_id, family))
+        return command_reward(config, family)
 
     def train(self, config: CommandGRPOConfig, reward: MetaReward, family: Family,
               resume: bool = False, log: Callable[[str], None] | None = None) -> Trained:
-        from derl_bench.grpo.commands import train_commands
+        from derl_bench.grpo.commands import run_commands
 
-        history = train_commands(config, log=log, reward=reward, family=family, resume=resume)
+        history = run_commands(config, reward, family, log=log, resume=resume)
         return Trained(history, config.run_dir / "model", float(history[-1]["score"]))
 
 
