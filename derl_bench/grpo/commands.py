@@ -42,7 +42,7 @@ import copy
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,11 @@ class CommandGRPOConfig:
     clip_eps: float = 0.2
     kl_coef: float = 0.0
     """Weight of the k3 KL to the base in the loss; the KL is logged whatever its weight."""
+    temperature: float = 1.0
+    """The rollouts' sampling temperature: each token of a command is drawn from its masked
+    logits divided by it, and the policy the update trains is that tempered one (its ratio,
+    KL and entropy are of the tempered command probabilities, the base's too). Below 1 the
+    rollouts come nearer the greedy choices a greedy evaluation scores."""
     max_grad_norm: float = 1.0
     minibatch: int = 64
     """Commands per forward/backward of the update."""
@@ -116,6 +121,7 @@ class CommandGRPOConfig:
     def __post_init__(self) -> None:
         from derl_bench.settings import (
             COUNT,
+            GROUP_TEMPERATURE,
             LEARNING_RATE,
             MAX_GRAD_NORM,
             POSITIVE,
@@ -128,7 +134,7 @@ class CommandGRPOConfig:
 
         rules = {"seed": SEED, "steps": at_least(0), "games_per_step": COUNT,
                  "group_size": at_least(2), "learning_rate": LEARNING_RATE,
-                 "updates_per_batch": COUNT,
+                 "updates_per_batch": COUNT, "temperature": GROUP_TEMPERATURE,
                  "clip_eps": Rule(lambda v: POSITIVE.test(v) and v < 1, "in (0, 1)"),
                  "kl_coef": number_at_least(0), "max_grad_norm": MAX_GRAD_NORM,
                  "minibatch": COUNT, "pool": COUNT, "validation_games": at_least(0),
@@ -294,8 +300,11 @@ def resume_problem(config: CommandGRPOConfig) -> str | None:
     except yaml.YAMLError as err:
         return f"{written} is not the run's settings: {err}"
     now = asdict(config)
+    # A setting added since the run was written is absent from its config.yaml: the run
+    # trained at its default.
+    defaults = {f.name: f.default for f in fields(CommandGRPOConfig) if f.default is not MISSING}
     differ = sorted(k for k in set(before) | set(now)
-                    if k not in RESUMABLE and before.get(k) != now.get(k))
+                    if k not in RESUMABLE and before.get(k, defaults.get(k)) != now.get(k))
     if differ:
         return (f"--resume continues the run with its own settings; these differ from "
                 f"{written}: {', '.join(differ)}")
@@ -414,7 +423,8 @@ def run_commands(config: CommandGRPOConfig, reward: MetaReward, family: Family,
             began = time.perf_counter()
             timing: dict[str, float] = {}
             episodes = play(envs, policy, games, state, seed=config.seed * 100_003 + step,
-                            respond=respond, decode=True, timing=timing)
+                            respond=respond, decode=True, timing=timing,
+                            temperature=config.temperature)
             rollout_s = time.perf_counter() - began
             # 2-3. Rewards and group advantages.
             rewards = reward.episodic_from_steps([e.primitive_steps() for e in episodes])
@@ -434,7 +444,7 @@ def run_commands(config: CommandGRPOConfig, reward: MetaReward, family: Family,
                            .tolist())
             with torch.no_grad():
                 probe_ref = _log_probs(base, [every[i][0] for i in probe], policy.end_id,
-                                       config.minibatch)
+                                       config.minibatch, config.temperature)
             diagnostics = {"kl": float(k3_kl(sampled[probe], probe_ref).mean())
                            if probe else 0.0,
                            "entropy": float(-sampled.mean()) if len(every) else 0.0}
@@ -447,7 +457,8 @@ def run_commands(config: CommandGRPOConfig, reward: MetaReward, family: Family,
             ref_all = None
             if config.kl_coef > 0 and trained:
                 with torch.no_grad():
-                    ref_all = _log_probs(base, unique, policy.end_id, config.minibatch)[inverse]
+                    ref_all = _log_probs(base, unique, policy.end_id, config.minibatch,
+                                         config.temperature)[inverse]
             reference_s = time.perf_counter() - began
             began = time.perf_counter()
             epochs: list[dict[str, float]] = []
@@ -467,7 +478,7 @@ def run_commands(config: CommandGRPOConfig, reward: MetaReward, family: Family,
                     for (first, part), trie in zip(chunks, tries, strict=True):
                         logp = chosen_log_probs(model, [s.ids for s in part],
                                                 [s.chosen for s in part], policy.end_id,
-                                                trie=trie)
+                                                trie=trie, temperature=config.temperature)
                         inside = (inverse >= first) & (inverse < first + len(part))
                         occurs = inside.nonzero()[:, 0]
                         terms = token_terms(logp[inverse[occurs] - first], old_all[occurs],
@@ -570,15 +581,18 @@ def unique_rows(steps: list[Any]) -> tuple[list[Any], torch.Tensor]:
     return [first[i][1] for i in order], position[torch.tensor(inverse, dtype=torch.long)]
 
 
-def _log_probs(model: Any, steps: list[Any], end_id: int, chunk: int) -> torch.Tensor:
-    """The log-probability of each step's chosen command under ``model``, ``chunk`` at a
+def _log_probs(model: Any, steps: list[Any], end_id: int, chunk: int,
+               temperature: float = 1.0) -> torch.Tensor:
+    """The log-probability of each step's chosen command under ``model`` (tempered as the
+    rollouts drew, :func:`~derl_bench.policies.commands.chosen_log_probs`), ``chunk`` at a
     time."""
     from derl_bench.policies.commands import chosen_log_probs
 
     if not steps:
         return torch.zeros(0, dtype=torch.float64)
     return torch.cat([chosen_log_probs(model, [s.ids for s in steps[i:i + chunk]],
-                                       [s.chosen for s in steps[i:i + chunk]], end_id)
+                                       [s.chosen for s in steps[i:i + chunk]], end_id,
+                                       temperature=temperature)
                       for i in range(0, len(steps), chunk)])
 
 

@@ -169,11 +169,13 @@ def chosen_trie(states: Sequence[StateIds], chosen: Sequence[int] | None, end_id
 
 
 def _row_log_probs(model: Any, states: Sequence[StateIds], end_id: int, lean: bool | None,
-                   rows: Sequence[int] | None, trie: TrieTargets | None = None) -> torch.Tensor:
+                   rows: Sequence[int] | None, trie: TrieTargets | None = None,
+                   temperature: float = 1.0) -> torch.Tensor:
     """Log-probabilities of the trie's rows (state-major), or of ``rows`` only: a row's
     logits depend on its prompt and its own tokens alone, so a subset costs only its rows,
     while the masks still come from every command of the state. ``trie``: those rows'
-    :func:`chosen_trie`, when the caller built it already."""
+    :func:`chosen_trie`, when the caller built it already. ``temperature`` divides each
+    step's masked logits (the tokens' distribution :func:`draw_commands` draws from at it)."""
     device = next(model.parameters()).device
     vocab_size = model.get_output_embeddings().weight.shape[0]
     if trie is None:
@@ -187,6 +189,8 @@ def _row_log_probs(model: Any, states: Sequence[StateIds], end_id: int, lean: bo
                                                                        device)
     # float64 so that the probabilities of a state's commands sum to one to ~1e-15.
     logits = step_logits.double().masked_fill(~allowed, float("-inf"))
+    if temperature != 1.0:
+        logits = logits / temperature
     token_log_probs = logits.log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1)
     return token_log_probs.masked_fill(~valid, 0.0).sum(-1)
 
@@ -214,12 +218,14 @@ def command_log_probs(model: Any, states: Sequence[StateIds], end_id: int,
 
 def chosen_log_probs(model: Any, states: Sequence[StateIds], chosen: Sequence[int],
                      end_id: int, lean: bool | None = None,
-                     trie: TrieTargets | None = None) -> torch.Tensor:
+                     trie: TrieTargets | None = None, temperature: float = 1.0) -> torch.Tensor:
     """``command_log_probs(...)[i][chosen[i]]`` for every state ``i``, as one float64 tensor,
     running the model on the chosen commands only (a training update needs nothing else: the
     normalisers at each step of a command come from its own row's logits, masked by the
     whole trie). About as many rows as states instead of one per admissible command. ``trie``:
-    :func:`chosen_trie` of the same states and choices, built once for several calls."""
+    :func:`chosen_trie` of the same states and choices, built once for several calls.
+    ``temperature``: of the token-by-token draws :func:`draw_commands` makes at it (each
+    token's masked logits divided by it); 1 gives the model's own."""
     if len(chosen) != len(states):
         raise ValueError(f"{len(chosen)} choices for {len(states)} states")
     if not states:
@@ -228,18 +234,21 @@ def chosen_log_probs(model: Any, states: Sequence[StateIds], chosen: Sequence[in
     for (_, commands), c in zip(states, chosen, strict=True):
         if not 0 <= c < len(commands):
             raise ValueError(f"choice {c} is not one of the state's {len(commands)} commands")
-    return _row_log_probs(model, states, end_id, lean, chosen, trie)
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, not {temperature}")
+    return _row_log_probs(model, states, end_id, lean, chosen, trie, temperature)
 
 
 def sample_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: int,
-                    generator: torch.Generator | None = None) -> list[int]:
+                    generator: torch.Generator | None = None,
+                    temperature: float = 1.0) -> list[int]:
     """One command index per state, drawn token by token inside each state's trie
     (:func:`draw_commands` without the log-probabilities)."""
-    return draw_commands(model, states, end_id, pad_id, generator)[0]
+    return draw_commands(model, states, end_id, pad_id, generator, temperature)[0]
 
 
 def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: int,
-                  generator: torch.Generator | None = None,
+                  generator: torch.Generator | None = None, temperature: float = 1.0,
                   ) -> tuple[list[int], torch.Tensor]:
     """One command index per state, drawn token by token inside each state's trie, and each
     drawn command's log-probability (float64).
@@ -251,9 +260,17 @@ def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: i
     trie allows after what it has written. The log-probabilities come from the same masked
     logits the draws came from, so no second forward pass is needed; they equal
     :func:`chosen_log_probs` of the draws up to float32 rounding (the cache's sums run in
-    another order). Needs a Qwen2/Llama-shaped model."""
+    another order). Needs a Qwen2/Llama-shaped model.
+
+    At ``temperature`` each token is drawn from its masked logits divided by it, and the
+    log-probabilities are of that tempered distribution: the policy a GRPO run sampling at
+    that temperature trains (:func:`chosen_log_probs` at the same temperature gives them
+    again). A command's probability is then the product of tempered token probabilities,
+    not ``softmax(log p / temperature)`` over whole commands as :func:`sample_command`'s."""
     from derl_bench.policies.fast import FastSampler
 
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, not {temperature}")
     if not states:
         return [], torch.zeros(0, dtype=torch.float64)
     _check(states)
@@ -282,7 +299,7 @@ def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: i
     sampler = FastSampler(model, {end_id}, pad_id)
     # States that repeat a prompt (a group's members on a common path) prefill it once (the
     # sampler's default).
-    written = sampler.sample([list(p) for p, _ in states], longest, temperature=1.0,
+    written = sampler.sample([list(p) for p, _ in states], longest, temperature=temperature,
                              generator=generator, logits_hook=inside_the_trie)
     picked = []
     for row, tokens in enumerate(written):
@@ -291,7 +308,7 @@ def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: i
         picked.append(leaves[row][tuple(tokens[:-1])])
     # float64, as command_log_probs: (steps, states, vocabulary) -> each row's own tokens.
     width = max(len(tokens) for tokens in written)
-    log_softmax = torch.stack(masked_steps[:width]).double().log_softmax(-1)
+    log_softmax = (torch.stack(masked_steps[:width]).double() / temperature).log_softmax(-1)
     targets = torch.zeros(width, len(written), dtype=torch.long)
     valid = torch.zeros(width, len(written), dtype=torch.bool)
     for row, tokens in enumerate(written):

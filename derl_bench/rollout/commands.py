@@ -154,7 +154,10 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
         greedy: the policy's most probable command instead of a sample.
         temperature: the policy's draws come from ``softmax(log_probs / temperature)`` over
             whole commands (:func:`~derl_bench.policies.commands.sample_command`); each step's
-            ``log_prob`` stays the model's own. Not with ``decode``, which samples at 1.
+            ``log_prob`` stays the model's own. With ``decode``, each token is drawn from its
+            masked logits divided by the temperature, and ``log_prob`` is of that tempered
+            draw (the policy GRPO trains at that temperature;
+            :func:`~derl_bench.policies.commands.draw_commands`).
         teacher_share: probability that a step executes the teacher's command.
         detour_share: probability that a step executes a uniformly random admissible command
             (drawn before the teacher's; the teacher still labels the state).
@@ -178,8 +181,6 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
     if not (math.isfinite(temperature) and temperature > 0):
         raise ValueError(f"temperature must be a finite number > 0 (greedy=True for the most "
                          f"probable command), not {temperature}")
-    if decode and temperature != 1.0:
-        raise ValueError("decode draws at temperature 1 only")
     clock = timing if timing is not None else {}
     for key in ("reset_s", "step_s", "model_s"):
         clock.setdefault(key, 0.0)
@@ -233,7 +234,8 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
             sub = [ids[i] for i in scored]
             with torch.no_grad():
                 picks, picked = draw_commands(policy.model, sub, policy.end_id,
-                                              policy.tokenizer.pad_token_id, generator)
+                                              policy.tokenizer.pad_token_id, generator,
+                                              temperature)
             drawn = dict(zip(scored, picks, strict=True))
             drawn_log_probs = dict(zip(scored, picked.tolist(), strict=True))
         elif scored:

@@ -92,8 +92,12 @@ def test_a_play_at_a_temperature_is_seeded_and_refuses_what_it_cannot_do(envs, p
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="temperature"):
             play(envs, policy, GAMES[:1], CompactState, temperature=bad)
-    with pytest.raises(ValueError, match="decode draws at temperature 1"):
-        play(envs, policy, GAMES[:1], CompactState, temperature=0.4, decode=True)
+    decoded = [[s.chosen for s in e.steps]
+               for e in play(envs, policy, GAMES, CompactState, seed=5, temperature=0.4,
+                             decode=True)]
+    assert decoded == [[s.chosen for s in e.steps]
+                       for e in play(envs, policy, GAMES, CompactState, seed=5,
+                                     temperature=0.4, decode=True)]
 
 
 def test_a_teacher_only_play_needs_no_policy_and_a_policy_play_needs_one(envs):
