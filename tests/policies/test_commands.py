@@ -260,10 +260,14 @@ def test_the_chosen_commands_alone_score_what_every_command_scores():
         chosen_log_probs(policy.model, states, [4, 0], policy.end_id)
 
 
-def test_token_by_token_sampling_draws_from_the_command_distribution():
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_token_by_token_sampling_draws_from_the_command_distribution(temperature):
     """sample_commands (decoding inside the trie) and the exact distribution agree: over many
-    draws every command's frequency is within 4 standard errors of its probability."""
-    from derl_bench.policies.commands import sample_commands
+    draws every command's frequency is within 4 standard errors of its probability. At a
+    temperature each token comes from its masked logits divided by it: a command's
+    probability is then exp(chosen_log_probs at that temperature), which sums to one over the
+    state's commands and is not the model's own."""
+    from derl_bench.policies.commands import chosen_log_probs, sample_commands
 
     tok = build_alfworld_tokenizer()
     model = build_command_model(tok).eval()
@@ -276,83 +280,38 @@ def test_token_by_token_sampling_draws_from_the_command_distribution():
                           ["go to cabinet 1", "go to cabinet 10", "go to drawer 2", "look",
                            "take mug 1 from cabinet 1"])
     [lp] = command_log_probs(model, [state], policy.end_id)
-    probs = lp.detach().exp()
+    own = lp.detach().exp()
+    every = list(range(len(own)))
+    with torch.no_grad():
+        probs = chosen_log_probs(model, [state] * len(every), every, policy.end_id,
+                                 temperature=temperature).exp()
+    assert float(probs.sum()) == pytest.approx(1.0, abs=1e-9)
+    # the test can tell the tempered distribution from the model's own
+    assert ((probs - own).abs().max() > 0.05) == (temperature != 1.0)
     draws = 3000
     generator = torch.Generator().manual_seed(5)
-    picked = sample_commands(model, [state] * draws, policy.end_id, tok.pad_token_id, generator)
+    picked = sample_commands(model, [state] * draws, policy.end_id, tok.pad_token_id, generator,
+                             temperature)
     counts = torch.bincount(torch.tensor(picked), minlength=len(probs)).double()
     se = (probs * (1 - probs) / draws).sqrt()
     assert ((counts / draws - probs).abs() <= 4 * se + 1e-3).all(), (counts / draws, probs)
     assert probs.max() > 0.3  # not uniform: the check above has teeth
     first, again = (sample_commands(model, [state] * 50, policy.end_id, tok.pad_token_id,
-                                    torch.Generator().manual_seed(9)) for _ in range(2))
+                                    torch.Generator().manual_seed(9), temperature)
+                    for _ in range(2))
     assert first == again  # seeded
-
-
-@pytest.mark.numerics
-def test_each_draw_carries_the_log_probability_of_its_command():
-    """draw_commands's log-probabilities come from the masked logits the draws came from; they
-    are chosen_log_probs of the same draws (float32 sums in another order: the cache's), so a
-    GRPO update's first ratio is 1 without a second forward pass at rollout."""
-    from derl_bench.policies.commands import chosen_log_probs, draw_commands
-    from tests.numerics import assert_close_reordered
-
-    tok = build_alfworld_tokenizer()
-    policy = CommandPolicy(build_command_model(tok).eval(), tok)
-    states = [policy.encode("goal : put mug in cabinet >",
-                            ["go to cabinet 1", "go to cabinet 10", "go to drawer 2", "look"]),
-              policy.encode("goal : heat egg then put in countertop > last : look ok",
-                            ["inventory", "go to microwave 1", "take egg 1 from fridge 1"])] * 4
-    with torch.no_grad():
-        picks, drawn = draw_commands(policy.model, states, policy.end_id, tok.pad_token_id,
-                                     torch.Generator().manual_seed(3))
-        want = chosen_log_probs(policy.model, states, picks, policy.end_id)
-    assert drawn.dtype == torch.float64 and drawn.shape == (len(states),)
-    assert len(set(picks[0::2])) > 1 or len(set(picks[1::2])) > 1  # not one command each
-    assert_close_reordered(drawn.float(), want.float(), terms=256)
-    assert (drawn < 0).all()
-
-
-def test_decoding_at_a_temperature_draws_from_the_tempered_token_distribution():
-    """At a temperature each token of a draw comes from its masked logits divided by it: a
-    command's probability is then exp(chosen_log_probs at that temperature), which sums to one
-    over the state's commands, is not the model's own, and is what the draws' frequencies
-    follow (within 4 standard errors over 3,000 draws)."""
-    from derl_bench.policies.commands import chosen_log_probs, sample_commands
-
-    tok = build_alfworld_tokenizer()
-    model = build_command_model(tok).eval()
-    with torch.no_grad():  # a less uniform model, so the test can tell distributions apart
-        for name, param in model.named_parameters():
-            if "norm" not in name:
-                param.mul_(3.0)
-    policy = CommandPolicy(model, tok)
-    commands = ["go to cabinet 1", "go to cabinet 10", "go to drawer 2", "look",
-                "take mug 1 from cabinet 1"]
-    state = policy.encode("goal : put mug in cabinet >", commands)
-    every = list(range(len(commands)))
-    with torch.no_grad():
-        own = chosen_log_probs(model, [state] * len(every), every, policy.end_id).exp()
-        probs = chosen_log_probs(model, [state] * len(every), every, policy.end_id,
-                                 temperature=0.5).exp()
-    assert float(probs.sum()) == pytest.approx(1.0, abs=1e-9)
-    assert (probs - own).abs().max() > 0.05  # the test can tell the two apart
-    draws = 3000
-    picked = sample_commands(model, [state] * draws, policy.end_id, tok.pad_token_id,
-                             torch.Generator().manual_seed(5), temperature=0.5)
-    counts = torch.bincount(torch.tensor(picked), minlength=len(probs)).double()
-    se = (probs * (1 - probs) / draws).sqrt()
-    assert ((counts / draws - probs).abs() <= 4 * se + 1e-3).all(), (counts / draws, probs)
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="temperature"):
             sample_commands(model, [state], policy.end_id, tok.pad_token_id, temperature=bad)
 
 
 @pytest.mark.numerics
-def test_each_draw_at_a_temperature_carries_its_tempered_log_probability():
-    """At a temperature draw_commands's log-probabilities are of the tempered draw, equal to
-    chosen_log_probs at the same temperature (what a GRPO update at it recomputes) and not the
-    model's own."""
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_each_draw_carries_the_log_probability_of_its_command(temperature):
+    """draw_commands's log-probabilities come from the masked logits the draws came from; they
+    are chosen_log_probs of the same draws (float32 sums in another order: the cache's), so a
+    GRPO update's first ratio is 1 without a second forward pass at rollout. At a temperature
+    they are the tempered draw's, as chosen_log_probs at it, not the model's own."""
     from derl_bench.policies.commands import chosen_log_probs, draw_commands
     from tests.numerics import assert_close_reordered
 
@@ -364,8 +323,12 @@ def test_each_draw_at_a_temperature_carries_its_tempered_log_probability():
                             ["inventory", "go to microwave 1", "take egg 1 from fridge 1"])] * 4
     with torch.no_grad():
         picks, drawn = draw_commands(policy.model, states, policy.end_id, tok.pad_token_id,
-                                     torch.Generator().manual_seed(3), temperature=0.5)
-        want = chosen_log_probs(policy.model, states, picks, policy.end_id, temperature=0.5)
+                                     torch.Generator().manual_seed(3), temperature)
+        want = chosen_log_probs(policy.model, states, picks, policy.end_id,
+                                temperature=temperature)
         own = chosen_log_probs(policy.model, states, picks, policy.end_id)
+    assert drawn.dtype == torch.float64 and drawn.shape == (len(states),)
+    assert len(set(picks[0::2])) > 1 or len(set(picks[1::2])) > 1  # not one command each
     assert_close_reordered(drawn.float(), want.float(), terms=256)
-    assert (drawn - own).abs().max() > 1e-3
+    assert ((drawn - own).abs().max() > 1e-3) == (temperature != 1.0)
+    assert (drawn < 0).all()
