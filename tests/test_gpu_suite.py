@@ -4,6 +4,7 @@ baseline holds every row of the table from a real GPU."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +22,14 @@ def _check_rows(result: dict, decode_rows: list[int]) -> None:
     rows = result["rows"]
     assert ROWS <= set(rows), f"missing rows: {ROWS - set(rows)}"
     assert not [k for k, r in rows.items() if "error" in r or "skipped" in r]
+    # A decode step's time is a difference of two timings (N tokens minus 1). On a GPU it is
+    # positive; in the CPU rehearsal (8 tokens of a tiny model) a busy core can make it
+    # anything, so there the row must only have timed something.
+    timed = (lambda v: math.isfinite(v)) if result["rehearsal"] else (lambda v: v > 0)
     for n in map(str, decode_rows):
-        assert rows["decode"][n]["decode_ms_per_step_static"] > 0
-        assert rows["decode"][n]["decode_ms_per_step_default"] > 0
-        assert rows["hf_generate"][n]["decode_ms_per_step"] > 0
+        assert timed(rows["decode"][n]["decode_ms_per_step_static"])
+        assert timed(rows["decode"][n]["decode_ms_per_step_default"])
+        assert timed(rows["hf_generate"][n]["decode_ms_per_step"])
         # Float32: the static cache decodes exactly what the default step decodes.
         assert rows["agreement"][f"float32/{n}"]["share_identical"] == 1.0
     updates = [r for k, r in rows.items() if k.startswith("update/")]
