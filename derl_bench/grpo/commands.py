@@ -9,7 +9,8 @@ inner run reads top to bottom:
 
 1. draw ``games_per_step`` games of the training pool (games the base was not taught on,
    :func:`training_pool`) and play each ``group_size`` times,
-   sampling token by token inside each state's trie, on ``envs`` envs in lockstep
+   sampling token by token inside each state's trie (at ``temperature``: each token's masked
+   logits divided by it), on ``envs`` envs in lockstep
    (:func:`derl_bench.rollout.commands.play`);
 2. score every episode with the Meta-Reward (``episodic_from_steps`` over its primitives);
 3. the advantage of an episode is its reward centred (and scaled) within its game's group;
