@@ -294,7 +294,8 @@ def test_the_api_raises_when_training_diverges(tmp_path):
 
 
 def test_a_population_that_diverges_stops_too(tmp_path):
-    from derl_bench.grpo.config import config_from_dict
+    from derl_bench.family import resolve_family
+    from derl_bench.grpo.config import compile_run_reward, config_from_dict
     from derl_bench.grpo.population import train_population
     from derl_bench.grpo.update import DivergedError
 
@@ -305,7 +306,8 @@ def test_a_population_that_diverges_stops_too(tmp_path):
             f"step 2 of 2: the loss is nan and the gradient norm nan; the run stopped without "
             f"saving that step, and its last good checkpoint (finite weights) is "
             f"{tmp_path / 'm0' / 'checkpoints' / 'step-1'}")):
-        train_population(configs)
+        family = resolve_family(configs[0].env_id)
+        train_population(configs, [compile_run_reward(c, family) for c in configs], family)
 
 def test_fine_tuning_that_diverges_stops_and_saves_nothing(tmp_path, capsys):
     from derl_bench.grpo.update import DivergedError

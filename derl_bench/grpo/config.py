@@ -378,29 +378,13 @@ def compile_run_reward(config: TrainConfig, family: Family,
     """``config.meta_reward`` compiled under ``config.reward_semantics``, against the
     primitives ``config.env_id`` declares (its ``family``'s card, resolved by the caller; or
     those of ``domain``, a family, for an env that is not a derl id). Where a run starts (the
-    ``train`` command, a meta loop's inner runs) it is compiled once, and the
-    :class:`~derl_bench.reward.MetaReward` is handed down to the trainer."""
+    ``train`` command, :func:`~derl_bench.grpo.dispatch.run_training`, a meta loop's inner
+    runs) it is compiled once, and the :class:`~derl_bench.reward.MetaReward` is handed down
+    to the trainer as it is."""
     source = domain or primitive_set(config.env_id, family)
     return compile_reward(config.meta_reward, source, semantics=config.reward_semantics)
 
 
-def run_reward(config: TrainConfig, reward: MetaReward | None, family: Family,
-               domain: str | None = None) -> MetaReward:
-    """The Meta-Reward a run of ``config`` trains on, where a public entry point (``train``,
-    ``train_population``) starts: ``reward``, as its caller handed it, checked to be the
-    config's (its text, semantics and primitives: ``config.yaml`` records the text), or the
-    config's compiled there (:func:`compile_run_reward`) when the caller handed none. Below
-    the entry the reward is handed down as it is."""
-    if reward is None:
-        return compile_run_reward(config, family, domain)
-    expected = (config.meta_reward, config.reward_semantics, domain or config.env_id)
-    if (reward.expr, reward.semantics, reward.domain) != expected:
-        raise ConfigError(f"the Meta-Reward handed to the run, {reward!r} over "
-                          f"{reward.domain!r}, is not its config's: {config.meta_reward!r} "
-                          f"({config.reward_semantics}) over {expected[2]!r}")
-    return reward
-
-
 __all__ = ["TINY_MODEL", "ConfigError", "DuplicateKeyError", "TrainConfig",
            "compile_run_reward", "config_from_dict", "fields_from_dict", "load_config", "load_yaml",
-           "parse_overrides", "read_recipe", "replace", "run_reward"]
+           "parse_overrides", "read_recipe", "replace"]

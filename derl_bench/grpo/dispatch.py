@@ -138,11 +138,11 @@ class CompactTrainer(_LLMTrainer):
     def train(self, config: TrainConfig, reward: MetaReward, family: Family,
               resume: bool = False, log: Callable[[str], None] | None = None) -> Trained:
         from derl_bench.grpo.checkpoint import checkpoints_dir
-        from derl_bench.grpo.trainer import initial_model_path, train
+        from derl_bench.grpo.trainer import initial_model_path, meta_reward_fn, run_grpo
         from derl_bench.policies.loading import is_adapter_dir
 
         check_data(config, family)
-        history = train(config, resume=resume, reward=reward, family=family)
+        history = run_grpo(config, meta_reward_fn(reward), family, resume=resume)
         if config.steps == 0:
             return Trained(history, Path(initial_model_path(config)))
         path = checkpoints_dir(config.run_dir) / f"step-{config.steps}"
@@ -232,18 +232,17 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConf
     return trainer_for(str(values.get("trainer", "compact"))).config(values)
 
 
-def run_training(config: TrainConfig, resume: bool = False, reward: MetaReward | None = None,
-                 family: Family | None = None) -> tuple[list[dict[str, float]], Path]:
+def run_training(config: RunConfig, resume: bool = False) -> tuple[list[dict[str, float]], Path]:
     """Train as ``config`` says (its :func:`trainer_for`); returns the per-step metrics and
     the trained model's path, the checkpoint this very run wrote after its last step.
 
-    A Python entry point: ``family`` and ``reward`` are the run's, resolved and compiled where
-    it started; a caller that hands none has them resolved and compiled here, once. Data that
-    differs from the catalogue is refused first (:func:`check_data`).
+    A Python entry point, like the ``train`` command: the run's family is resolved and its
+    Meta-Reward compiled here, once, and both are handed to the trainer. Data that differs
+    from the catalogue is refused first (:func:`check_data`).
     """
-    family = family or resolve_family(config.env_id)
+    family = resolve_family(config.env_id)
     trainer = trainer_for(config)
-    reward = reward or trainer.compile(config, family)
+    reward = trainer.compile(config, family)
     trained = trainer.train(config, reward, family, resume=resume)
     return trained.history, trained.model
 

@@ -25,10 +25,12 @@ Step times are shared: each member logs the population's time divided by ``P``.
 
 Single-step envs on Qwen2/Llama-shaped models with the ``transformers`` backend and the compact
 trainer train this way; anything else (:func:`population_support` says why) trains as separate
-runs. For example, three rewards from the tiny model::
+runs. For example, three rewards from the tiny model, resolved and compiled where they start::
 
-    run = train_population([replace(config, meta_reward=expr, output_dir=f"runs/c{i}")
-                            for i, expr in enumerate(["outcome", "format_boxed", "g1"])])
+    family = resolve_family(config.env_id)
+    configs = [replace(config, meta_reward=expr, output_dir=f"runs/c{i}")
+               for i, expr in enumerate(["outcome", "format_boxed", "g1"])]
+    run = train_population(configs, [compile_run_reward(c, family) for c in configs], family)
     run.histories[0][-1]["reward/mean"], run.checkpoints[0]
 """
 
@@ -45,10 +47,10 @@ from typing import Any, cast
 
 import torch
 
-from derl_bench.family import Family, resolve_family
+from derl_bench.family import Family
 from derl_bench.grpo.advantage import group_advantages
 from derl_bench.grpo.checkpoint import checkpoints_dir, quiet_transformers, save_checkpoint
-from derl_bench.grpo.config import TINY_MODEL, TrainConfig, run_reward
+from derl_bench.grpo.config import TINY_MODEL, TrainConfig
 from derl_bench.grpo.loss import (
     LOGPROB_CHUNK,
     aggregate,
@@ -391,28 +393,22 @@ def _start_models(configs: Sequence[TrainConfig]) -> str:
     return path
 
 
-def train_population(configs: Sequence[TrainConfig],
-                     meta_rewards: Sequence[MetaReward] | None = None,
-                     family: Family | None = None) -> PopulationRun:
+def train_population(configs: Sequence[TrainConfig], meta_rewards: Sequence[MetaReward],
+                     family: Family) -> PopulationRun:
     """Train every run of ``configs`` (one start model, one recipe, their own rewards, seeds
     and run directories) as one population; see the module docstring. ``meta_rewards`` are
-    the runs' Meta-Rewards compiled where they started (else each config's is compiled
-    here); ``family`` is their env's family, resolved where they started (else here, once
-    for the population, and handed down)."""
+    the runs' Meta-Rewards (each its config's ``meta_reward``) and ``family`` their env's,
+    compiled and resolved where the runs started."""
     if not configs:
         raise ValueError("a population needs at least one run")
     first = configs[0]
-    family = family or resolve_family(first.env_id)
     _check(configs, family)
     first.check_machine()
     spec = family.spec
     members = len(configs)
-    if meta_rewards is not None and len(meta_rewards) != members:
+    if len(meta_rewards) != members:
         raise ValueError(f"{members} runs but {len(meta_rewards)} Meta-Rewards")
-    # A bad expression fails before any write.
-    scores = [meta_reward_fn(run_reward(c, None if meta_rewards is None else meta_rewards[i],
-                                        family))
-              for i, c in enumerate(configs)]
+    scores = [meta_reward_fn(reward) for reward in meta_rewards]
     for config in configs:
         record_config(config, resume=False)
     start_path = _start_models(configs)

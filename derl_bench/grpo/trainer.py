@@ -39,7 +39,7 @@ from derl_bench.grpo.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from derl_bench.grpo.config import TINY_MODEL, ConfigError, TrainConfig, run_reward
+from derl_bench.grpo.config import TINY_MODEL, ConfigError, TrainConfig, compile_run_reward
 from derl_bench.grpo.rundir import start_run_id
 from derl_bench.grpo.runlog import RunLogger
 from derl_bench.grpo.update import (
@@ -277,27 +277,34 @@ def device_memory(device: str) -> dict[str, float]:
 
 
 def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | None = None,
-          reward_fn: RewardFn | None = None, family: str | FamilySpec | Family | None = None,
-          reward: MetaReward | None = None) -> list[dict[str, float]]:
+          reward_fn: RewardFn | None = None,
+          family: str | FamilySpec | Family | None = None) -> list[dict[str, float]]:
     """Run GRPO as ``config`` says; returns the logged metrics of every step of the run.
 
-    ``reward`` is the run's Meta-Reward compiled where the run started
-    (:func:`~derl_bench.grpo.config.compile_run_reward`); without it ``config.meta_reward`` is
-    compiled here. ``env_factory`` and ``reward_fn`` replace the env built from
-    ``config.env_id`` and the compiled Meta-Reward (a multi-turn ``env_factory``'s envs must
-    end their episodes themselves, e.g. inside a ``TimeLimit``); ``family`` (a
-    :class:`~derl_bench.family.Family` resolved where the command started, or a family's name)
-    gives the prompt, parser and rollout, also for an env that is not a derl id; without it the
-    family of ``config.env_id`` is resolved here, once.
+    A Python entry point: the run's family is resolved here, once (``family``, a
+    :class:`~derl_bench.family.Family` or a family's name, gives the prompt, parser and
+    rollout, also for an env that is not a derl id; without it, ``config.env_id``'s), and
+    ``config.meta_reward`` is compiled here (:func:`~derl_bench.grpo.config.compile_run_reward`).
+    ``env_factory`` and ``reward_fn`` replace the env built from ``config.env_id`` and the
+    compiled Meta-Reward (a multi-turn ``env_factory``'s envs must end their episodes
+    themselves, e.g. inside a ``TimeLimit``). Both are handed to :func:`run_grpo`.
+    """
+    parts = resolve_family(family or config.env_id)
+    # A bad expression fails before any write.
+    score = reward_fn or meta_reward_fn(compile_run_reward(
+        config, parts, None if env_factory is None else parts.spec.domain))
+    return run_grpo(config, score, parts, resume=resume, env_factory=env_factory)
+
+
+def run_grpo(config: TrainConfig, score: RewardFn, family: Family, resume: bool = False,
+             env_factory: EnvFactory | None = None) -> list[dict[str, float]]:
+    """The GRPO loop of :func:`train` (its steps 1-6 in the module docstring), handed what
+    the run's entry resolved: ``score``, the run's Meta-Reward as a reward function, and
+    ``family``, which gives the prompt, parser, rollout and (without ``env_factory``) the env.
     """
     run_dir = config.run_dir
-    # the family, resolved once here and handed to the policy and the envs
-    parts = resolve_family(family or config.env_id)
-    spec = parts.spec
+    spec = family.spec
     config.check_machine()
-    # A bad expression fails before any write.
-    score = reward_fn or meta_reward_fn(run_reward(
-        config, reward, parts, None if env_factory is None else spec.domain))
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if resume and checkpoint is None:
         raise ResumeError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")
@@ -353,9 +360,9 @@ def train(config: TrainConfig, resume: bool = False, env_factory: EnvFactory | N
     model.train()
 
     sampling = SamplingConfig(config.max_new_tokens, config.temperature, config.top_p)
-    policy = LLMPolicy(model, tokenizer, parts, backend=backend,
+    policy = LLMPolicy(model, tokenizer, family, backend=backend,
                        sampling=sampling, history_window=config.history_window)
-    factory = env_factory or (lambda: make_env(config, parts))
+    factory = env_factory or (lambda: make_env(config, family))
     if config.env_actors and spec.multi_turn:
         from derl_bench.rollout.remote import RemoteEnv
 

@@ -106,7 +106,6 @@ ENTRIES: dict[str, int] = {
     "derl_bench.grpo.commands:train_commands": 1,
     "derl_bench.grpo.config:TrainConfig.__post_init__": 1,
     "derl_bench.grpo.dispatch:run_training": 1,
-    "derl_bench.grpo.population:train_population": 1,
     "derl_bench.grpo.trainer:train": 1,
     "derl_bench.integrations.sessions:check_env_id": 1,
     "derl_bench.leaderboard.board:evaluated_adapters": 1,
@@ -156,18 +155,6 @@ def family() -> Family:
     return resolve_family(ENV)
 
 
-def test_a_training_run_handed_its_family_looks_nothing_up(tmp_path, family, no_lookups):
-    from derl_bench.grpo.config import TrainConfig
-    from derl_bench.grpo.dispatch import run_training
-
-    with no_lookups_paused(no_lookups):  # the config checks its settings where it is made
-        config = TrainConfig(env_id=ENV, model="tiny", steps=1, group_size=2,
-                             prompts_per_step=1, max_new_tokens=8, tensorboard=False,
-                             progress=False, output_dir=str(tmp_path / "run"))
-    history, checkpoint = run_training(config, family=family)
-    assert len(history) == 1 and checkpoint.is_dir()
-
-
 def test_an_evaluation_handed_its_family_looks_nothing_up(family, no_lookups):
     from derl_bench.evaluation import evaluate
 
@@ -196,6 +183,20 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
     monkeypatch.setattr(family_module, "family_spec", spec)
     monkeypatch.setattr(MetaReward, "__init__", init)
     return looked_up, compiled
+
+
+def test_run_training_resolves_once_and_compiles_once(tmp_path, monkeypatch):
+    # the Python entry resolves and compiles where it starts, like the command
+    from derl_bench.grpo.config import TrainConfig
+    from derl_bench.grpo.dispatch import run_training
+
+    config = TrainConfig(env_id=ENV, model="tiny", meta_reward="outcome", steps=1,
+                         group_size=2, prompts_per_step=1, max_new_tokens=8,
+                         tensorboard=False, progress=False, output_dir=str(tmp_path / "run"))
+    looked_up, compiled = counted(monkeypatch)
+    history, checkpoint = run_training(config)
+    assert len(history) == 1 and checkpoint.is_dir()
+    assert looked_up == [ENV] and compiled == ["outcome"]
 
 
 def test_train_resolves_once_and_compiles_once(tmp_path, monkeypatch):

@@ -18,9 +18,10 @@ from derl_bench.family import resolve_family
 from derl_bench.grpo import population as pop_trainer
 from derl_bench.grpo import trainer
 from derl_bench.grpo.checkpoint import load_trainer_state
-from derl_bench.grpo.config import TrainConfig, config_from_dict, replace
+from derl_bench.grpo.config import TrainConfig, compile_run_reward, config_from_dict, replace
 from derl_bench.grpo.loss import token_logprobs
 from derl_bench.grpo.population import (
+    PopulationRun,
     clip_grad_norms,
     population_support,
     population_token_logprobs,
@@ -85,6 +86,12 @@ def _separate(root: Path, exprs: list[str]) -> list[dict]:
     return records
 
 
+def _train(configs: list[TrainConfig]) -> PopulationRun:
+    """``train_population`` handed what the meta loop hands it: the family and each reward."""
+    family = resolve_family(configs[0].env_id)
+    return train_population(configs, [compile_run_reward(c, family) for c in configs], family)
+
+
 def _population(root: Path, exprs: list[str], tag: str) -> list[dict]:
     """The same rewards' runs as one population, recorded the same way."""
     samples: list[list[list[int]]] = [[] for _ in exprs]
@@ -99,7 +106,7 @@ def _population(root: Path, exprs: list[str], tag: str) -> list[dict]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(pop_trainer, "grade_single_step", spy)
-        run = train_population([_config(root / f"{tag}-{i}", e) for i, e in enumerate(exprs)])
+        run = _train([_config(root / f"{tag}-{i}", e) for i, e in enumerate(exprs)])
     return [{"samples": samples[i], "history": run.histories[i], "model": run.checkpoints[i]}
             for i in range(len(exprs))]
 
@@ -294,8 +301,8 @@ def test_which_recipes_train_as_populations(tmp_path):
     with pytest.raises(ConfigError, match="batch_inner"):
         MetaConfig(batch_inner="sometimes")
     with pytest.raises(ValueError, match="share their start model"):
-        train_population([_config(tmp_path / "a", "outcome"),
-                          replace(_config(tmp_path / "b", "outcome"), learning_rate=1.0)])
+        _train([_config(tmp_path / "a", "outcome"),
+                replace(_config(tmp_path / "b", "outcome"), learning_rate=1.0)])
 
 
 def _generation(tmp_path: Path, batch_inner: str) -> list[dict]:
