@@ -72,11 +72,11 @@ def _record(model_dir: Path, level: str, method: str, seed: int, checkpoint: str
     from derl_bench.leaderboard.validate import validate_file
 
     episodes: list[Any] = []
-    result = evaluate_commands(model_dir, level, env_id=ENV_ID, num_threads=1,
+    result = evaluate_commands(model_dir, level, env=ENV_ID, num_threads=1,
                                episodes_out=episodes)
     record = command_record(result, episodes, method=method, model=MODEL, model_dir=model_dir,
                             checkpoint=checkpoint, seed=seed, meta_reward=meta_reward,
-                            recipe=recipe, level=level, env_id=ENV_ID)
+                            recipe=recipe, level=level, env=ENV_ID)
     path = BOARD / f"{method}-s{seed}-{level}.json"
     write_json_atomic(path, record)
     problems = validate_file(path).problems

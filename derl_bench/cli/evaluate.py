@@ -13,7 +13,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from derl_bench.cli._errors import (
     RECIPE_MAX_BYTES,
@@ -22,6 +22,9 @@ from derl_bench.cli._errors import (
     require_input,
     require_output,
 )
+
+if TYPE_CHECKING:
+    from derl_bench.evaluation.families import FamilyAdapter
 
 
 def register(subparsers: Any) -> None:
@@ -82,12 +85,12 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _meta_reward(expression: str | None, env_id: str) -> dict[str, str] | None:
+def _meta_reward(expression: str | None, adapter: FamilyAdapter) -> dict[str, str] | None:
     if not expression:
         return None
     from derl_bench.evaluation.record import meta_reward_block
 
-    return meta_reward_block(expression, env_id)
+    return meta_reward_block(expression, adapter)
 
 
 def _check_files(args: argparse.Namespace) -> None:
@@ -148,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         adapter = adapter_for(args.env)  # the env's rules and family, handed to the evaluation
         eval_set = adapter.eval_set(args.level, protocol=args.protocol, seed=args.seed)
-        meta_reward = _meta_reward(args.meta_reward, args.env)
+        meta_reward = _meta_reward(args.meta_reward, adapter)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     try:
@@ -168,12 +171,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         record, results = evaluate(
-            args.env, args.level, args.policy, num_envs=args.num_envs, limit=args.limit,
+            adapter, args.level, args.policy, num_envs=args.num_envs, limit=args.limit,
             base_seed=args.seed, method=args.method, model=args.model, recipe=recipe,
             meta_reward=meta_reward, keep_trajectories=args.trajectories is not None,
             max_new_tokens=args.max_new_tokens, on_episode=tick, protocol=args.protocol,
-            checkpoint=args.checkpoint, device=args.device, dtype=args.dtype,
-            family=adapter.resolved)
+            checkpoint=args.checkpoint, device=args.device, dtype=args.dtype)
     finally:
         bar.close()
     if args.trajectories is not None:
@@ -230,7 +232,7 @@ def _run_commands(args: argparse.Namespace) -> int:
     try:
         adapter = adapter_for(args.env)
         adapter.level(args.level)
-        meta_reward = _meta_reward(args.meta_reward, args.env)
+        meta_reward = _meta_reward(args.meta_reward, adapter)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     try:
@@ -241,17 +243,16 @@ def _run_commands(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.env} has no command policies (no compact state)")
     episodes: list[CommandEpisode] = []
     try:
-        evaluation = evaluate_commands(args.commands, args.level, env_id=args.env,
+        evaluation = evaluate_commands(args.commands, args.level, env=adapter,
                                        limit=args.limit, envs=args.num_envs,
-                                       episodes_out=episodes, family=adapter.resolved,
+                                       episodes_out=episodes,
                                        temperature=args.temperature, seed=args.seed)
         record = command_record(evaluation, episodes, method=args.method,
                                 model=args.model or args.commands.name,
                                 model_dir=args.commands, checkpoint=args.checkpoint,
                                 seed=args.train_seed, meta_reward=meta_reward,
-                                recipe=recipe, env_id=args.env,
-                                policy_interface=evaluation["policy_interface"],
-                                family=adapter.resolved)
+                                recipe=recipe, env=adapter,
+                                policy_interface=evaluation["policy_interface"])
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     if args.trajectories is not None:

@@ -26,6 +26,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.workers is not None:  # 0 is refused by the config, not taken as unset
         overrides.append(f"workers={args.workers}")
     from derl_bench.evaluation.batched import headline_evaluator
+    from derl_bench.evaluation.families import resolve_adapter
     from derl_bench.grpo.config import TINY_MODEL
     from derl_bench.grpo.rundir import clear_run_dir
     from derl_bench.meta.workers import ray_available
@@ -42,11 +43,11 @@ def _run(args: argparse.Namespace) -> int:
             clear_run_dir(config.run_dir)
         inner = config.inner
         evaluate = headline_evaluator(
-            inner.env_id, config.eval_levels or [], limit=config.eval_limit,
-            max_new_tokens=inner.max_new_tokens, model_label=inner.model,
+            resolve_adapter(inner.env_id, config.family), config.eval_levels or [],
+            limit=config.eval_limit, max_new_tokens=inner.max_new_tokens,
+            model_label=inner.model,
             env_kwargs={k: v for k, v in inner.env_kwargs.items()
-                        if k not in ("split", "level")},
-            family=config.family)
+                        if k not in ("split", "level")})
         result = run_meta(config, evaluate=evaluate if config.eval_levels else None,
                           resume=args.resume)
     if result.best_expr is None:

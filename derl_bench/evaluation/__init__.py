@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from derl_bench.evaluation.families import (
     FamilyAdapter,
@@ -35,9 +35,6 @@ from derl_bench.evaluation.runner import EpisodeResult, run_episodes
 from derl_bench.evaluation.schema import REPORTED_NOTE, RESULT_SCHEMA, SCHEMA_VERSION, schema_errors
 from derl_bench.files import write_json_atomic
 
-if TYPE_CHECKING:
-    from derl_bench.family import Family
-
 
 def check_settings(*, base_seed: int = 0, max_new_tokens: int = 512, device: str = "cpu",
                    dtype: str | None = None, loads_model: bool = True) -> None:
@@ -58,7 +55,7 @@ def check_settings(*, base_seed: int = 0, max_new_tokens: int = 512, device: str
 
 
 def evaluate(
-    env_id: str,
+    env: str | FamilyAdapter,
     level: str,
     policy: str | Policy,
     *,
@@ -77,9 +74,10 @@ def evaluate(
     checkpoint: str | None = None,
     device: str = "cpu",
     dtype: str | None = None,
-    family: Family | None = None,
 ) -> tuple[dict[str, Any], list[EpisodeResult]]:
-    """Evaluate ``policy`` (a spec or a :class:`Policy`) on ``env_id`` at ``level``.
+    """Evaluate ``policy`` (a spec or a :class:`Policy`) on ``env`` at ``level``: an env id,
+    whose family is resolved here, once, or the :class:`FamilyAdapter` its caller resolved
+    (:func:`adapter_for`); an env id no card defines raises :class:`ProtocolError`.
 
     Returns the result record and the per-episode results (in eval-set order).
     ``max_new_tokens`` caps each response of an ``llm:`` policy, which loads on ``device``
@@ -92,24 +90,21 @@ def evaluate(
     mapping or a ready block: :func:`~derl_bench.evaluation.record.recipe_block`). Data that
     differs from the data catalogue's checksums is refused first, with a
     :class:`~derl_bench.data.verify.DataChecksumError` naming the file; a data file that does
-    not parse raises a :class:`~derl_bench.data.read.DataFileError` naming it. ``family`` is
-    ``env_id``'s :class:`~derl_bench.family.Family` where the caller resolved it (without it
-    the family is found from ``env_id`` here); an env id no card defines raises
-    :class:`ProtocolError`.
+    not parse raises a :class:`~derl_bench.data.read.DataFileError` naming it.
     """
     from derl_bench.data.verify import check_data
 
     check_settings(base_seed=base_seed, max_new_tokens=max_new_tokens, device=device,
                    dtype=dtype, loads_model=isinstance(policy, str) and policy.startswith("llm:"))
-    adapter = resolve_adapter(env_id, family)
+    adapter = adapter_for(env)
     eval_set = adapter.eval_set(level, protocol=protocol, seed=base_seed)
     # The checksums the record lists are of the data the run reads: held against the data
     # catalogue before a policy loads or an episode runs, and computed once for both.
     data_checksums = adapter.data_checksums(eval_set)
     check_data(data_checksums)
     spec = policy if isinstance(policy, str) else None
-    agent = (load_policy(policy, env_id, max_new_tokens=max_new_tokens, protocol=protocol,
-                         device=device, dtype=dtype, family=adapter.resolved)
+    agent = (load_policy(policy, adapter, max_new_tokens=max_new_tokens, protocol=protocol,
+                         device=device, dtype=dtype)
              if isinstance(policy, str) else policy)
     start = time.perf_counter()
     results = run_episodes(eval_set, agent, env_kwargs=env_kwargs, num_envs=num_envs,

@@ -2,7 +2,7 @@
 env's fixed game sets: every game of a level's split once, greedily or sampled at a
 temperature, in lockstep.
 
-    result = evaluate_commands("runs/alfworld-base", level="L0", env_id="derl/ALFWorld-v0")
+    result = evaluate_commands("runs/alfworld-base", level="L0", env="derl/ALFWorld-v0")
     result["success"], result["by_task_type"]
 
 The policy's view of the game is handed in (``state_factory``; default the state tracker of
@@ -24,7 +24,7 @@ import numpy as np
 from derl_bench.rollout.commands import CommandEpisode
 
 if TYPE_CHECKING:
-    from derl_bench.family import Family
+    from derl_bench.evaluation.families import FamilyAdapter
 
 
 def summarise(episodes: list[CommandEpisode]) -> dict[str, Any]:
@@ -43,28 +43,28 @@ def summarise(episodes: list[CommandEpisode]) -> dict[str, Any]:
 
 
 def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "eval", *,
-                      env_id: str, limit: int | None = None,
+                      env: str | FamilyAdapter, limit: int | None = None,
                       envs: int = 16, num_threads: int | None = None,
                       state_factory: Callable[[], Any] | None = None,
                       data_root: str | None = None,
                       episodes_out: list[CommandEpisode] | None = None,
-                      family: Family | None = None, temperature: float | None = None,
+                      temperature: float | None = None,
                       seed: int = 0) -> dict[str, Any]:
     """Play every game of ``level``'s ``split`` (the first ``limit``) once: greedily, or with
     a ``temperature`` one seeded draw (``seed``) of a whole command per step from
     ``softmax(log p / temperature)`` over the admissible commands (1.0: the distribution
     command GRPO trains).
 
-    ``model`` is a model folder (or a loaded ``CommandPolicy``), ``env_id`` an env whose card
-    has a ``commands`` hook; a damaged file of the folder is a ``ValueError`` naming it.
+    ``model`` is a model folder (or a loaded ``CommandPolicy``), ``env`` an env whose card
+    has a ``commands`` hook: its id, whose family is resolved here, once, or the
+    :class:`~derl_bench.evaluation.families.FamilyAdapter` the caller resolved; a damaged
+    file of the folder is a ``ValueError`` naming it.
     Returns :func:`summarise`'s figures with the level, split, temperature (None: greedy),
     seed and wall seconds;
-    ``episodes_out`` receives the episodes. ``family`` is ``env_id``'s
-    :class:`~derl_bench.family.Family` where the caller resolved it; without a
-    ``state_factory`` it is the one of the view the model folder was built for
+    ``episodes_out`` receives the episodes. Without a ``state_factory`` the state is the one
+    of the view the model folder was built for
     (:func:`~derl_bench.policies.command_model.model_view`; the ``commands`` hook's default
-    for a folder that names none), found from ``env_id`` when no family is given; the
-    result's ``policy_interface`` is that view's.
+    for a folder that names none); the result's ``policy_interface`` is that view's.
     """
     import torch
 
@@ -88,11 +88,12 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
             raise ValueError(f"the command model cannot be loaded: {damaged}")
         lm, tokenizer = load_model_and_tokenizer(str(model))
         policy = CommandPolicy(lm.eval(), tokenizer)
-    from derl_bench.family import resolve_family
+    from derl_bench.evaluation.families import adapter_for
     from derl_bench.policies.command_model import command_parts, model_view
 
+    adapter = adapter_for(env)
+    env_id, family = adapter.env_id, adapter.resolved
     # A model folder names the view it was built for; the policy reads that one.
-    family = family or resolve_family(env_id)  # an entry point: once, here, when not handed
     parts = command_parts(family)
     parts = parts.view(None if isinstance(model, CommandPolicy) else model_view(model))
     if state_factory is None:
@@ -107,8 +108,8 @@ def evaluate_commands(model: str | Path | Any, level: str = "L0", split: str = "
         episodes = play(pool[:len(games)] or pool[:1], policy, games, state_factory,
                         **sampling)
     finally:
-        for env in pool:
-            env.close()
+        for made in pool:
+            made.close()
     if episodes_out is not None:
         episodes_out.extend(episodes)
     return {"level": level, "split": split, **summarise(episodes),

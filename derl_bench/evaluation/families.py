@@ -204,17 +204,12 @@ def _problem_index(env: Any, problem_id: str) -> int:
     return index[problem_id]
 
 
-def resolve_adapter(env_id: str, family: Family | None = None) -> FamilyAdapter:
+def resolve_adapter(env_id: str, family: Family) -> FamilyAdapter:
     """The evaluation rules for ``env_id``: the adapter its card's ``evaluation`` hook names
-    (:class:`LevelsAdapter`, which reads the card's ``levels:``, where it names none), made for
-    ``family`` (the env id's :class:`~derl_bench.family.Family`, resolved where the
-    command started) or, without one, by the family found for ``env_id`` here. A
-    :class:`ProtocolError` names an env id no card defines, or a broken ``evaluation`` hook."""
-    if family is None:
-        try:
-            family = resolve_family(env_id)
-        except UnknownFamilyError:
-            raise ProtocolError(f"{env_id!r} is not a derl-bench env id") from None
+    (:class:`LevelsAdapter`, which reads the card's ``levels:``, where it names none), made
+    once per env id by ``family`` (the env id's :class:`~derl_bench.family.Family`, resolved
+    where the command started; :func:`derl_bench.family.reload` forgets them). A
+    :class:`ProtocolError` names a broken ``evaluation`` hook."""
     if env_id not in family.adapters:  # made once per id, kept by the family
         try:
             cls = (family.spec.part("evaluation") if family.spec.has_part("evaluation")
@@ -228,11 +223,23 @@ def resolve_adapter(env_id: str, family: Family | None = None) -> FamilyAdapter:
     return family.adapters[env_id]
 
 
-def adapter_for(env_id: str) -> FamilyAdapter:
-    """The evaluation rules for ``env_id`` (:func:`resolve_adapter`), made once per env id by
-    its family (:func:`derl_bench.family.reload` forgets them): where a command starts from an
-    env id; what it calls takes the adapter, or its :attr:`FamilyAdapter.resolved` family."""
-    return resolve_adapter(env_id)
+def adapter_for(env: str | FamilyAdapter) -> FamilyAdapter:
+    """The evaluation rules for ``env``: an env id, whose family is resolved here (where a
+    command or a Python entry point starts from an env id; :func:`resolve_adapter`), or the
+    adapter its caller resolved, as it is. What an entry calls takes the adapter, or its
+    :attr:`FamilyAdapter.resolved` family. A :class:`ProtocolError` names an env id no card
+    defines.
+
+    >>> adapter_for("derl/GSM8K-v0") is adapter_for(adapter_for("derl/GSM8K-v0"))
+    True
+    """
+    if isinstance(env, FamilyAdapter):
+        return env
+    try:
+        family = resolve_family(env)
+    except UnknownFamilyError:
+        raise ProtocolError(f"{env!r} is not a derl-bench env id") from None
+    return resolve_adapter(env, family)
 
 
 def evaluated_env_ids() -> list[str]:

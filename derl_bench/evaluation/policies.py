@@ -46,6 +46,7 @@ from derl_bench.observers.think_action import action_parser_for
 from derl_bench.policies.session import AgentSession
 
 if TYPE_CHECKING:
+    from derl_bench.evaluation.families import FamilyAdapter
     from derl_bench.family import Family
 
 VALID_ACTIONS = "valid_actions"
@@ -209,8 +210,9 @@ class LLMEvalPolicy(Policy):
     verl-agent's action projection (the card's ``verl_agent_projection``,
     :func:`~derl_bench.observers.think_action.verl_agent_parser`).
 
-    ``family`` is ``env_id``'s :class:`~derl_bench.family.Family` where the caller resolved it
-    (its prompt and parser; without it :class:`~derl_bench.policies.LLMPolicy` finds it).
+    ``env`` gives the prompt and parser: an env id, whose family
+    :class:`~derl_bench.policies.LLMPolicy` resolves, or its
+    :class:`~derl_bench.family.Family` where the caller resolved it.
     """
 
     # The default prompt is built from the env's own info, exactly as training rollouts build
@@ -219,17 +221,16 @@ class LLMEvalPolicy(Policy):
     needs: frozenset[str] = frozenset()
     method = "llm"
 
-    def __init__(self, model: str, env_id: str, max_new_tokens: int = 512,
+    def __init__(self, model: str, env: str | Family, max_new_tokens: int = 512,
                  protocol: str = "strict", device: str = "cpu",
-                 dtype: str | None = None, family: Family | None = None) -> None:
+                 dtype: str | None = None) -> None:
         from derl_bench.policies import LLMPolicy, SamplingConfig
 
         # a board shows a local checkpoint by its folder name; the record's policy keeps the path
         self.model = Path(model).name if Path(model).is_dir() else model
         self._max_new_tokens = max_new_tokens
         self._sampling_cls = SamplingConfig
-        self._llm = LLMPolicy.from_pretrained(model, family=family or env_id, device=device,
-                                              dtype=dtype)
+        self._llm = LLMPolicy.from_pretrained(model, family=env, device=device, dtype=dtype)
         self._family = self._llm.family
         self._parse_action = action_parser_for(self._llm.parts)
         self._sessions: dict[int, AgentSession] = {}
@@ -309,14 +310,15 @@ def _import_target(target: str) -> Any:
         raise PolicyError(f"module {module_name!r} has no attribute {attr!r}") from None
 
 
-def _degenerate(spec: str, env_id: str | None, family: Family | None) -> Policy:
-    from derl_bench.evaluation.families import resolve_adapter
+def _degenerate(spec: str, env: str | FamilyAdapter | None) -> Policy:
+    from derl_bench.evaluation.families import adapter_for
     from derl_bench.evaluation.protocol import ProtocolError
 
     try:
-        adapter = resolve_adapter(env_id, family) if env_id else None
+        adapter = adapter_for(env) if env else None
     except ProtocolError:
         adapter = None
+    env_id = env if adapter is None else adapter.env_id
     if spec == "stall":
         if adapter is None or not adapter.has_score:
             raise PolicyError("the stall policy needs ScienceWorld's score and gold path; "
@@ -328,29 +330,30 @@ def _degenerate(spec: str, env_id: str | None, family: Family | None) -> Policy:
     return MajorityAnswerPolicy(adapter.env_id)
 
 
-def load_policy(spec: str, env_id: str | None = None, max_new_tokens: int = 512,
+def load_policy(spec: str, env: str | FamilyAdapter | None = None, max_new_tokens: int = 512,
                 protocol: str = "strict", device: str = "cpu",
-                dtype: str | None = None, *, family: Family | None = None) -> Policy:
+                dtype: str | None = None) -> Policy:
     """Resolve a ``--policy`` spec (see the module docstring) to a fresh :class:`Policy`.
 
     ``max_new_tokens`` caps each response of an ``llm:`` policy; ``protocol="rlvmr"`` gives an
     ``llm:`` policy RLVMR's prompt, temperature and action parsing. An ``llm:`` policy loads
-    on ``device`` (``cpu``, ``cuda``, ``cuda:1``) in ``dtype`` (default float32). ``family``
-    is ``env_id``'s :class:`~derl_bench.family.Family` where the caller resolved it; the
-    policies that depend on the env (``stall``, ``majority``, ``llm:``) find it from
-    ``env_id`` otherwise.
+    on ``device`` (``cpu``, ``cuda``, ``cuda:1``) in ``dtype`` (default float32). ``env``,
+    which the policies that depend on the env need (``stall``, ``majority``, ``llm:``), is
+    an env id, whose family they resolve, or the
+    :class:`~derl_bench.evaluation.families.FamilyAdapter` the caller resolved.
     """
     if spec == "random":
         return RandomPolicy()
     if spec == "oracle":
         return OraclePolicy()
     if spec in ("stall", "majority"):
-        return _degenerate(spec, env_id, family)
+        return _degenerate(spec, env)
     if spec.startswith("llm:"):
-        if env_id is None:
+        if env is None:
             raise PolicyError("an llm: policy needs the env id to pick its prompt")
-        return LLMEvalPolicy(spec[4:], env_id, max_new_tokens=max_new_tokens, protocol=protocol,
-                             device=device, dtype=dtype, family=family)
+        return LLMEvalPolicy(spec[4:], env if isinstance(env, str) else env.resolved,
+                             max_new_tokens=max_new_tokens, protocol=protocol, device=device,
+                             dtype=dtype)
     target = _import_target(spec)
     if isinstance(target, type) and issubclass(target, Policy):
         policy = target()

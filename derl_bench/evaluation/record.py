@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from derl_bench._version import __version__
-from derl_bench.evaluation.families import FamilyAdapter, resolve_adapter
+from derl_bench.evaluation.families import FamilyAdapter, adapter_for
 from derl_bench.evaluation.protocol import EvalSet, draw_rule
 from derl_bench.evaluation.runner import EpisodeResult
 from derl_bench.evaluation.schema import (
@@ -35,7 +35,6 @@ from derl_bench.evaluation.schema import (
 from derl_bench.files import write_text_atomic
 
 if TYPE_CHECKING:
-    from derl_bench.family import Family
     from derl_bench.reward import MetaReward
     from derl_bench.rollout.commands import CommandEpisode
 
@@ -310,18 +309,19 @@ def mark_run_here(boards: str | Path, files: Sequence[str | Path]) -> Path:
     return target
 
 
-def meta_reward_block(expression: str | MetaReward, env_id: str) -> dict[str, str]:
-    """The ``meta_reward`` block: the compiled expression's canonical form and hash. A
-    :class:`~derl_bench.reward.MetaReward` compiled over ``env_id``'s primitives (as a run
+def meta_reward_block(expression: str | MetaReward, adapter: FamilyAdapter) -> dict[str, str]:
+    """The ``meta_reward`` block: the compiled expression's canonical form and hash, over the
+    primitives of ``adapter``'s env (its family as resolved, not looked up again). A
+    :class:`~derl_bench.reward.MetaReward` compiled over that env's primitives (as a run
     hands it down) is not compiled again; its text is where it was compiled for another env
     (``g1..g4`` name each family's own primitives)."""
-    from derl_bench.reward import MetaReward, compile_reward
+    from derl_bench.reward import MetaReward, compile_reward, primitive_set
 
-    if isinstance(expression, MetaReward) and expression.domain == env_id:
+    if isinstance(expression, MetaReward) and expression.domain == adapter.env_id:
         compiled = expression
     else:
         text = expression.expr if isinstance(expression, MetaReward) else expression
-        compiled = compile_reward(text, env=env_id)
+        compiled = compile_reward(text, primitive_set(adapter.env_id, adapter.resolved))
     return {"expression": compiled.canonical, "hash": compiled.hash}
 
 
@@ -479,13 +479,14 @@ def command_record(
     recipe: str | Path | Mapping[str, Any] | None = None,
     level: str | None = None,
     policy_interface: str = COMPACT_CONSTRAINED,
-    env_id: str,
+    env: str | FamilyAdapter,
     date: dt.date | None = None,
-    family: Family | None = None,
 ) -> dict[str, Any]:
     """The ``kind: run`` record of a command policy's evaluation:
     :func:`~derl_bench.evaluation.commands.evaluate_commands`'s result (``evaluation``) and
-    the episodes it handed back (``episodes_out``), of the env ``env_id``.
+    the episodes it handed back (``episodes_out``), of the env ``env`` (its id, whose family
+    is resolved here, once, or the :class:`~derl_bench.evaluation.families.FamilyAdapter`
+    the caller resolved).
 
     ``method`` is the board's method name (``teacher-dagger``, ``grpo-outcome``, ``derl``);
     ``seed``, the training run's seed, is named in it (``derl (seed 2)``, filed as
@@ -501,10 +502,9 @@ def command_record(
     :func:`build_record`. Raises ``ValueError`` when the evaluation is not of the level's eval
     games in order, or the record would break the schema. A record of a ``limit``-ed
     evaluation is built but does not validate for a board (n is not the eval set's size).
-    ``family`` is ``env_id``'s :class:`~derl_bench.family.Family` where the caller resolved
-    it (without it the family is found from ``env_id`` here, once).
     """
-    adapter = resolve_adapter(env_id, family)
+    adapter = adapter_for(env)
+    env_id = adapter.env_id
     if evaluation.get("split") != "eval":
         raise ValueError(f"a record is of the eval split; this evaluation played "
                          f"{evaluation.get('split')!r}")
@@ -526,7 +526,7 @@ def command_record(
     draws = int(evaluation.get("seed") or 0)  # a sampled evaluation's seed; 0 for greedy
     results = command_results(eval_set, episodes, draws, adapter=adapter)
     if isinstance(meta_reward, str):
-        meta_block: Mapping[str, str] | None = meta_reward_block(meta_reward, env_id)
+        meta_block: Mapping[str, str] | None = meta_reward_block(meta_reward, adapter)
     else:
         meta_block = meta_reward
     record = build_record(

@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from derl_bench.evaluation.families import FamilyAdapter, evaluated_env_ids, resolve_adapter
+from derl_bench.evaluation.families import FamilyAdapter, adapter_for, evaluated_env_ids
 from derl_bench.evaluation.protocol import ProtocolError, draw_rule
 from derl_bench.evaluation.record import RUN_HERE_FILE, recipe_digest, recipe_path_problem
 from derl_bench.evaluation.schema import (
@@ -535,7 +535,7 @@ def _record_adapter(env_id: str) -> FamilyAdapter | None:
     protocol, which the eval-set check reports."""
     if env_id not in evaluated_env_ids():
         return None
-    return resolve_adapter(env_id)
+    return adapter_for(env_id)
 
 
 def record_problems(record: Any, path: Path | None = None,

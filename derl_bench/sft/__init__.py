@@ -165,11 +165,20 @@ DemoStream = Callable[[Any, Any, SFTConfig], Iterator[tuple[list[int], str]]]
 
 
 def run_sft(config: SFTConfig, progress: bool = False,
-            demos: DemoStream | None = None, family: Family | None = None) -> dict[str, Any]:
+            demos: DemoStream | None = None) -> dict[str, Any]:
     """Fine-tune as ``config`` says and save the model to ``config.output``; returns the
     loss curve and settings. ``demos`` replaces :func:`demonstrations` (another rendering of
-    the same walkthroughs, e.g. as tool calls); ``family`` is ``config.env_id``'s where the
-    caller has resolved it (else the policy resolves it, once)."""
+    the same walkthroughs, e.g. as tool calls). A Python entry point: ``config.env_id``'s
+    family is resolved here, once, and handed to :func:`fine_tune`."""
+    from derl_bench.family import resolve_family
+
+    return fine_tune(config, resolve_family(config.env_id), progress=progress, demos=demos)
+
+
+def fine_tune(config: SFTConfig, family: Family, progress: bool = False,
+              demos: DemoStream | None = None) -> dict[str, Any]:
+    """:func:`run_sft` for a caller that resolved ``config.env_id``'s ``family`` (its prompt
+    and parser) where it started."""
     import gymnasium as gym
 
     from derl_bench.grpo.loss import token_logprobs
@@ -188,7 +197,7 @@ def run_sft(config: SFTConfig, progress: bool = False,
         torch.manual_seed(config.seed)
         model, tokenizer = load_model_and_tokenizer(_base_model(config, staging))
         configure_threads(model, config.num_threads)
-        policy = LLMPolicy(model, tokenizer, family or config.env_id)
+        policy = LLMPolicy(model, tokenizer, family)
         kwargs: dict[str, Any] = {"split": config.split, **config.env_kwargs}
         if config.level is not None:
             kwargs["level"] = config.level
@@ -241,4 +250,5 @@ def run_sft(config: SFTConfig, progress: bool = False,
             "loss_last": float(np.mean(tail)) if losses else None, "losses": losses}
 
 
-__all__ = ["DemoStream", "SFTConfig", "demonstrations", "drop_format", "gsm8k_solution", "run_sft"]
+__all__ = ["DemoStream", "SFTConfig", "demonstrations", "drop_format", "fine_tune",
+           "gsm8k_solution", "run_sft"]

@@ -53,7 +53,7 @@ def _board_file(tmp_path: Path, record: dict[str, Any], name: str) -> Path:
 
 BASE = {"method": "teacher-dagger", "model": "tiny-command-633k",
         "model_dir": "runs/alfworld/base", "checkpoint": "final weights of DAgger round 4",
-        "env_id": ALFWORLD}
+        "env": ALFWORLD}
 
 
 @pytest.mark.parametrize("level", ["L0", "L2"])
@@ -165,7 +165,7 @@ def test_the_builder_refuses_what_is_not_a_pass_over_the_eval_games(data_root, n
 
 @pytest.mark.parametrize(("changes", "reason"), [
     ({"level": "L2"}, "level 'L2', but the evaluation is of level 'L0'"),
-    ({"env_id": "derl/GSM8K-v0"}, "offers no 'compact-constrained'"),
+    ({"env": "derl/GSM8K-v0"}, "offers no 'compact-constrained'"),
     ({"checkpoint": ""}, "which weights"),
     ({"method": "$(rm -rf /)"}, r"\$.method"),
     ({"model_dir": "runs/my model"}, r"\$.policy"),
@@ -192,7 +192,7 @@ def test_a_short_real_evaluation_becomes_a_record(data_root, command_model, tmp_
     from derl_bench.evaluation.commands import evaluate_commands
 
     episodes: list[CommandEpisode] = []
-    evaluation = evaluate_commands(command_model, "L0", env_id=ALFWORLD, limit=2, envs=2,
+    evaluation = evaluate_commands(command_model, "L0", env=ALFWORLD, limit=2, envs=2,
                                    episodes_out=episodes)
     record = command_record(evaluation, episodes, seed=0, **{**BASE, "model_dir": command_model})
     assert record["results"]["n"] == 2

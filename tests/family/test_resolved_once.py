@@ -1,12 +1,12 @@
 """A family is resolved where a command starts and handed down: outside ``derl_bench/cli/``,
 ``derl_bench/families/`` and the two modules that define the lookups (``cards.py`` and
-``family.py``), no code calls ``family_spec``, ``adapter_for``, ``card_for`` or ``load_card``.
+``family.py``), no code calls ``family_spec``, ``card_for`` or ``load_card``.
 A stage reads what it needs from the :class:`~derl_bench.family.Family` it was given (its
 ``spec``, ``card`` and ``adapter(env_id)``).
 
-``resolve_family`` and ``find_family`` are how a stage's public entry resolves an env id it
-was given as a string; their calls are counted and kept to the entries listed here, so that a
-new lookup deep in a stage shows up as a change to this list."""
+``resolve_family``, ``find_family`` and ``adapter_for`` are how a stage's public entry
+resolves an env id it was given as a string; their calls are counted and kept to the entries
+listed here, so that a new lookup deep in a stage shows up as a change to this list."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from derl_bench import family as family_module
 from derl_bench.family import Family, resolve_family
 
 PACKAGE = Path(__file__).resolve().parents[2] / "derl_bench"
-LOOKUPS = frozenset({"family_spec", "adapter_for", "card_for", "load_card"})
-RESOLVERS = frozenset({"resolve_family", "find_family"})
+LOOKUPS = frozenset({"family_spec", "card_for", "load_card"})
+RESOLVERS = frozenset({"resolve_family", "find_family", "adapter_for"})
 ALLOWED = ("cli", "families", "family.py", "cards.py")
 ENV = "derl/Arithmetic-v0"
 
@@ -69,8 +69,8 @@ def stage_modules() -> list[Path]:
 def test_the_scan_finds_a_lookup_and_where_it_is():
     source = ("class Board:\n"
               "    def rows(self, env_id):\n"
-              "        return adapter_for(env_id).levels(), cards.load_card('x')\n")
-    assert calls(source, LOOKUPS) == [(3, "adapter_for", "Board.rows"),
+              "        return family_spec(env_id).levels, cards.load_card('x')\n")
+    assert calls(source, LOOKUPS) == [(3, "family_spec", "Board.rows"),
                                       (3, "load_card", "Board.rows")]
     assert calls("family.card['levels']\nspec.name\n", LOOKUPS) == []
 
@@ -95,10 +95,15 @@ def test_stages_resolve_an_env_id_only_at_their_entries():
 
 
 ENTRIES: dict[str, int] = {
-    # each is where a user's call starts from an env id: it resolves it (some only when their
-    # caller hands them no family) and hands the Family down
+    # each is where a user's call starts from an env id: it resolves it (``adapter_for`` hands
+    # back an adapter its caller resolved as it is) and hands the Family down
+    "derl_bench.evaluation.__init__:evaluate": 1,
+    "derl_bench.evaluation.batched:evaluate_llm": 1,
+    "derl_bench.evaluation.batched:headline_evaluator": 1,
     "derl_bench.evaluation.commands:evaluate_commands": 1,
-    "derl_bench.evaluation.families:resolve_adapter": 1,
+    "derl_bench.evaluation.families:adapter_for": 1,
+    "derl_bench.evaluation.policies:_degenerate": 1,
+    "derl_bench.evaluation.record:command_record": 1,
     "derl_bench.experiments.climb:draw_neighbours": 1,
     "derl_bench.experiments.landscape:draw_rewards": 1,
     "derl_bench.experiments.proposer_check.run:run_check": 1,
@@ -109,6 +114,7 @@ ENTRIES: dict[str, int] = {
     "derl_bench.grpo.trainer:train": 1,
     "derl_bench.integrations.sessions:check_env_id": 1,
     "derl_bench.leaderboard.board:evaluated_adapters": 1,
+    "derl_bench.leaderboard.validate:_record_adapter": 1,
     "derl_bench.leaderboard.validate:known_data_checksums": 1,
     "derl_bench.meta.config:MetaConfig.__post_init__": 1,
     "derl_bench.policies.command_model:init_command_model": 1,
@@ -116,6 +122,7 @@ ENTRIES: dict[str, int] = {
     "derl_bench.reward.primitives:_named_family_primitives": 1,
     "derl_bench.reward.primitives:_named_set": 1,
     "derl_bench.sft.__init__:SFTConfig.__post_init__": 1,
+    "derl_bench.sft.__init__:run_sft": 1,
     "derl_bench.sft.dagger:run_dagger": 1,
 }
 """Each stage entry that resolves an env id it was given as a string, and how many times."""
@@ -155,10 +162,11 @@ def family() -> Family:
     return resolve_family(ENV)
 
 
-def test_an_evaluation_handed_its_family_looks_nothing_up(family, no_lookups):
+def test_an_evaluation_handed_its_adapter_looks_nothing_up(family, no_lookups):
     from derl_bench.evaluation import evaluate
+    from derl_bench.evaluation.families import resolve_adapter
 
-    record, results = evaluate(ENV, "L0", "oracle", limit=3, family=family)
+    record, results = evaluate(resolve_adapter(ENV, family), "L0", "oracle", limit=3)
     assert record["env"]["id"] == ENV and len(results) == record["setup"]["episodes"] == 3
     assert record["results"]["success_rate"]["mean"] == 1.0
 
@@ -250,16 +258,34 @@ def test_meta_resolves_once_and_compiles_each_candidate_once(tmp_path, monkeypat
     assert sorted(compiled) == sorted(c["expr"] for c in candidates) and len(compiled) == 2
 
 
-def test_evaluate_resolves_once(tmp_path, monkeypatch):
+def test_evaluate_resolves_once_and_compiles_once(tmp_path, monkeypatch):
     from derl_bench.cli import main
 
     looked_up, compiled = counted(monkeypatch)
     out = tmp_path / "L0.json"
     assert main(["evaluate", "--env", ENV, "--level", "L0", "--policy", "oracle", "--limit", "3",
-                 "--no-progress", "--output", str(out)]) == 0
+                 "--meta-reward", "outcome", "--no-progress", "--output", str(out)]) == 0
     assert json.loads(out.read_text())["results"]["n"] == 3
-    assert looked_up == [ENV] and compiled == []
+    assert looked_up == [ENV] and compiled == ["outcome"]
 
+
+
+def test_evaluate_of_a_command_model_resolves_once_and_compiles_once(tmp_path, data_root,
+                                                                     monkeypatch):
+    # the command's adapter is handed to the games and to the record, which compiles the
+    # reward the model was trained with once, for its block
+    from derl_bench.cli import main
+    from derl_bench.policies.command_model import init_command_model
+
+    base = init_command_model(tmp_path / "base", "derl/ALFWorld-v0")
+    looked_up, compiled = counted(monkeypatch)
+    out = tmp_path / "L0.json"
+    assert main(["evaluate", "--env", "derl/ALFWorld-v0", "--level", "L0", "--commands",
+                 str(base), "--method", "grpo-outcome", "--meta-reward", "success",
+                 "--checkpoint", "its initial weights", "--limit", "2", "--num-envs", "2",
+                 "--no-progress", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["results"]["n"] == 2
+    assert looked_up == ["derl/ALFWorld-v0"] and compiled == ["success"]
 
 def test_serve_resolves_once_and_compiles_a_tasks_reward_once(monkeypatch):
     # the app resolves its env id and compiles its default task's reward where it is built;

@@ -255,7 +255,7 @@ def test_a_model_built_for_another_view_trains_and_is_scored_in_it(tmp_path, dat
     for folder in (tmp_path / "run" / "model", tmp_path / "run" / "checkpoint" / "model"):
         assert model_view(folder) == "tried", folder
     episodes: list[CommandEpisode] = []
-    result = evaluate_commands(tmp_path / "run" / "model", "L0", env_id=ALFWORLD, limit=4,
+    result = evaluate_commands(tmp_path / "run" / "model", "L0", env=ALFWORLD, limit=4,
                                envs=4, num_threads=1, episodes_out=episodes)
     assert result["policy_interface"] == "compact-tried-constrained"
     # the prompts it played are the tried view's: a situation that came back says so
@@ -266,12 +266,12 @@ def test_a_model_built_for_another_view_trains_and_is_scored_in_it(tmp_path, dat
     # the same folder without its view file plays the compact view: other prompts
     (tmp_path / "run" / "model" / VIEW_FILE).unlink()
     compact: list[CommandEpisode] = []
-    assert evaluate_commands(tmp_path / "run" / "model", "L0", env_id=ALFWORLD, limit=4,
+    assert evaluate_commands(tmp_path / "run" / "model", "L0", env=ALFWORLD, limit=4,
                              envs=4, num_threads=1, episodes_out=compact)[
         "policy_interface"] == "compact-constrained"
     assert not any(" tried : " in tokenizer.decode(s.ids[0]) for e in compact for s in e.steps)
     # its record says which view it read
     record = command_record(result, episodes, method="grpo-outcome", model="command-tried",
                             model_dir=tmp_path / "run" / "model", checkpoint="final",
-                            env_id=ALFWORLD, policy_interface=result["policy_interface"])
+                            env=ALFWORLD, policy_interface=result["policy_interface"])
     assert record["policy_interface"] == "compact-tried-constrained"

@@ -130,7 +130,7 @@ def test_the_base_is_a_model_folder_with_its_record_and_the_same_seed_writes_the
     for x, y in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(x, y)
     assert tokenizer.convert_tokens_to_ids("<eoc>") != tokenizer.unk_token_id
-    result = evaluate_commands(tmp_path / "a", "L0", env_id="derl/ALFWorld-v0", limit=2, envs=2,
+    result = evaluate_commands(tmp_path / "a", "L0", env="derl/ALFWorld-v0", limit=2, envs=2,
                                num_threads=1)
     assert result["games"] == 2 and 0.0 <= result["success"] <= 1.0
     assert set(result["by_task_type"]) <= {
@@ -156,7 +156,7 @@ def test_a_base_for_another_view_says_so_and_an_unknown_view_writes_nothing(tmp_
 
     run_dagger(replace(_tiny(tmp_path / "tried"), view="tried"))
     assert model_view(tmp_path / "tried") == "tried"
-    result = evaluate_commands(tmp_path / "tried", "L0", env_id="derl/ALFWorld-v0", limit=2,
+    result = evaluate_commands(tmp_path / "tried", "L0", env="derl/ALFWorld-v0", limit=2,
                                envs=2, num_threads=1)
     assert result["policy_interface"] == "compact-tried-constrained"
     with pytest.raises(CardError, match="no command view 'memory'"):

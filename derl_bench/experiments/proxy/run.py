@@ -59,7 +59,7 @@ def base_model(path: Path, spec: BaseModelSpec, env_id: str, family: Family) -> 
     :class:`ProxyConfig`'s) at ``path``, fine-tuned once and reused while ``spec`` is
     unchanged (nor, but for Arithmetic, what ``env_id``'s card says of it)."""
     from derl_bench.policies.threads import alone_threads
-    from derl_bench.sft import SFTConfig, run_sft
+    from derl_bench.sft import SFTConfig, fine_tune
 
     marker = path / "base_model_spec.json"
     # Arithmetic's marker predates the env id: it keeps its form, so its base is not rebuilt.
@@ -72,10 +72,10 @@ def base_model(path: Path, spec: BaseModelSpec, env_id: str, family: Family) -> 
     if path.exists():
         shutil.rmtree(path)
     # Every experiment fine-tunes its base before its workers start, so it has the cores.
-    run_sft(SFTConfig(env_id=env_id, output=str(path), steps=spec.steps,
-                      learning_rate=spec.learning_rate, batch_size=spec.batch_size,
-                      format_dropout=spec.format_dropout, seed=spec.seed,
-                      num_threads=alone_threads()), family=family)
+    fine_tune(SFTConfig(env_id=env_id, output=str(path), steps=spec.steps,
+                        learning_rate=spec.learning_rate, batch_size=spec.batch_size,
+                        format_dropout=spec.format_dropout, seed=spec.seed,
+                        num_threads=alone_threads()), family)
     marker.write_text(wanted)
     return path
 
@@ -125,13 +125,15 @@ CANDIDATE_FIELDS = ("generation", "index", "expr", "status", "score", "structure
 def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str, Any]:
     """One method and seed: its validation curve and its final policy's eval figures."""
     from derl_bench.evaluation.batched import headline_evaluator
+    from derl_bench.evaluation.families import resolve_adapter
     from derl_bench.meta import run_meta
 
     out = Path(config.output) / "runs" / f"{slug(method)}-s{seed}"
     meta = meta_config_for(config, method, seed, model, out)
-    evaluate = headline_evaluator(config.env_id, LEVELS, limit=config.eval_limit,
+    evaluate = headline_evaluator(resolve_adapter(config.env_id, config.family), LEVELS,
+                                  limit=config.eval_limit,
                                   max_new_tokens=int(config.inner["max_new_tokens"]),
-                                  model_label="tiny-sft", family=config.family)
+                                  model_label="tiny-sft")
     started = time.perf_counter()
     found = run_meta(meta, evaluate=evaluate)
     candidates = [{k: c.get(k) for k in CANDIDATE_FIELDS} | {"repeat": "duplicate_of" in c}
@@ -226,6 +228,7 @@ def retrain_picked(config: ProxyConfig, model: str, expr: str, seed: int, out: P
     the base on ``config.retrain_seeds`` fresh seeds (one population), each policy scored on
     validation and evaluated greedily on every level; the mean over the re-trains per level."""
     from derl_bench.evaluation.batched import evaluate_llm
+    from derl_bench.evaluation.families import resolve_adapter
     from derl_bench.meta.inner import (
         InnerSpec,
         compile_inner_reward,
@@ -242,11 +245,10 @@ def retrain_picked(config: ProxyConfig, model: str, expr: str, seed: int, out: P
         levels: dict[str, list[float]] = {level: [] for level in LEVELS}
         for result in results:
             for level in LEVELS:
-                record, _ = evaluate_llm(config.env_id, level, str(result.checkpoint),
-                                         limit=config.eval_limit,
+                record, _ = evaluate_llm(resolve_adapter(config.env_id, meta.family), level,
+                                         str(result.checkpoint), limit=config.eval_limit,
                                          max_new_tokens=int(config.inner["max_new_tokens"]),
-                                         checkpoint="final (the picked reward re-trained)",
-                                         family=meta.family)
+                                         checkpoint="final (the picked reward re-trained)")
                 levels[level].append(float(record["results"]["success_rate"]["mean"]))
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -264,13 +266,14 @@ def worker_init() -> None:
 def base_figures(model: str, config: ProxyConfig) -> dict[str, Any]:
     """The base policy's strict and lenient success per level (greedy, like every method)."""
     from derl_bench.evaluation.batched import evaluate_llm
+    from derl_bench.evaluation.families import resolve_adapter
 
     out = {}
     for level in LEVELS:
-        record, extra = evaluate_llm(config.env_id, level, model, limit=config.eval_limit,
+        record, extra = evaluate_llm(resolve_adapter(config.env_id, config.family), level,
+                                     model, limit=config.eval_limit,
                                      max_new_tokens=int(config.inner["max_new_tokens"]),
-                                     checkpoint="the base policy: the SFT warm start, no GRPO",
-                                     family=config.family)
+                                     checkpoint="the base policy: the SFT warm start, no GRPO")
         out[level] = {"mean": record["results"]["success_rate"]["mean"],
                       "n": record["results"]["n"], **extra}
     return out
