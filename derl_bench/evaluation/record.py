@@ -315,13 +315,13 @@ def meta_reward_block(expression: str | MetaReward, adapter: FamilyAdapter) -> d
     :class:`~derl_bench.reward.MetaReward` compiled over that env's primitives (as a run
     hands it down) is not compiled again; its text is where it was compiled for another env
     (``g1..g4`` name each family's own primitives)."""
-    from derl_bench.reward import MetaReward, compile_reward, primitive_set
+    from derl_bench.reward import MetaReward, compile_reward, env_primitives
 
     if isinstance(expression, MetaReward) and expression.domain == adapter.env_id:
         compiled = expression
     else:
         text = expression.expr if isinstance(expression, MetaReward) else expression
-        compiled = compile_reward(text, primitive_set(adapter.env_id, adapter.resolved))
+        compiled = compile_reward(text, env_primitives(adapter.env_id, adapter.resolved))
     return {"expression": compiled.canonical, "hash": compiled.hash}
 
 

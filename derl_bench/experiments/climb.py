@@ -102,11 +102,11 @@ def draw_neighbours(planted: str, env_id: str, count: int, seed: int = 0,
     from derl_bench.family import resolve_family
     from derl_bench.meta.evolve import mutate
     from derl_bench.meta.probe import behaviour_key, probe_set
-    from derl_bench.reward import compile_reward, primitive_set
+    from derl_bench.reward import compile_reward, env_primitives
 
     rng = random.Random(seed)
     family = resolve_family(env_id)
-    probe, declared = probe_set(env_id, family), primitive_set(env_id, family)
+    probe, declared = probe_set(env_id, family), env_primitives(env_id, family)
     own = behaviour_key(compile_reward(planted, declared), probe)
     first: dict[Any, str] = {}
     weights: dict[str, int] = {}
@@ -265,10 +265,10 @@ def paid_parts(reward: MetaReward, probe: ProbeSet, parts: tuple[str, ...],
 
 def _parts(env_id: str, family: Family) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The planted reward's primitives, and those of the first part its card names."""
-    from derl_bench.reward import compile_reward, primitive_set
+    from derl_bench.reward import compile_reward, env_primitives
     from derl_bench.reward.planted import planted_parts, planted_reward
 
-    declared = primitive_set(env_id, family)
+    declared = env_primitives(env_id, family)
     parts = compile_reward(planted_reward(env_id, family), declared).primitives
     named = planted_parts(env_id, family)
     if not named:

@@ -91,11 +91,11 @@ def draw_rewards(count: int, seed: int = 0, max_depth: int = 3, env_id: str = EN
     """
     from derl_bench.family import resolve_family
     from derl_bench.meta.probe import behaviour_key, probe_set
-    from derl_bench.reward import compile_reward, primitive_set, random_expression
+    from derl_bench.reward import compile_reward, env_primitives, random_expression
 
     rng = random.Random(seed)
     family = resolve_family(env_id)
-    probe, declared = probe_set(env_id, family), primitive_set(env_id, family)
+    probe, declared = probe_set(env_id, family), env_primitives(env_id, family)
     exprs: list[str] = []
     seen: dict[str, str] = {}
     weights: dict[str, int] = {}

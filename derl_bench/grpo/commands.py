@@ -319,9 +319,9 @@ def command_reward(config: CommandGRPOConfig, family: Family) -> MetaReward:
     """``config.meta_reward`` compiled over the primitives of ``family`` (``config.env_id``'s,
     resolved by the caller), under DERL's semantics."""
     from derl_bench.reward import compile_reward
-    from derl_bench.reward.primitives import primitive_set
+    from derl_bench.reward.primitives import env_primitives
 
-    return compile_reward(config.meta_reward, primitive_set(config.env_id, family))
+    return compile_reward(config.meta_reward, env_primitives(config.env_id, family))
 
 
 def train_commands(config: CommandGRPOConfig, log: Any = None,

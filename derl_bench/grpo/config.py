@@ -27,7 +27,7 @@ import yaml
 
 from derl_bench.family import Family
 from derl_bench.reward.meta_reward import MetaReward, compile_reward
-from derl_bench.reward.primitives import primitive_set
+from derl_bench.reward.primitives import env_primitives
 from derl_bench.reward.semantics import SEMANTICS
 from derl_bench.settings import (
     COUNT,
@@ -381,7 +381,7 @@ def compile_run_reward(config: TrainConfig, family: Family,
     ``train`` command, :func:`~derl_bench.grpo.dispatch.run_training`, a meta loop's inner
     runs) it is compiled once, and the :class:`~derl_bench.reward.MetaReward` is handed down
     to the trainer as it is."""
-    source = domain or primitive_set(config.env_id, family)
+    source = domain or env_primitives(config.env_id, family)
     return compile_reward(config.meta_reward, source, semantics=config.reward_semantics)
 
 

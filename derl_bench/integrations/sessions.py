@@ -61,7 +61,7 @@ from derl_bench.family import (
     resolve_family,
 )
 from derl_bench.observers.think_action import ThinkActionWrapper, action_parser_for
-from derl_bench.reward import MetaReward, MetaRewardError, compile_reward, primitive_set
+from derl_bench.reward import MetaReward, MetaRewardError, compile_reward, env_primitives
 
 ACTION_FORMATS = ("think-action", "command")
 """How an agent env reads an action: a whole ``<think>…</think><action>…</action>`` response
@@ -328,7 +328,7 @@ def _compiled(expr: str, env_id: str, semantics: str, family: Family) -> MetaRew
             _COMPILED.move_to_end(key)
             return _COMPILED[key]
     try:
-        reward = compile_reward(expr, primitive_set(env_id, family), semantics=semantics)
+        reward = compile_reward(expr, env_primitives(env_id, family), semantics=semantics)
     except MetaRewardError as exc:
         raise TaskError(f"reward {expr!r}: {exc}") from None
     with _COMPILED_LOCK:

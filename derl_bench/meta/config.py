@@ -255,11 +255,13 @@ class MetaConfig:
             raise ConfigError("optimizer must be a mapping of OptimizerConfig fields")
         self.eval_levels = self._eval_levels(family)
         if self.optimizer.decoder == "whitelist" or self.protocol == "derl-official":
-            from derl_bench.reward import MetaRewardError, primitive_set
+            from derl_bench.reward import MetaRewardError, UnknownDomainError, env_primitives
             from derl_bench.reward.semantics import official_primitives
 
             try:
-                official_primitives(primitive_set(self.inner.env_id, family))
+                if family is None:  # no card: no primitives, no g1..g4
+                    raise UnknownDomainError(f"{self.inner.env_id!r} is not a derl-bench env id")
+                official_primitives(env_primitives(self.inner.env_id, family))
             except MetaRewardError as err:
                 raise ConfigError(f"{self.inner.env_id}: the official prompt and protocol "
                                   f"write formulas over g1..g4: {err}") from None

@@ -30,7 +30,7 @@ from derl_bench.grpo.trainer import make_env, success_rate
 from derl_bench.meta.config import MetaConfig
 from derl_bench.policies import LLMPolicy, SamplingConfig
 from derl_bench.policies.backends import TransformersBackend
-from derl_bench.reward import MetaReward, compile_reward, primitive_set
+from derl_bench.reward import MetaReward, compile_reward, env_primitives
 from derl_bench.rollout import (
     Episode,
     grade_single_step,
@@ -77,7 +77,7 @@ def compile_inner_reward(meta: MetaConfig, expr: str) -> MetaReward:
     emits, under the inner recipe's ``reward_semantics``. The loop compiles each candidate
     once, here, and hands the :class:`~derl_bench.reward.MetaReward` to its inner run."""
     env_id = meta.inner.env_id
-    return compile_reward(expr, primitive_set(env_id, meta.family),
+    return compile_reward(expr, env_primitives(env_id, meta.family),
                           semantics=meta.inner.reward_semantics)
 
 

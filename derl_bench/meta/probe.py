@@ -36,7 +36,7 @@ import numpy as np
 
 from derl_bench.cards import CardError
 from derl_bench.family import Family
-from derl_bench.reward import MetaReward, primitive_set
+from derl_bench.reward import MetaReward, env_primitives
 
 PROBES = ("edits", "modes")
 """What a card's ``probe`` may say its probe responses are: ``edits`` (the default) are fixed
@@ -120,7 +120,7 @@ class ProbeSet:
             ...                                                                  "outcome")
             (1.0, -1.0, 0.0)
         """
-        low, high = primitive_set(self.env_id).range(name)
+        low, high = reward.declared.range(name)
         column = self.columns[name]
         low = low if math.isfinite(low) else float(column.min())
         high = high if math.isfinite(high) else float(column.max())
@@ -164,7 +164,7 @@ def _range_columns(env_id: str, family: Family, size: int, seed: int,
                    ) -> dict[str, list[float]]:
     rng = np.random.default_rng(seed)
     columns = {}
-    declared = primitive_set(env_id, family)
+    declared = env_primitives(env_id, family)
     for name in declared.names:
         low, high = declared.range(name)
         low = 0.0 if not math.isfinite(low) else low

@@ -37,6 +37,7 @@ from derl_bench.reward.primitives import (
     DOMAINS,
     PRIMITIVE_RANGES,
     PrimitiveSet,
+    env_primitives,
     known_primitives,
     primitive_set,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "language_summary",
     "levenshtein",
     "pad_episodes",
+    "env_primitives",
     "primitive_set",
     "random_expression",
     "stable_hash",

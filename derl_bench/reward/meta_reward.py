@@ -49,6 +49,8 @@ class MetaReward:
     def __init__(self, expr: str, primitives: PrimitiveSet, tree: Node, bound: float | None,
                  semantics: str = DERL) -> None:
         self.expr = expr
+        self.declared = primitives
+        """The primitives it was compiled against: their names, ranges and aliases."""
         self.domain = primitives.name
         self.known = primitives.names
         self.bound = bound

@@ -15,11 +15,12 @@ reward may read primitives only one of them emits)::
     >>> primitive_set("math").aliases["g1"]
     'outcome'
 
-A stage that has resolved the env's family already hands it over, and nothing is looked up::
+A stage that has resolved the env's family already asks :func:`env_primitives`, which looks
+nothing up::
 
     >>> from derl_bench.family import resolve_family
     >>> family = resolve_family("derl/ALFWorld-v0")
-    >>> primitive_set("derl/ALFWorld-v0", family) == primitive_set("derl/ALFWorld-v0")
+    >>> env_primitives("derl/ALFWorld-v0", family) == primitive_set("derl/ALFWorld-v0")
     True
 """
 
@@ -119,21 +120,19 @@ def _domain_primitives(domain: str) -> PrimitiveSet:
     return PrimitiveSet(domain, ranges, aliases)
 
 
-def primitive_set(source: str | PrimitiveSet,
-                  family: FamilySpec | Family | None = None) -> PrimitiveSet:
-    """The primitives of an env id, a card family or a historical domain (see the module).
-
-    ``family``: the family of the env id ``source``, resolved by the caller; without it the
-    id's family is found here (:class:`UnknownDomainError` for an id no card defines)."""
+def primitive_set(source: str | PrimitiveSet) -> PrimitiveSet:
+    """The primitives of an env id, a card family or a historical domain (see the module),
+    found by name (:class:`UnknownDomainError` for an env id no card defines); a
+    :class:`PrimitiveSet` as it is. Where the env's family is resolved, ask
+    :func:`env_primitives`."""
     if isinstance(source, PrimitiveSet):
         return source
-    if family is not None and "/" in source:
-        return _env_set(source, family)
     return _named_set(source)
 
 
-def _env_set(env_id: str, family: FamilySpec | Family) -> PrimitiveSet:
-    # named by the env id: a reward compiled against it names that id as its domain
+def env_primitives(env_id: str, family: FamilySpec | Family) -> PrimitiveSet:
+    """The primitives of ``env_id``, as its ``family`` (resolved by the caller) declares them,
+    named by the env id: a reward compiled against them names that id as its domain."""
     declared = family_primitives(family)
     return PrimitiveSet(env_id, declared.ranges, declared.aliases)
 
@@ -148,7 +147,7 @@ def _named_set(source: str) -> PrimitiveSet:
         family = find_family(source)
         if family is None:
             raise UnknownDomainError(f"{source!r} is not a derl-bench env id")
-        return _env_set(source, family)
+        return env_primitives(source, family)
     raise UnknownDomainError(
         f"{source!r}; give an env id, a family ({', '.join(family_specs())}) or a domain "
         f"({', '.join(domain_families())})"

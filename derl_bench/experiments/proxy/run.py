@@ -47,7 +47,7 @@ from derl_bench.experiments.rescore import (
     top_rewards,
 )
 from derl_bench.files import write_json_atomic, write_jsonl_atomic, write_text_atomic
-from derl_bench.reward import primitive_set
+from derl_bench.reward import env_primitives
 
 if TYPE_CHECKING:
     from derl_bench.family import Family
@@ -341,7 +341,7 @@ def run_proxy(config: ProxyConfig, records: Path | None = None,
         wall = round(wall + earlier["wall_time_s"], 1)
     order = proxy_methods()
     rows.sort(key=lambda r: (order.index(r["method"]), r["seed"]))
-    primitives = list(primitive_set(config.env_id, config.family).names)
+    primitives = list(env_primitives(config.env_id, config.family).names)
     table = generation_table(rows, primitives)
     result = {"config": config_json(config), "env_id": config.env_id, "wall_time_s": wall,
               "base": base, "summary": summarize(rows, base, config.endpoint_from),

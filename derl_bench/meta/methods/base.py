@@ -34,7 +34,7 @@ ProposerFactory = Callable[[Any, str, bool], Proposer]
 :class:`~derl_bench.meta.config.MetaConfig`), proposing rewards over exactly the primitives
 ``env_id`` emits; ``cold_start=False`` skips a model's cold-start fine-tuning (a resumed run
 loads its weights instead). ``recipe.family`` is ``env_id``'s resolved family: a proposer
-reads the card and the primitives from it (``primitive_set(env_id, recipe.family)``) rather
+reads the card and the primitives from it (``env_primitives(env_id, recipe.family)``) rather
 than looking the id up again."""
 Check = Callable[[Any], "str | None"]
 """``check(recipe)``: what is wrong with ``recipe`` for this method, or ``None``; the

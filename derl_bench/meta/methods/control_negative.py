@@ -11,7 +11,7 @@ from typing import Any
 from derl_bench.family import Family
 from derl_bench.meta.methods.base import CONTROLS_GROUP, Method
 from derl_bench.meta.search import Proposer, RandomSearch
-from derl_bench.reward.primitives import primitive_set
+from derl_bench.reward.primitives import env_primitives
 
 
 def withheld(env_id: str, family: Family) -> tuple[str, ...]:
@@ -25,11 +25,11 @@ def withheld(env_id: str, family: Family) -> tuple[str, ...]:
         raise ValueError(f"method control-negative withholds the first of the planted reward's "
                          f"parts, and {env_id}'s card names none (planted_parts)")
     first = next(iter(parts.values()))
-    return tuple(sorted(compile_reward(first, primitive_set(env_id, family)).primitives))
+    return tuple(sorted(compile_reward(first, env_primitives(env_id, family)).primitives))
 
 
 def negative_control(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
-    domain = primitive_set(env_id, recipe.family)
+    domain = env_primitives(env_id, recipe.family)
     left_out = set(withheld(env_id, recipe.family))
     kept = [name for name in domain.names if name not in left_out]
     return RandomSearch(domain, recipe.seed, recipe.max_depth, primitives=kept)

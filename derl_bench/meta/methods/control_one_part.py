@@ -14,7 +14,7 @@ from typing import Any
 from derl_bench.family import Family
 from derl_bench.meta.methods.base import CONTROLS_GROUP, Method
 from derl_bench.meta.search import PartGiven, Proposer
-from derl_bench.reward.primitives import primitive_set
+from derl_bench.reward.primitives import env_primitives
 
 
 def given_part(env_id: str, family: Family) -> str:
@@ -31,7 +31,7 @@ def given_part(env_id: str, family: Family) -> str:
 
 
 def one_part_given(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
-    return PartGiven(primitive_set(env_id, recipe.family), given_part(env_id, recipe.family),
+    return PartGiven(env_primitives(env_id, recipe.family), given_part(env_id, recipe.family),
                      recipe.seed, recipe.max_depth)
 
 

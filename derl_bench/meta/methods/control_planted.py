@@ -10,13 +10,13 @@ from typing import Any
 
 from derl_bench.meta.methods.base import CONTROLS_GROUP, Method
 from derl_bench.meta.search import Neighbourhood, Proposer
-from derl_bench.reward.primitives import primitive_set
+from derl_bench.reward.primitives import env_primitives
 
 
 def planted_neighbourhood(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
     from derl_bench.reward.planted import planted_reward
 
-    return Neighbourhood(primitive_set(env_id, recipe.family),
+    return Neighbourhood(env_primitives(env_id, recipe.family),
                          planted_reward(env_id, recipe.family), recipe.seed, recipe.max_depth)
 
 

@@ -19,10 +19,10 @@ def meta_optimizer(recipe: Any, env_id: str, cold_start: bool, frozen: bool = Fa
     """The Meta-Optimizer of a run of ``recipe``, cold-started unless ``cold_start`` is false
     (a resumed run loads its weights instead); ``frozen``: at learning rate 0."""
     from derl_bench.meta.optimizer import MetaOptimizer
-    from derl_bench.reward.primitives import primitive_set
+    from derl_bench.reward.primitives import env_primitives
 
     settings = recipe.optimizer
-    optimizer = MetaOptimizer(primitive_set(env_id, recipe.family), settings, recipe.run_dir,
+    optimizer = MetaOptimizer(env_primitives(env_id, recipe.family), settings, recipe.run_dir,
                               recipe.seed,
                               invalid_score=recipe.invalid_score, device=recipe.inner.device,
                               frozen=frozen)

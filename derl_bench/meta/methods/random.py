@@ -7,11 +7,11 @@ from typing import Any
 
 from derl_bench.meta.methods.base import Method
 from derl_bench.meta.search import Proposer, RandomSearch
-from derl_bench.reward.primitives import primitive_set
+from derl_bench.reward.primitives import env_primitives
 
 
 def random_search(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
-    return RandomSearch(primitive_set(env_id, recipe.family), recipe.seed, recipe.max_depth)
+    return RandomSearch(env_primitives(env_id, recipe.family), recipe.seed, recipe.max_depth)
 
 
 METHOD = Method(

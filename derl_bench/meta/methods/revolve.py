@@ -7,11 +7,11 @@ from typing import Any
 
 from derl_bench.meta.methods.base import Method
 from derl_bench.meta.search import IslandEvolution, Proposer
-from derl_bench.reward.primitives import primitive_set
+from derl_bench.reward.primitives import env_primitives
 
 
 def island_evolution(recipe: Any, env_id: str, cold_start: bool) -> Proposer:
-    return IslandEvolution(primitive_set(env_id, recipe.family), recipe.seed, recipe.islands,
+    return IslandEvolution(env_primitives(env_id, recipe.family), recipe.seed, recipe.islands,
                            recipe.population, recipe.crossover_rate, recipe.migrate_every,
                            recipe.max_depth)
 
