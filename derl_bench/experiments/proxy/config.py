@@ -11,6 +11,7 @@ from derl_bench.experiments.rescore import PICK_RULES
 from derl_bench.meta.methods import CONTROLS_GROUP, methods
 
 if TYPE_CHECKING:
+    from derl_bench.evaluation.families import FamilyAdapter
     from derl_bench.family import Family
 
 HAND_MADE: dict[str, str] = {
@@ -161,6 +162,13 @@ class ProxyConfig:
         from derl_bench.family import resolve_family
 
         return resolve_family(self.env_id)
+
+    @property
+    def adapter(self) -> FamilyAdapter:
+        """The task's evaluation rules, made by its :attr:`family` (once per env id)."""
+        from derl_bench.evaluation.families import resolve_adapter
+
+        return resolve_adapter(self.env_id, self.family)
 
     @property
     def base_spec(self) -> BaseModelSpec:

@@ -125,12 +125,11 @@ CANDIDATE_FIELDS = ("generation", "index", "expr", "status", "score", "structure
 def run_job(config: ProxyConfig, method: str, seed: int, model: str) -> dict[str, Any]:
     """One method and seed: its validation curve and its final policy's eval figures."""
     from derl_bench.evaluation.batched import headline_evaluator
-    from derl_bench.evaluation.families import resolve_adapter
     from derl_bench.meta import run_meta
 
     out = Path(config.output) / "runs" / f"{slug(method)}-s{seed}"
     meta = meta_config_for(config, method, seed, model, out)
-    evaluate = headline_evaluator(resolve_adapter(config.env_id, config.family), LEVELS,
+    evaluate = headline_evaluator(config.adapter, LEVELS,
                                   limit=config.eval_limit,
                                   max_new_tokens=int(config.inner["max_new_tokens"]),
                                   model_label="tiny-sft")
@@ -228,7 +227,6 @@ def retrain_picked(config: ProxyConfig, model: str, expr: str, seed: int, out: P
     the base on ``config.retrain_seeds`` fresh seeds (one population), each policy scored on
     validation and evaluated greedily on every level; the mean over the re-trains per level."""
     from derl_bench.evaluation.batched import evaluate_llm
-    from derl_bench.evaluation.families import resolve_adapter
     from derl_bench.meta.inner import (
         InnerSpec,
         compile_inner_reward,
@@ -245,7 +243,7 @@ def retrain_picked(config: ProxyConfig, model: str, expr: str, seed: int, out: P
         levels: dict[str, list[float]] = {level: [] for level in LEVELS}
         for result in results:
             for level in LEVELS:
-                record, _ = evaluate_llm(resolve_adapter(config.env_id, meta.family), level,
+                record, _ = evaluate_llm(config.adapter, level,
                                          str(result.checkpoint), limit=config.eval_limit,
                                          max_new_tokens=int(config.inner["max_new_tokens"]),
                                          checkpoint="final (the picked reward re-trained)")
@@ -266,11 +264,10 @@ def worker_init() -> None:
 def base_figures(model: str, config: ProxyConfig) -> dict[str, Any]:
     """The base policy's strict and lenient success per level (greedy, like every method)."""
     from derl_bench.evaluation.batched import evaluate_llm
-    from derl_bench.evaluation.families import resolve_adapter
 
     out = {}
     for level in LEVELS:
-        record, extra = evaluate_llm(resolve_adapter(config.env_id, config.family), level,
+        record, extra = evaluate_llm(config.adapter, level,
                                      model, limit=config.eval_limit,
                                      max_new_tokens=int(config.inner["max_new_tokens"]),
                                      checkpoint="the base policy: the SFT warm start, no GRPO")
