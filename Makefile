@@ -53,5 +53,5 @@ benchmarks:
 	$(BIN)/python benchmarks/compare.py
 
 lint:
-	$(BIN)/ruff check derl_bench environments tests benchmarks scripts conftest.py
+	$(BIN)/ruff check derl_bench environments tests benchmarks scripts leaderboards conftest.py
 	$(BIN)/mypy

@@ -19,7 +19,7 @@ def _tool(name: str) -> str:
 
 def test_ruff_finds_nothing():
     done = subprocess.run([_tool("ruff"), "check", "derl_bench", "environments", "tests",
-                           "benchmarks", "scripts"],
+                           "benchmarks", "scripts", "leaderboards"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -38,7 +38,8 @@ def test_no_module_defines_a_function_or_class_twice():
     from collections import Counter
 
     twice = []
-    for folder in ("derl_bench", "environments", "tests", "benchmarks", "scripts"):
+    for folder in ("derl_bench", "environments", "tests", "benchmarks", "scripts",
+                   "leaderboards"):
         for path in sorted((REPO / folder).rglob("*.py")):
             tree = ast.parse(path.read_text(), filename=str(path))
             names = Counter(node.name for node in tree.body

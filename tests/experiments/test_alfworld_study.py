@@ -1,14 +1,21 @@
-"""scripts/alfworld_pilot.py: the parts that read logs (the runs themselves are the pilots)."""
+"""The ALFWorld agent study (leaderboards/alfworld/study/): each script at a small size, and
+the committed figures recomputed from the committed records."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
-from tests.scripts import load_script
+from tests.scripts import REPO, load_script
+
+STUDY = "leaderboards/alfworld/study"
+BOARD = REPO / "leaderboards" / "alfworld"
 
 
 def _log(path, outcomes):
@@ -17,7 +24,7 @@ def _log(path, outcomes):
 
 
 def test_paired_counts_each_games_two_outcomes_and_holm_corrects_the_levels(tmp_path):
-    pilot = load_script("scripts/alfworld_pilot.py")
+    pilot = load_script(f"{STUDY}/pilot.py")
     # L0: 6 games won by the other model only, 1 by the reference only; L1: 2 against 2
     _log(tmp_path / "ref-L0.jsonl", [True] * 3 + [False] * 6 + [True] + [False] * 2)
     _log(tmp_path / "new-L0.jsonl", [True] * 3 + [True] * 6 + [False] + [False] * 2)
@@ -37,7 +44,7 @@ def test_paired_counts_each_games_two_outcomes_and_holm_corrects_the_levels(tmp_
 
 
 def test_paired_refuses_logs_of_different_games(tmp_path):
-    pilot = load_script("scripts/alfworld_pilot.py")
+    pilot = load_script(f"{STUDY}/pilot.py")
     _log(tmp_path / "ref-L0.jsonl", [True, False])
     _log(tmp_path / "new-L0.jsonl", [True, False, True])
     args = argparse.Namespace(names=["ref", "new"], levels=["L0"], evidence=str(tmp_path))
@@ -53,7 +60,7 @@ def _record(path, rate):
 def test_lift_takes_each_base_from_its_finals_and_holm_corrects_the_bases(tmp_path):
     from derl_bench.experiments.stats import holm, paired_difference
 
-    pilot = load_script("scripts/alfworld_pilot.py")
+    pilot = load_script(f"{STUDY}/pilot.py")
     for level, weak, strong in (("L0", 0.3, 0.8), ("L1", 0.2, 0.75)):
         _record(tmp_path / f"weak-base-{level}.json", weak)
         _record(tmp_path / f"strong-base-{level}.json", strong)
@@ -83,7 +90,7 @@ def test_lift_takes_each_base_from_its_finals_and_holm_corrects_the_bases(tmp_pa
 def test_lift_takes_each_run_minus_its_own_builds_base(tmp_path):
     from derl_bench.experiments.stats import paired_difference
 
-    pilot = load_script("scripts/alfworld_pilot.py")
+    pilot = load_script(f"{STUDY}/pilot.py")
     _record(tmp_path / "weak-base-L0.json", 0.3)
     _record(tmp_path / "weak-base-build3-L0.json", 0.4)
     for seed, share in {9: 0.45, 10: 0.4, 13: 0.5, 14: 0.55}.items():
@@ -103,7 +110,7 @@ def test_lift_takes_each_run_minus_its_own_builds_base(tmp_path):
 
 
 def test_tails_counts_the_lost_episodes_that_end_in_a_cycle(tmp_path):
-    pilot = load_script("scripts/alfworld_pilot.py")
+    pilot = load_script(f"{STUDY}/pilot.py")
     episodes = [{"success": True, "actions": ["go to a", "go to b"] * 6},
                 {"success": False, "actions": ["look"] + ["go to a", "go to b"] * 6},
                 {"success": False, "actions": [f"go to {i}" for i in range(30)]}]
@@ -115,8 +122,99 @@ def test_tails_counts_the_lost_episodes_that_end_in_a_cycle(tmp_path):
 
 
 def test_lift_refuses_a_group_without_its_base(tmp_path):
-    pilot = load_script("scripts/alfworld_pilot.py")
+    pilot = load_script(f"{STUDY}/pilot.py")
     _record(tmp_path / "weak-s9-L0.json", 0.4)
     args = argparse.Namespace(groups=["weak"], level="L0", beside=[], evidence=str(tmp_path))
     with pytest.raises(SystemExit, match="needs weak-base-L0.json"):
         pilot.lift(args)
+
+
+def _argv(monkeypatch, *args: str) -> None:
+    monkeypatch.setattr(sys, "argv", ["script", *args])
+
+
+def _board_copy(tmp_path: Path) -> Path:
+    """The ALFWorld board's records in a folder of their own, where a report may write."""
+    board = tmp_path / "board"
+    (board / "evidence").mkdir(parents=True)
+    for record in BOARD.glob("*.json"):
+        shutil.copy(record, board / record.name)
+    return board
+
+
+def test_the_board_report_recomputes_the_committed_comparison(tmp_path, monkeypatch):
+    board = _board_copy(tmp_path)
+    study = load_script(f"{STUDY}/board.py")
+    _argv(monkeypatch, "report", "--board", str(board))
+    assert study.main() == 0
+    written = json.loads((board / "evidence" / "comparison.json").read_text())
+    assert written == json.loads((BOARD / "evidence" / "comparison.json").read_text())
+
+
+def test_the_derl_report_recomputes_the_committed_comparison(tmp_path, monkeypatch):
+    board = _board_copy(tmp_path)
+    for search in (BOARD / "evidence").glob("*-s*/search.json"):
+        target = board / "evidence" / search.parent.name
+        target.mkdir()
+        shutil.copy(search, target / "search.json")
+    monkeypatch.syspath_prepend(str(REPO / STUDY))  # derl.py reads board.py's recipe
+    study = load_script(f"{STUDY}/derl.py")
+    _argv(monkeypatch, "report", "--board", str(board))
+    assert study.main() == 0
+    written = json.loads((board / "evidence" / "derl-comparison.json").read_text())
+    assert written == json.loads((BOARD / "evidence" / "derl-comparison.json").read_text())
+    assert set(written["picks"]) == {f"{m}-s{s}" for m in ("derl", "derl-frozen", "random")
+                                     for s in (0, 1, 2)}
+
+
+def test_the_pilot_lift_recomputes_the_seventh_pilots(tmp_path):
+    evidence = BOARD / "evidence" / "pilot7"
+    for record in evidence.glob("*.json"):
+        if record.name != "lift.json":
+            shutil.copy(record, tmp_path / record.name)
+    committed = json.loads((evidence / "lift.json").read_text())
+    pilot = load_script(f"{STUDY}/pilot.py")
+    args = argparse.Namespace(groups=list(committed["groups"]), level=committed["level"],
+                              beside=["L1"], evidence=str(tmp_path))
+    assert pilot.lift(args) == 0
+    assert json.loads((tmp_path / "lift.json").read_text()) == committed
+
+
+def test_a_pilot_runs_and_reports_at_a_small_size(tmp_path, data_root):
+    from derl_bench.policies.command_model import init_command_model
+
+    base = init_command_model(tmp_path / "base", "derl/ALFWorld-v0")
+    pilot = load_script(f"{STUDY}/pilot.py")
+    runs, evidence = tmp_path / "runs", tmp_path / "evidence"
+    small = ["steps=2", "games_per_step=1", "group_size=2", "pool=2", "validation_every=2",
+             "curve_games=2", "validation_games=2", "envs=2", "max_episode_steps=3"]
+    assert pilot.run(argparse.Namespace(base=str(base), runs=str(runs), arms=["long-lr2e-4"],
+                                        seeds=[0], workers=1, set=small)) == 0
+    assert (runs / "long-lr2e-4-s0" / "result.json").is_file(), (
+        runs / "long-lr2e-4-s0.log").read_text()[-2000:]
+    assert pilot.report(argparse.Namespace(runs=str(runs), arms=["long-lr2e-4"], seeds=[0],
+                                           evidence=str(evidence))) == 0
+    arm = json.loads((evidence / "summary.json").read_text())["arms"]["long-lr2e-4"]
+    assert [p["step"] for p in arm["curve"]] == [0, 2] and arm["runs"] == 1
+    assert (evidence / "long-lr2e-4-s0" / "metrics.jsonl").is_file()
+
+
+def test_the_teacher_study_wins_the_first_games_and_writes_its_figures(tmp_path, data_root):
+    study = load_script(f"{STUDY}/teacher.py")
+    out = tmp_path / "teacher.json"
+    assert study.main(["--levels", "L0", "--limit", "2", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())["L0"]
+    assert report["teacher"]["games"] == 2 and report["teacher"]["wins"] == 2
+    assert report["teacher"]["labels_admissible"] and report["detour"]["games"] == 2
+
+
+def test_the_agreement_diagnostic_scores_a_model_against_its_teacher(tmp_path, data_root):
+    from derl_bench.policies.command_model import init_command_model
+
+    base = init_command_model(tmp_path / "base", "derl/ALFWorld-v0")
+    study = load_script(f"{STUDY}/diagnostics.py")
+    found = study.agreement(str(base), "L0", limit=2)
+    # the teacher's history is forced, so its games are won whatever the student predicts
+    assert found["games"] == 2 and found["teacher_success"] == 1.0
+    assert found["states"] == sum(k["states"] for k in found["by_kind"].values()) > 0
+    assert 0.0 <= found["top1_agreement"] <= 1.0

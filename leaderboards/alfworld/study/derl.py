@@ -1,19 +1,19 @@
 """Reward discovery on ALFWorld with the command policy: ``derl``, ``derl-frozen`` and
 ``random`` from the teacher-taught base, with ALFWorld's own primitives, at the budget stated
-in docs/alfworld-agent.md before the runs.
+in the study's README.md before the runs.
 
-    python scripts/alfworld_derl.py run --runs runs/alfworld-derl \\
+    python leaderboards/alfworld/study/derl.py run --runs runs/alfworld-derl \\
         --base-L0 runs/base-L0 --base-L2 runs/base-L2          # resumable
-    python scripts/alfworld_derl.py report --runs runs/alfworld-derl
+    python leaderboards/alfworld/study/derl.py report --runs runs/alfworld-derl
 
 ``run`` does, for every method and seed, each step once (a finished step is skipped, a
 stopped search resumes from its last generation):
 
 1. **search**: ``derl-bench meta``'s loop (:func:`derl_bench.meta.run_meta`) with
    ``inner_commands``: every candidate trains the command policy from the L0 base with the
-   board's GRPO recipe (``scripts/alfworld_board.py``) and scores its greedy success on the
-   first ``validation_games`` games of L0's validation split (``valid_train``, disjoint from every
-   eval set);
+   board's GRPO recipe (``board.py`` beside this script) and scores its greedy success on
+   the first ``validation_games`` games of L0's validation split (``valid_train``, disjoint from
+   every eval set);
 2. **pick**: the candidate with the highest validation score (the first one on a tie);
 3. **re-train** the picked reward on a fresh seed (``RETRAIN_SEED + seed``) from the L0 base
    (records on L0 and L1) and from the L2 base (L2), final weights, greedy on every eval game:
@@ -33,10 +33,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import alfworld_board
-from alfworld_board import ENV_ID, GRPO, LEVELS, QUICK, _record, compare
+import board
+from board import ENV_ID, GRPO, LEVELS, QUICK, _record, compare
 
-BOARD = alfworld_board.BOARD
+BOARD = board.BOARD
 EVIDENCE = BOARD / "evidence"
 METHODS = ("derl", "derl-frozen", "random")
 SEARCH = {"outer_steps": 3, "population": 4}
@@ -111,11 +111,11 @@ def retrain(method: str, seed: int, expr: str, runs: Path, bases: dict[str, str]
             _record(run_dir / "model", level, method, seed, RETRAIN_CHECKPOINT, expr, recipe)
 
 
-def _use_board(board: str, quick: bool) -> None:
-    """Write records and evidence under ``board``; ``quick``: the rehearsal's sizes."""
+def _use_board(folder: str, quick: bool) -> None:
+    """Write records and evidence under ``folder``; ``quick``: the rehearsal's sizes."""
     global BOARD, EVIDENCE
-    BOARD, EVIDENCE = Path(board), Path(board) / "evidence"
-    alfworld_board.BOARD, alfworld_board.EVIDENCE = BOARD, EVIDENCE
+    BOARD, EVIDENCE = Path(folder), Path(folder) / "evidence"
+    board.BOARD, board.EVIDENCE = BOARD, EVIDENCE
     if quick:
         GRPO.update(QUICK)
         SEARCH.update(QUICK_SEARCH)

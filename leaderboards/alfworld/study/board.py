@@ -1,9 +1,9 @@
 """The ALFWorld board's run-here rows of the command policy: the teacher-taught bases, GRPO from
 them under each hand-made reward, their L0/L1/L2 records and the comparison of the rewards.
 
-    python scripts/alfworld_board.py run --runs runs/alfworld-board \\
+    python leaderboards/alfworld/study/board.py run --runs runs/alfworld-board \\
         --base-L0 runs/base-L0 --base-L2 runs/base-L2          # resumable, 2 workers
-    python scripts/alfworld_board.py report --runs runs/alfworld-board
+    python leaderboards/alfworld/study/board.py report --runs runs/alfworld-board
 
 ``run`` does each unit once (a unit whose records exist is skipped, so a stopped run goes on
 where it was):
@@ -14,7 +14,7 @@ where it was):
   (evaluated on L0 and L1) and one from the L2 base on L2's (evaluated on L2).
 
 The recipe (``GRPO``), the rewards and the checkpoint rule are fixed here and stated in
-docs/alfworld-agent.md before the runs: the final weights after the last step, no selection.
+the study's README.md before the runs: the final weights after the last step, no selection.
 Every record is a greedy evaluation of every game of the level's eval split. The run folders
 (models) stay in ``--runs``; each run's ``metrics.jsonl`` and ``result.json`` are copied to
 ``leaderboards/alfworld/evidence/`` with the records.
@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 ENV_ID = "derl/ALFWorld-v0"
 BOARD = REPO / "leaderboards" / "alfworld"
 EVIDENCE = BOARD / "evidence"

@@ -3,9 +3,9 @@ learning rate? Each arm is ``baselines/alfworld-commands-pilot.yaml`` at one lea
 run from one base at seeds 0-2 by ``derl-bench train``; the endpoint is the greedy success on
 the first 64 games of L0's validation split, before the first step and every 10 steps.
 
-    python scripts/alfworld_pilot.py run --base runs/alfworld-weak-L0 --runs runs/pilot
-    python scripts/alfworld_pilot.py report --runs runs/pilot
-    python scripts/alfworld_pilot.py pool --base runs/alfworld-weak-L0 --runs runs/pilot
+    python leaderboards/alfworld/study/pilot.py run --base runs/alfworld-weak-L0 --runs runs/pilot
+    python leaderboards/alfworld/study/pilot.py report --runs runs/pilot
+    python leaderboards/alfworld/study/pilot.py pool --base runs/alfworld-weak-L0 --runs runs/pilot
 
 ``run`` skips a run whose ``result.json`` exists and starts a half-written one again; two
 runs at a time, one torch thread each. ``report`` prints each arm's curve (mean and the
@@ -17,8 +17,9 @@ model (``pool.json``). ``score`` plays all 200 validation games with the base an
 model at RLVMR's validation temperature (0.4), the training temperature (1.0) and greedily
 (``scores.json``), for the third pilot's endpoint:
 
-    python scripts/alfworld_pilot.py score --base runs/alfworld-weak-L0 --runs runs/pilot-long \
-        --arms long-lr2e-4 --evidence leaderboards/alfworld/evidence/pilot-long
+    python leaderboards/alfworld/study/pilot.py score --base runs/alfworld-weak-L0 \
+        --runs runs/pilot-long --arms long-lr2e-4 \
+        --evidence leaderboards/alfworld/evidence/pilot-long
 ``loops`` counts the episodes that come back to a state and choose the same command in it
 (greedy, such an episode goes round until the cap), greedy and at temperature 1.0, for the
 base and each final model (``loops.json``). ``paired`` compares two models' greedy outcomes
@@ -50,7 +51,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 BASELINES = REPO / "baselines"
 EVIDENCE = REPO / "leaderboards" / "alfworld" / "evidence" / "pilot"
 ARMS = {"lr1e-4": ("alfworld-commands-pilot.yaml", 1e-4),

@@ -7,7 +7,7 @@ with the teacher alone and once DAgger-style: at each step, with probability ``-
 the state that follows. Prints wins per level and task type and the mean steps of won games,
 and writes them as JSON. Usage::
 
-    DERL_BENCH_DATA=/path/to/data python scripts/alfworld_teacher.py [--out teacher.json]
+    DERL_BENCH_DATA=/path/to/data python leaderboards/alfworld/study/teacher.py [--out teacher.json]
         [--levels L0 L1] [--detour 0.2] [--seed 0] [--limit N]
 """
 

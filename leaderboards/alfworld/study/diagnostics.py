@@ -1,7 +1,7 @@
 """Diagnostics of an ALFWorld command policy against its teacher, with their numbers.
 
-    python scripts/alfworld_diagnostics.py agreement runs/base-L0 --level L0
-    python scripts/alfworld_diagnostics.py overfit runs/diag-overfit
+    python leaderboards/alfworld/study/diagnostics.py agreement runs/base-L0 --level L0
+    python leaderboards/alfworld/study/diagnostics.py overfit runs/diag-overfit
 
 ``agreement``: the teacher plays every game of the level's eval split (its history forced:
 every executed command is the teacher's), and at every state the student's most probable
