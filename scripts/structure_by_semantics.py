@@ -89,10 +89,28 @@ def corpus_comparison(out: Path, per_class: int, seeds: tuple[int, ...] = (0, 1)
     semantics (see the module docstring) and compare their scores per class."""
     from dataclasses import replace
 
-    from derl_bench.data.corpus import cold_start_formulas
     from derl_bench.experiments.landscape import LandscapeConfig, score_jobs
-    from derl_bench.experiments.proxy import ENV_ID, ProxyConfig
-    from derl_bench.experiments.stats import paired_difference
+    from derl_bench.experiments.proxy import ProxyConfig
+
+    chosen = chosen_formulas(per_class)
+    formulas = [f for kind in STRUCTURES for f in chosen[kind]]
+    scores = {}
+    for semantics in ("derl", "derl-official"):
+        base = ProxyConfig(output=str(out))
+        config = replace(base, inner={**base.inner, "reward_semantics": semantics})
+        jobs = [(formulas[i:i + 8], seed, out / "semantics" / f"{semantics}-s{seed}-{i // 8}")
+                for seed in seeds for i in range(0, len(formulas), 8)]
+        found = score_jobs(LandscapeConfig(proxy=config), str(out / "base-model"), jobs, print)
+        scores[semantics] = {f"{expr}|{seed}": v for (expr, seed), v in found.items()}
+    return {"seeds": list(seeds), "per_class": per_class,
+            "table": corpus_table(chosen, scores, seeds), "scores": scores}
+
+
+def chosen_formulas(per_class: int) -> dict[str, list[str]]:
+    """The first ``per_class`` of the DERL paper's cold-start formulas in each structure class
+    that compile under both semantics."""
+    from derl_bench.data.corpus import cold_start_formulas
+    from derl_bench.experiments.proxy import ENV_ID
     from derl_bench.reward import MetaRewardError, compile_reward
 
     chosen: dict[str, list[str]] = {kind: [] for kind in STRUCTURES}
@@ -104,15 +122,15 @@ def corpus_comparison(out: Path, per_class: int, seeds: tuple[int, ...] = (0, 1)
             continue
         if len(chosen[kind]) < per_class and formula not in chosen[kind]:
             chosen[kind].append(formula)
-    formulas = [f for kind in STRUCTURES for f in chosen[kind]]
-    scores = {}
-    for semantics in ("derl", "derl-official"):
-        base = ProxyConfig(output=str(out))
-        config = replace(base, inner={**base.inner, "reward_semantics": semantics})
-        jobs = [(formulas[i:i + 8], seed, out / "semantics" / f"{semantics}-s{seed}-{i // 8}")
-                for seed in seeds for i in range(0, len(formulas), 8)]
-        found = score_jobs(LandscapeConfig(proxy=config), str(out / "base-model"), jobs, print)
-        scores[semantics] = {f"{expr}|{seed}": v for (expr, seed), v in found.items()}
+    return chosen
+
+
+def corpus_table(chosen: dict[str, list[str]], scores: dict[str, dict[str, float]],
+                 seeds: tuple[int, ...] | list[int]) -> dict[str, Any]:
+    """Per structure class: the mean score under each semantics and official minus derl,
+    paired by formula and seed (``scores``: semantics -> ``"formula|seed"`` -> score)."""
+    from derl_bench.experiments.stats import paired_difference
+
     table = {}
     for kind in STRUCTURES:
         keys = [f"{f}|{s}" for f in chosen[kind] for s in seeds]
@@ -123,7 +141,7 @@ def corpus_comparison(out: Path, per_class: int, seeds: tuple[int, ...] = (0, 1)
         table[kind] = {"formulas": chosen[kind], "derl": sum(derl) / len(derl),
                        "official": sum(official) / len(official),
                        "official_minus_derl": paired_difference(official, derl)}
-    return {"seeds": list(seeds), "per_class": per_class, "table": table, "scores": scores}
+    return table
 
 
 def corpus_markdown(found: dict[str, Any]) -> str:
