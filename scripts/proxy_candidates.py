@@ -6,7 +6,10 @@ recipe, ``SFT_STEPS`` steps), then one GRPO run per hand-made reward from it wit
 inner recipe (seed 0), each evaluated greedily on the task's L0 eval set. Seeded: a second run
 prints the same numbers. Usage::
 
-    python scripts/proxy_candidates.py OUT [SFT_STEPS]      # SFT_STEPS defaults to 1200
+    python scripts/proxy_candidates.py OUT [SFT_STEPS [GRPO_STEPS [TASK...]]]
+
+``SFT_STEPS`` defaults to 1200 and ``GRPO_STEPS`` to the proxy's inner recipe's; the tasks
+to all three (``arithmetic``, ``chain_sum``, ``basic_arithmetic``).
 
 Results go to ``OUT/results.json``; docs/proxy.md reports them.
 """
@@ -59,11 +62,15 @@ def figures(model: str, env_id: str, eval_kwargs: dict[str, Any]) -> dict[str, f
     return {k: round(v / len(problems), 4) for k, v in sums.items()} | {"n": len(problems)}
 
 
-def main(out: Path, sft_steps: int) -> dict[str, Any]:
+def main(out: Path, sft_steps: int = 1200, grpo_steps: int | None = None,
+         tasks: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(1)
     base_spec, inner = ProxyConfig().base, ProxyConfig().inner
+    if grpo_steps is not None:
+        inner = {**inner, "steps": grpo_steps}
     results: dict[str, Any] = {}
-    for name, (env_id, train_kwargs, eval_kwargs) in TASKS.items():
+    for name in tasks or list(TASKS):
+        env_id, train_kwargs, eval_kwargs = TASKS[name]
         base = out / name / "base"
         started = time.perf_counter()
         if not (base / "config.json").exists():
@@ -91,4 +98,5 @@ def main(out: Path, sft_steps: int) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 1200)
+    main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 1200,
+         int(sys.argv[3]) if len(sys.argv) > 3 else None, sys.argv[4:] or None)
