@@ -218,3 +218,44 @@ def test_the_agreement_diagnostic_scores_a_model_against_its_teacher(tmp_path, d
     assert found["games"] == 2 and found["teacher_success"] == 1.0
     assert found["states"] == sum(k["states"] for k in found["by_kind"].values()) > 0
     assert 0.0 <= found["top1_agreement"] <= 1.0
+
+
+def test_the_weak_bases_recipe_is_what_the_eighth_pilot_ran():
+    import yaml
+
+    from derl_bench.grpo.commands import command_config_from_dict
+
+    run = "leaderboards/alfworld/evidence/pilot8/weak/long-lr2e-4-s9/config.yaml"
+    ran = yaml.safe_load((REPO / run).read_text())
+    stated = yaml.safe_load((REPO / "baselines/alfworld-commands-weak-320.yaml").read_text())
+    # a run's own fields (its seed and folder) aside, and the recipe's new name
+    own = {"seed": ran["seed"], "output_dir": ran["output_dir"], "name": stated["name"]}
+    assert command_config_from_dict({**stated, **own}) == command_config_from_dict(
+        {**{k: v for k, v in ran.items() if k != "data_root"}, **own})
+
+
+def test_rewards_compares_each_reward_with_outcome_by_seed_and_holm_corrects_them(tmp_path):
+    from derl_bench.experiments.stats import holm, paired_difference
+
+    pilot = load_script(f"{STUDY}/pilot.py")
+    rates = {"outcome": (0.40, 0.45, 0.50), "average": (0.40, 0.40, 0.45),
+             "progress": (0.50, 0.55, 0.55)}
+    for name, shares in rates.items():
+        for seed, share in zip((9, 10, 11), shares, strict=True):
+            _record(tmp_path / f"{name}-s{seed}-L0.json", share)
+            _record(tmp_path / f"{name}-s{seed}-L1.json", share / 2)
+    _record(tmp_path / "progress-s12-L0.json", 0.9)  # a seed outcome lacks: not compared
+    args = argparse.Namespace(rewards=["outcome", "average", "progress"], level="L0",
+                              beside=["L1"], runs=None, evidence=str(tmp_path))
+    assert pilot.rewards(args) == 0
+    found = json.loads((tmp_path / "rewards.json").read_text())
+    assert found["rewards"]["progress"]["L0"]["seeds"] == [9, 10, 11]
+    expected = holm([paired_difference([40.0, 40.0, 45.0], [40.0, 45.0, 50.0]),
+                     paired_difference([50.0, 55.0, 55.0], [40.0, 45.0, 50.0])])
+    assert found["comparisons"]["average"]["L0"] == pytest.approx(expected[0])
+    assert found["comparisons"]["progress"]["L0"] == pytest.approx(expected[1])
+    assert found["comparisons"]["progress"]["L1"]["mean"] == pytest.approx(12.5 / 3, abs=1e-3)
+    assert "p_holm" not in found["comparisons"]["progress"]["L1"]
+    args.rewards = ["average", "outcome"]
+    with pytest.raises(SystemExit, match="outcome first"):
+        pilot.rewards(args)

@@ -56,7 +56,8 @@ BASELINES = REPO / "baselines"
 EVIDENCE = REPO / "leaderboards" / "alfworld" / "evidence" / "pilot"
 ARMS = {"lr1e-4": ("alfworld-commands-pilot.yaml", 1e-4),
         "lr3e-4": ("alfworld-commands-pilot.yaml", 3e-4),
-        "long-lr2e-4": ("alfworld-commands-pilot-long.yaml", 2e-4)}
+        "long-lr2e-4": ("alfworld-commands-pilot-long.yaml", 2e-4),
+        "weak-320": ("alfworld-commands-weak-320.yaml", 2e-4)}
 """Each arm: a recipe in ``baselines/`` at a learning rate (stated before its runs). The first
 pilot is ``lr1e-4`` and ``lr3e-4``; the second, ``long-lr2e-4``, is reported on its own
 (``--arms long-lr2e-4 --evidence .../pilot-long``)."""
@@ -492,6 +493,68 @@ def tails(args: argparse.Namespace) -> int:
     return 0
 
 
+REWARDS = {"outcome": "success",
+           "average": "(g1 + g2 + g3 + g4) / 4",
+           "progress": "success + sum(goal_progress_delta)",
+           "exploration": "success + 0.1 * sum(new_location)"}
+"""The reward comparison's rewards (stated before its runs); each is compared with ``outcome``."""
+
+
+def rewards(args: argparse.Namespace) -> int:
+    """Each reward's final models minus outcome's, paired by seed, from the eval records
+    ``<reward>-s<seed>-<level>.json``: at ``--level`` Holm-corrected over the rewards, the other
+    levels beside, uncorrected; only the seeds every reward has are compared. ``--runs`` (a
+    folder with a ``<reward>/`` run folder per reward) adds each reward's learning curve: batch
+    success per ``WINDOW`` steps, mean over its seeds (``rewards.json``)."""
+    from derl_bench.experiments.stats import describe, holm, paired_difference
+
+    evidence = Path(args.evidence)
+    names = list(args.rewards)
+    if names[0] != "outcome" or len(names) < 2:
+        raise SystemExit("--rewards: outcome first, then at least one reward to compare")
+    out: dict[str, Any] = {"level": args.level, "rewards": {}, "comparisons": {}}
+    tested: list[dict[str, Any]] = []
+    for level in [args.level, *[lv for lv in args.beside if lv != args.level]]:
+        scores = {name: {int(p.name[len(name) + 2:-len(f"-{level}.json")]): _record_success(p)
+                         for p in evidence.glob(f"{name}-s*-{level}.json")} for name in names}
+        seeds = sorted(set.intersection(*(set(s) for s in scores.values())))
+        if len(seeds) < 2:
+            raise SystemExit(f"{level}: every reward needs records of at least two common "
+                             f"seeds in {evidence}")
+        for name in names:
+            row = out["rewards"].setdefault(name, {"expr": REWARDS.get(name)})
+            row[level] = {"seeds": seeds, "finals": [scores[name][s] for s in seeds],
+                          "mean": float(np.mean([scores[name][s] for s in seeds]))}
+        for name in names[1:]:
+            difference = paired_difference([scores[name][s] for s in seeds],
+                                           [scores["outcome"][s] for s in seeds])
+            out["comparisons"].setdefault(name, {})[level] = difference
+            if level == args.level:
+                tested.append(difference)
+    for name, corrected in zip(names[1:], holm(tested), strict=True):
+        out["comparisons"][name][args.level] = corrected
+    if args.runs:
+        for name in names:
+            curves = [[r["success"] for r in _rows(run_dir) if "reward/mean" in r]
+                      for run_dir in sorted(Path(args.runs, name).glob("*-s*"))
+                      if (run_dir / "result.json").is_file()]
+            if curves:
+                length = min(map(len, curves))
+                mean = np.mean([c[:length] for c in curves], axis=0)
+                out["rewards"][name]["curve"] = [
+                    {"steps": f"{lo + 1}-{lo + WINDOW}",
+                     "success": float(mean[lo:lo + WINDOW].mean())}
+                    for lo in range(0, length - WINDOW + 1, WINDOW)]
+    for name, row in out["rewards"].items():
+        print(f"{name}: " + "; ".join(f"{lv} {row[lv]['mean']:.1f}" for lv in row
+                                      if lv.startswith("L")))
+    for name, levels in out["comparisons"].items():
+        for level, d in levels.items():
+            print(f"{name} - outcome, {level}: {describe(d, scale=1.0)}")
+    (evidence / "rewards.json").write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -530,7 +593,13 @@ def main() -> int:
     gain.add_argument("--groups", nargs="+", required=True)
     gain.add_argument("--level", default="L0")
     gain.add_argument("--beside", nargs="*", default=["L1"])
-    for p in (rep, check, rescore, cycles, pair, gain, ends):
+    versus = sub.add_parser("rewards", help="each reward's final models minus outcome's from "
+                            "their eval records (Holm over the rewards at --level)")
+    versus.add_argument("--rewards", nargs="+", default=list(REWARDS))
+    versus.add_argument("--level", default="L0")
+    versus.add_argument("--beside", nargs="*", default=["L1"])
+    versus.add_argument("--runs", default=None, help="the runs, <reward>/<arm>-s<seed>/ each")
+    for p in (rep, check, rescore, cycles, pair, gain, ends, versus):
         p.add_argument("--evidence", default=str(EVIDENCE))
     for p in (r, rep, check, rescore, cycles):
         p.add_argument("--runs", default="runs/pilot")
@@ -538,7 +607,8 @@ def main() -> int:
         p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     args = parser.parse_args()
     return {"run": run, "report": report, "pool": pool_check, "score": score,
-            "loops": loops, "paired": paired, "lift": lift, "tails": tails}[args.action](args)
+            "loops": loops, "paired": paired, "lift": lift, "tails": tails,
+            "rewards": rewards}[args.action](args)
 
 
 if __name__ == "__main__":
