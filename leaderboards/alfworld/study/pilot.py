@@ -56,8 +56,7 @@ BASELINES = REPO / "baselines"
 EVIDENCE = REPO / "leaderboards" / "alfworld" / "evidence" / "pilot"
 ARMS = {"lr1e-4": ("alfworld-commands-pilot.yaml", 1e-4),
         "lr3e-4": ("alfworld-commands-pilot.yaml", 3e-4),
-        "long-lr2e-4": ("alfworld-commands-pilot-long.yaml", 2e-4),
-        "weak-320": ("alfworld-commands-weak-320.yaml", 2e-4)}
+        "long-lr2e-4": ("alfworld-commands-pilot-long.yaml", 2e-4)}
 """Each arm: a recipe in ``baselines/`` at a learning rate (stated before its runs). The first
 pilot is ``lr1e-4`` and ``lr3e-4``; the second, ``long-lr2e-4``, is reported on its own
 (``--arms long-lr2e-4 --evidence .../pilot-long``)."""
