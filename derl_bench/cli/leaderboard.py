@@ -99,10 +99,13 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_render(args: argparse.Namespace) -> int:
     """Render from the valid records; invalid ones are reported and left out."""
     from derl_bench.evaluation.record import read_run_here
-    from derl_bench.leaderboard import render_html, render_markdown, validate_board
+    from derl_bench.leaderboard import validate_board
     from derl_bench.leaderboard.board import build_boards, evaluated_adapters
-    from derl_bench.leaderboard.markdown import collect_citations
-    from derl_bench.leaderboard.render import leaderboards_folder_problem, render_all
+    from derl_bench.leaderboard.render import (
+        board_texts,
+        leaderboards_folder_problem,
+        render_all,
+    )
 
     if args.check:
         _board_dir(args.dir)  # it only reads: a missing folder is a mistake, not a stale board
@@ -121,8 +124,7 @@ def run_render(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     if args.check:
         boards = build_boards(records, read_run_here(args.dir), adapters)
-        expected = {args.dir / "README.md": render_markdown(boards, collect_citations(boards)),
-                    args.dir / "index.html": render_html(boards)}
+        expected = board_texts(boards, args.dir)
         stale = [p for p, text in expected.items()
                  if not p.is_file() or p.read_text(encoding="utf-8") != text]
         for path in stale:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from derl_bench.evaluation.schema import DEFAULT_POLICY_INTERFACE, POLICY_INTERFACES
 from derl_bench.leaderboard.board import Board, Cell, Row
@@ -28,8 +28,10 @@ def format_cell(cell: Cell | None) -> str:
     return f"{100 * cell.mean:.1f} ± {se} ({n}, {cell.date})"
 
 
-def render_markdown(boards: Sequence[Board], citations: dict[str, str]) -> str:
-    """``leaderboards/README.md``."""
+def render_markdown(boards: Sequence[Board], citations: dict[str, str],
+                    studies: Collection[str] = ()) -> str:
+    """``leaderboards/README.md``; a board whose benchmark is in ``studies`` links to its
+    study (``<benchmark>/study/README.md``)."""
     lines = [
         "# Leaderboards", "",
         GENERATED + " Do not edit it by hand; see `CONTRIBUTING.md` to submit a result.", "",
@@ -47,6 +49,10 @@ def render_markdown(boards: Sequence[Board], citations: dict[str, str]) -> str:
     for board in boards:
         lines += [f"## {board.title} (`{board.env_id}`)", "",
                   f"![{board.title}](plots/{board.benchmark}.png)", ""]
+        if board.benchmark in studies:
+            lines += [f"How its run-here rows were made (the scripts, the plans stated before the "
+                      f"runs, the measurements): [{board.benchmark}/study]"
+                      f"({board.benchmark}/study/README.md).", ""]
         if board.published_metric:
             lines += [PUBLISHED_NOTE, ""]
         for interface in board.interfaces():

@@ -21,7 +21,7 @@ from typing import Any
 
 from derl_bench.evaluation.families import FamilyAdapter
 from derl_bench.evaluation.record import RUN_HERE_FILE, read_run_here
-from derl_bench.leaderboard.board import build_boards, evaluated_adapters
+from derl_bench.leaderboard.board import Board, build_boards, evaluated_adapters
 from derl_bench.leaderboard.chart import render_chart
 from derl_bench.leaderboard.markdown import GENERATED, collect_citations, render_markdown
 from derl_bench.leaderboard.page import PAGE_TITLE, render_html
@@ -69,6 +69,19 @@ def leaderboards_folder_problem(folder: Path,
             f"{RUN_HERE_FILE} or rendered board, but other files; {advice}")
 
 
+STUDY = Path("study") / "README.md"
+"""A board's study under its record folder: the scripts, the plans stated before the runs and
+the measurements behind its run-here rows, which the rendered board links to."""
+
+
+def board_texts(boards: Sequence[Board], out_dir: Path) -> dict[Path, str]:
+    """The text files :func:`render_all` writes under ``out_dir`` for ``boards``
+    (path -> text)."""
+    studies = {b.benchmark for b in boards if (out_dir / b.benchmark / STUDY).is_file()}
+    return {out_dir / "README.md": render_markdown(boards, collect_citations(boards), studies),
+            out_dir / "index.html": render_html(boards)}
+
+
 def render_all(records: Sequence[tuple[Path, dict[str, Any]]], out_dir: Path,
                charts: bool = True,
                adapters: Sequence[FamilyAdapter] | None = None) -> dict[Path, str]:
@@ -77,10 +90,7 @@ def render_all(records: Sequence[tuple[Path, dict[str, Any]]], out_dir: Path,
     written (path -> text). ``adapters``: the boards' evaluation rules, as
     :func:`~derl_bench.leaderboard.board.build_boards` takes them."""
     boards = build_boards(records, read_run_here(out_dir), adapters)
-    texts = {
-        out_dir / "README.md": render_markdown(boards, collect_citations(boards)),
-        out_dir / "index.html": render_html(boards),
-    }
+    texts = board_texts(boards, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for path, text in texts.items():
         path.write_text(text, encoding="utf-8")

@@ -855,3 +855,22 @@ def test_the_proxy_lists_the_records_it_writes_as_run_here(tmp_path):
     listed = read_run_here(tmp_path / "leaderboards")
     assert list(listed.values()) == ["gsm8k/derl-s0-L0.json"]
     assert provenance(json.loads(written[0].read_text()), listed) == "run here"
+
+
+def test_a_board_with_a_study_links_to_it_and_check_sees_a_new_one(tmp_path):
+    board_dir = tmp_path / "leaderboards"
+    for name in ("alfworld", "gsm8k"):
+        (board_dir / name).mkdir(parents=True)
+        for record in ("oracle-none-L0.json", "random-none-L0.json"):
+            if (BOARDS / name / record).is_file():
+                (board_dir / name / record).write_bytes((BOARDS / name / record).read_bytes())
+    (board_dir / "alfworld" / "study").mkdir()
+    (board_dir / "alfworld" / "study" / "README.md").write_text("# A study\n")
+    assert main(["leaderboard", "render", "--dir", str(board_dir), "--no-charts"]) == 0
+    readme = (board_dir / "README.md").read_text()
+    assert readme.count("/study/README.md)") == 1
+    assert "[alfworld/study](alfworld/study/README.md)" in readme
+    assert main(["leaderboard", "render", "--dir", str(board_dir), "--check"]) == 0
+    (board_dir / "gsm8k" / "study").mkdir()
+    (board_dir / "gsm8k" / "study" / "README.md").write_text("# Another\n")
+    assert main(["leaderboard", "render", "--dir", str(board_dir), "--check"]) == 1
