@@ -590,14 +590,13 @@ def main() -> int:
     gain = sub.add_parser("lift", help="each base's final models minus the base from their "
                           "eval records (Holm over the bases at --level)")
     gain.add_argument("--groups", nargs="+", required=True)
-    gain.add_argument("--level", default="L0")
-    gain.add_argument("--beside", nargs="*", default=["L1"])
     versus = sub.add_parser("rewards", help="each reward's final models minus outcome's from "
                             "their eval records (Holm over the rewards at --level)")
     versus.add_argument("--rewards", nargs="+", default=list(REWARDS))
-    versus.add_argument("--level", default="L0")
-    versus.add_argument("--beside", nargs="*", default=["L1"])
     versus.add_argument("--runs", default=None, help="the runs, <reward>/<arm>-s<seed>/ each")
+    for p in (gain, versus):
+        p.add_argument("--level", default="L0", help="the tested level")
+        p.add_argument("--beside", nargs="*", default=["L1"], help="levels reported beside")
     for p in (rep, check, rescore, cycles, pair, gain, ends, versus):
         p.add_argument("--evidence", default=str(EVIDENCE))
     for p in (r, rep, check, rescore, cycles):
