@@ -10,8 +10,8 @@ validation score of those proposals, over seeds. Usage::
         --output runs/official-semantics
     derl-bench proxy --methods derl --seeds 0 1 --optimizer protocol=derl-official \\
         inner.reward_semantics=derl --output runs/derl-semantics
-    python scripts/structure_by_semantics.py official=runs/official-semantics \\
-        derl=runs/derl-semantics
+    python leaderboards/arithmetic/study/structure_by_semantics.py \\
+        official=runs/official-semantics derl=runs/derl-semantics
 
 With ``--corpus OUT K``, it trains instead a fixed set of rewards under both semantics: the
 first ``K`` formulas of each structure class among the DERL paper's cold-start formulas that
@@ -19,9 +19,9 @@ compile under both, with the proxy's inner recipe and base policy (from ``OUT``,
 folder), inner seeds 0 and 1, each scored on the 1,000 validation problems; it prints each
 class's mean score under each semantics and the difference, paired by formula and seed::
 
-    python scripts/structure_by_semantics.py --corpus runs/proxy 8
+    python leaderboards/arithmetic/study/structure_by_semantics.py --corpus runs/proxy 8
 
-docs/meta-loop.md reports the result.
+The study's README.md reports the result.
 """
 
 from __future__ import annotations

@@ -6,12 +6,12 @@ recipe, ``SFT_STEPS`` steps), then one GRPO run per hand-made reward from it wit
 inner recipe (seed 0), each evaluated greedily on the task's L0 eval set. Seeded: a second run
 prints the same numbers. Usage::
 
-    python scripts/proxy_candidates.py OUT [SFT_STEPS [GRPO_STEPS [TASK...]]]
+    python leaderboards/arithmetic/study/proxy_candidates.py OUT [SFT_STEPS [GRPO_STEPS [TASK...]]]
 
 ``SFT_STEPS`` defaults to 1200 and ``GRPO_STEPS`` to the proxy's inner recipe's; the tasks
 to all three (``arithmetic``, ``chain_sum``, ``basic_arithmetic``).
 
-Results go to ``OUT/results.json``; docs/proxy.md reports them.
+Results go to ``OUT/results.json``; the study's README.md reports them.
 """
 
 from __future__ import annotations
