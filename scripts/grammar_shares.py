@@ -4,7 +4,7 @@ both, as the card's primitive set grows by uninformative extra primitives.
     python scripts/grammar_shares.py derl/DigitsRecallSparse-v0 digit_recall length_fit
 
 A task's checks 2 and 3 pull against each other when its planted reward's parts are common in
-the grammar (docs/tasks.md, DigitsRecallSparse's verdict): this prints how rare more primitives
+the grammar (DigitsRecallSparse's verdict in its study): this prints how rare more primitives
 make them, from 20,000 seeded draws at the `random` method's depth 3 per size.
 """
 

@@ -1,4 +1,4 @@
-"""Recompute every figure of docs/tasks.md from the tasks' committed evidence.
+"""Recompute every figure of docs/tasks.md and the tasks' studies from their committed evidence.
 
     python scripts/recompute_tasks.py                          # every task board
     python scripts/recompute_tasks.py leaderboards/digitshack  # one board

@@ -1,5 +1,6 @@
 """The controls' test: can a task's board rank searchers known to be better or worse than
-random search? (docs/tasks.md, "Controls: can the DigitsBalance board see a better searcher?")
+random search? (the DigitsBalance study, "Controls: can the DigitsBalance board see a better
+searcher?")
 
 From a proxy run's ``results.json`` holding ``random`` and the controls at the same seeds, the
 primary family (Holm over its comparisons) is ``control-planted - random`` and ``random -

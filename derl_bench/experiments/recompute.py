@@ -1,4 +1,4 @@
-"""Every figure ``docs/tasks.md`` states, recomputed from a task's committed evidence
+"""Every figure ``docs/tasks.md`` and a task's study state, recomputed from its committed evidence
 (``leaderboards/<task>/evidence/``), and the board's ``summary.md`` rebuilt from it.
 
 What each evidence file gives (``scripts/recompute_tasks.py`` prints them all):
@@ -185,7 +185,7 @@ def climb_figures(climb: dict[str, Any]) -> list[str]:
 
 MUTATIONS = 24
 """The mutations of a pick the upward step's chance is read at: the board's last 3
-generations of 8 proposals (docs/tasks.md, "The upward step")."""
+generations of 8 proposals (the DigitsBalance study, "The upward step")."""
 
 
 def upward_figures(upward: dict[str, Any]) -> list[str]:
@@ -397,7 +397,7 @@ def controls_figures(board: Path) -> list[str]:
 
 def task_figures(board: Path) -> list[str]:
     """Every figure of one task's evidence (see the module docstring), in the order
-    ``docs/tasks.md`` states them."""
+    the docs state them (``docs/tasks.md`` and the task's study)."""
     evidence = board / EVIDENCE
     lines: list[str] = []
     for name, figures in (("planted.json", planted_figures),

@@ -73,7 +73,7 @@ def render_markdown(boards: Sequence[Board], citations: dict[str, str],
 
 
 CONTROLS_NOTE = (
-    "Searchers made better or worse than random search by construction (`docs/tasks.md`, "
+    "Searchers made better or worse than random search by construction (the board's study, "
     "\"Controls\"): a board that cannot rank them above and below random search cannot rank "
     "the methods above either. Not ranked with them; their test is in the board's evidence.")
 

@@ -25,6 +25,12 @@ def _script():
     return load_script("scripts/recompute_tasks.py")
 
 
+def _stated_text(board: str) -> str:
+    """What the docs state about ``board``'s task: docs/tasks.md and the board's study."""
+    return "\n".join((REPO / path).read_text() for path in (
+        "docs/tasks.md", f"leaderboards/{board}/study/README.md"))
+
+
 def _candidates(method: str, seed: int) -> list[dict]:
     base = 0.1 * seed + (0.3 if method == "derl" else 0.0)
     return [{"generation": g, "index": i, "expr": f"digit_match * {i + 1}" if method != "outcome"
@@ -127,12 +133,12 @@ def test_a_changed_number_in_the_evidence_fails_the_recomputation(tmp_path, caps
 
 
 def _points(line: str) -> str:
-    """``+14.3 [+7.6, +21.1]`` as docs/tasks.md writes it (Unicode minus)."""
+    """``+14.3 [+7.6, +21.1]`` as the docs write it (Unicode minus)."""
     return line.replace("-", "−")
 
 
 def test_the_committed_tasks_figures_are_recomputed_and_what_is_missing_is_said():
-    docs = (REPO / "docs/tasks.md").read_text()
+    docs = _stated_text("digitshack")
     hack = REPO / "leaderboards/digitshack"
     lines = task_figures(hack)
     # Check 1: every planted-minus-hand-made difference and interval the docs state.
@@ -214,10 +220,10 @@ def _checks_2_and_3_are_stated(lines: str, docs: str) -> None:
 
 
 def _stated(board: str) -> tuple[str, str]:
-    """docs/tasks.md on one line, and the figures recomputed from ``board``'s evidence (its
-    controls' aside: their own test is below)."""
+    """What the docs state about ``board`` on one line, and the figures recomputed from its
+    evidence (its controls' aside: their own test is below)."""
     figures = "\n".join(task_figures(REPO / "leaderboards" / board))
-    return (" ".join((REPO / "docs/tasks.md").read_text().split()),
+    return (" ".join(_stated_text(board).split()),
             figures.split("\ncontrols (evidence/controls/):")[0])
 
 
@@ -262,7 +268,7 @@ def test_the_balance_checks_the_docs_state_are_what_its_evidence_gives():
     from derl_bench.experiments.recompute import climb_figures, landscape_figures, planted_figures
 
     docs, lines = _stated("digitsbalance")
-    # The card's checks were run twice (docs/tasks.md): the first runs' evidence is in first/.
+    # The card's checks were run twice (its study): the first runs' evidence is in first/.
     first = REPO / "leaderboards/digitsbalance/evidence/first"
     earlier = "\n".join(
         line for name, figures in (("planted.json", planted_figures),
@@ -297,11 +303,11 @@ def test_the_balance_board_verdict_the_docs_state_is_what_its_evidence_gives():
 
 
 def test_the_controls_figures_are_recomputed_from_their_evidence():
-    """The controls' families and shares, as docs/tasks.md states them, from the committed
-    evidence of the DigitsBalance board's controls; their summary renders from it exactly."""
+    """The controls' families and shares, as the DigitsBalance study states them, from the
+    committed evidence of the board's controls; their summary renders from it exactly."""
     from derl_bench.experiments.recompute import CONTROLS, controls_figures
 
-    docs = (REPO / "docs/tasks.md").read_text()
+    docs = _stated_text("digitsbalance")
     balance = REPO / "leaderboards/digitsbalance"
     lines = controls_figures(balance)
     pairs = {m.group(1): m.group(2) for x in lines

@@ -1,6 +1,6 @@
 """The tasks' design predictions (``scripts/predict_modes.py``, ``scripts/grammar_shares.py``)
-recomputed: every figure the boards' ``predictions.md`` and docs/tasks.md show comes out of the
-scripts again, at the sizes they were run at."""
+recomputed: every figure the boards' ``predictions.md`` and the DigitsRecallSparse study show
+comes out of the scripts again, at the sizes they were run at."""
 
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ def test_the_boards_predictions_recompute(board):
     assert all(row in _tables(committed)[1] for row in shares), shares
 
 
-def test_the_grammar_shares_in_the_tasks_doc_recompute():
-    doc = (REPO / "docs" / "tasks.md").read_text()
+def test_the_grammar_shares_in_the_recall_sparse_study_recompute():
+    doc = (REPO / "leaderboards" / "digitsrecallsparse" / "study" / "README.md").read_text()
     table = next(t for t in _tables(doc) if t[0][0] == "primitives on the card")
     script = load_script("scripts/grammar_shares.py")
     env_id, first, second = "derl/DigitsRecallSparse-v0", "digit_recall", "length_fit"
