@@ -1,4 +1,5 @@
-"""The README's first example runs as written on a machine with no data downloaded."""
+"""The README's first example runs as written on a machine with no data downloaded; every
+link of the written docs reaches its file and heading."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -40,3 +42,37 @@ def test_the_documentation_list_names_every_doc_and_card():
     pages = sorted(p.relative_to(repo).as_posix()
                    for folder in ("docs", "envs") for p in (repo / folder).glob("*.md"))
     assert pages and [page for page in pages if f"]({page})" not in listed] == []
+
+
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _anchors(page: Path) -> Iterator[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens, a
+    repeated heading numbered."""
+    seen: dict[str, int] = {}
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        seen[slug] = seen.get(slug, -1) + 1
+        yield slug if seen[slug] == 0 else f"{slug}-{seen[slug]}"
+
+
+def test_every_link_of_the_written_docs_reaches_its_file_and_heading():
+    # The pages people write; generated pages (boards' summaries) are their renderers' tests.
+    repo = README.parent
+    pages = [README, repo / "CONTRIBUTING.md", *repo.glob("docs/**/*.md"),
+             *repo.glob("envs/**/*.md"), *repo.glob("leaderboards/*/study/*.md"),
+             *repo.glob("baselines/**/*.md")]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for target in LINK.findall(text):
+            if re.match(r"[a-z]+:", target):  # a URL
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists() or (anchor and linked.suffix == ".md"
+                                       and anchor not in set(_anchors(linked))):
+                broken.append(f"{page.relative_to(repo)}: {target}")
+    assert len(pages) > 20 and broken == []
