@@ -19,6 +19,11 @@ update::
 
     python benchmarks/command_rollout.py                   # ratio and split
     python benchmarks/command_rollout.py --step            # and a GRPO step / its arithmetic
+    python benchmarks/command_rollout.py --passes A B      # two model folders' passes, in turn
+
+``--passes`` times each model folder's forward and backward pass over the same rows (64 rows
+of 100 tokens, about an update minibatch) in one process, the models in turn, so that a
+machine's load falls on all of them alike: their ratios compare model shapes.
 """
 
 from __future__ import annotations
@@ -209,6 +214,38 @@ def _arithmetic(games: int, group: int, envs: int, threads: int, epochs: int,
             "forward_backward_s": update, "arithmetic_s": forward + update}
 
 
+def passes(models: list[str], rows: int = 64, tokens: int = 100, rounds: int = 3,
+           repeats: int = 5, threads: int = 1) -> dict[str, Any]:
+    """Each model's forward and backward pass over the same random rows, the models in turn
+    for ``rounds`` rounds; per model the median of its ``repeats`` passes in each round, and
+    each model's seconds over the first model's, per round."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.set_num_threads(threads)
+    loaded = {m: AutoModelForCausalLM.from_pretrained(m) for m in models}
+    vocab = min(model.config.vocab_size for model in loaded.values())
+    ids = torch.randint(5, vocab, (rows, tokens), generator=torch.Generator().manual_seed(0))
+
+    def once(model: Any) -> float:
+        began = time.perf_counter()
+        model(input_ids=ids).logits.logsumexp(-1).mean().backward()
+        model.zero_grad(set_to_none=True)
+        return time.perf_counter() - began
+
+    for model in loaded.values():
+        once(model)  # warm-up
+    seconds: dict[str, list[float]] = {m: [] for m in models}
+    for _ in range(rounds):
+        for m, model in loaded.items():
+            seconds[m].append(sorted(once(model) for _ in range(repeats))[repeats // 2])
+    first = seconds[models[0]]
+    return {"rows": rows, "tokens": tokens, "threads": threads, "models": {
+        m: {"parameters": sum(p.numel() for p in loaded[m].parameters()), "seconds": s,
+            "ratio_to_first": [x / f for x, f in zip(s, first, strict=True)]}
+        for m, s in seconds.items()}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=16)
@@ -218,7 +255,12 @@ def main() -> None:
                         help="also time a GRPO step (8 games x 8 samples) against its arithmetic")
     parser.add_argument("--epochs", type=int, default=2, help="the step's update epochs")
     parser.add_argument("--timed-steps", type=int, default=2)
+    parser.add_argument("--passes", nargs="+", metavar="MODEL",
+                        help="only time these model folders' forward and backward passes")
     args = parser.parse_args()
+    if args.passes:
+        print(json.dumps(passes(args.passes, threads=args.threads), indent=2))
+        return
     result: dict[str, Any] = {"rollout": measure(args.games, args.envs, threads=args.threads)}
     if args.step:
         result["grpo_step"] = grpo_step(threads=args.threads, updates_per_batch=args.epochs,
