@@ -277,7 +277,7 @@ def board_figures(board: Path) -> list[str]:
         lines += _method_lines(result["summary"])
         lines += _comparison_lines(result["comparisons"])
         summary = board / "summary.md"
-        same = summary.is_file() and summary.read_text() == summary_markdown(result)
+        same = summary.is_file() and summary.read_text() == summary_markdown(result, board)
         lines.append(f"  summary.md {'renders' if same else 'does NOT render'} exactly from the "
                      "evidence")
         return lines + best_so_far_figures(board)
@@ -417,7 +417,7 @@ def summary_renders(board: Path) -> bool | None:
     result = board_result(board)
     if result is None:
         return None
-    return (board / "summary.md").read_text() == summary_markdown(result)
+    return (board / "summary.md").read_text() == summary_markdown(result, board)
 
 
 __all__ = ["CONTROLS", "MISSING", "board_figures", "board_result", "controls_figures",

@@ -113,9 +113,9 @@ def _result(rows: list[dict]) -> dict:
             "generations": generation_table(rows, ["outcome"]), "runs": rows}
 
 
-def test_the_board_says_no_test_for_a_floor_and_prints_the_corrected_mde():
+def test_the_board_says_no_test_for_a_floor_and_prints_the_corrected_mde(tmp_path):
     result = _result(_board())
-    text = summary_markdown(result)
+    text = summary_markdown(result, tmp_path)
     line = next(x for x in text.splitlines() if x.startswith("| derl − outcome | +11"))
     assert "Holm p 0;" not in line and "Holm p 0 " not in line
     assert line.count("no test: zero variance") == 2  # L1 (0 vs 0) and L2 (0 vs 0.1)
@@ -204,3 +204,15 @@ def test_holm_p_is_the_adjustment_holm_gives_paired_differences():
         assert [round(p, 5) for p in holm_p(ps)] == [r["p_holm"] for r in holm(family)]
     # monotone in the order of the raw p-values, never above 1, and m * p for the smallest
     assert holm_p([0.5, 0.001, 0.9]) == [1.0, 0.003, 1.0]
+
+
+def test_a_summary_links_the_docs_and_its_boards_landscape_from_where_it_is_written(tmp_path):
+    result = _result(_board())
+    board = tmp_path / "leaderboards" / "digitshack"
+    text = summary_markdown(result, board)
+    assert "(../../docs/proxy.md)" in text and "(evidence/landscape.md)" in text
+    # The controls' records folder, inside the board's evidence: the same files, from there.
+    nested = summary_markdown(result, board / "evidence" / "controls")
+    assert "(../../../../docs/proxy.md)" in nested and "(../../evidence/landscape.md)" in nested
+    # Outside a leaderboards folder (a run's output), as a board's folder links them.
+    assert summary_markdown(result, tmp_path / "runs" / "board") == text

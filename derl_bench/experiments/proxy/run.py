@@ -374,7 +374,7 @@ def write_evidence(result: dict[str, Any], records: Path) -> None:
         {"method": r["method"], "seed": r["seed"], **c}
         for r in rows for c in r.get("candidates", [])])
     write_json_atomic(evidence / RUNS, runs_evidence(result))
-    write_text_atomic(records / "summary.md", summary_markdown(result))
+    write_text_atomic(records / "summary.md", summary_markdown(result, records))
 
 
 RUNS = "runs.json"
