@@ -47,12 +47,16 @@ def test_the_documentation_list_names_every_doc_and_card():
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
+def _prose(page: Path) -> str:
+    """A page's text without its fenced code, where a bracket is code, not a link."""
+    return re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+
+
 def _anchors(page: Path) -> Iterator[str]:
     """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens, a
     repeated heading numbered."""
     seen: dict[str, int] = {}
-    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
-    for heading in re.findall(r"^#{1,6} (.+)$", text, re.M):
+    for heading in re.findall(r"^#{1,6} (.+)$", _prose(page), re.M):
         slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
         seen[slug] = seen.get(slug, -1) + 1
         yield slug if seen[slug] == 0 else f"{slug}-{seen[slug]}"
@@ -66,8 +70,7 @@ def test_every_link_of_the_docs_and_boards_reaches_its_file_and_heading():
              *repo.glob("baselines/**/*.md")]
     broken = []
     for page in pages:
-        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
-        for target in LINK.findall(text):
+        for target in LINK.findall(_prose(page)):
             if re.match(r"[a-z]+:", target):  # a URL
                 continue
             path, _, anchor = target.partition("#")
