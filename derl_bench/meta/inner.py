@@ -22,7 +22,7 @@ import gymnasium as gym
 from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.family import Family, FamilySpec
 from derl_bench.grpo.checkpoint import quiet_transformers
-from derl_bench.grpo.commands import CommandGRPOConfig
+from derl_bench.grpo.commands import CommandGRPOConfig, resume_problem
 from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
 from derl_bench.grpo.dispatch import trainer_for
 from derl_bench.grpo.population import PopulationRun, train_population
@@ -202,20 +202,23 @@ def _validation_env(meta: MetaConfig, config: TrainConfig, family: Family) -> gy
 def train_and_score(meta: MetaConfig, reward: MetaReward, run_dir: Path,
                     start_model: str | None, data_offset: int = 0, seed: int | None = None,
                     ) -> InnerResult:
-    """Train on ``reward`` (compiled by :func:`compile_inner_reward`) in a fresh ``run_dir``
-    and score the policy this run trained.
+    """Train on ``reward`` (compiled by :func:`compile_inner_reward`) in ``run_dir`` and score
+    the policy this run trained.
 
     Anything an earlier run left in ``run_dir`` is removed first, so a stale checkpoint can
-    never be scored in place of this run's.
+    never be scored in place of this run's; except a command run's checkpoint written with
+    exactly this run's settings (a search killed part-way through it): that run continues
+    from it, to the weights and rows it would have reached unstopped.
     """
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
     config = inner_config(meta, reward.expr, run_dir, start_model, data_offset, seed)
     family = meta.family
     # The command policy draws its training games by seed from the games its base was not
     # taught on, so a warm start's data offset has nothing to continue: each run draws anew.
     run = config if meta.inner_commands is None else command_config(meta, config)
-    trained = trainer_for(run).train(run, reward, family)
+    resume = isinstance(run, CommandGRPOConfig) and resume_problem(run) is None
+    if run_dir.exists() and not resume:
+        shutil.rmtree(run_dir)
+    trained = trainer_for(run).train(run, reward, family, resume=resume)
     steps = [row for row in trained.history if "reward/mean" in row]  # not validation rows
     last_reward = float(steps[-1]["reward/mean"]) if steps else float("nan")
     if trained.score is not None:  # the trainer played the validation games itself
