@@ -259,3 +259,90 @@ def test_rewards_compares_each_reward_with_outcome_by_seed_and_holm_corrects_the
     args.rewards = ["average", "outcome"]
     with pytest.raises(SystemExit, match="outcome first"):
         pilot.rewards(args)
+
+
+def _small_recipe(path: Path, **changes: object) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump({
+        "name": "small", "trainer": "commands", "env_id": "derl/ALFWorld-v0", "level": "L0",
+        "model": "base", "meta_reward": "success", "steps": 2, "games_per_step": 1,
+        "group_size": 2, "pool": 2, "envs": 2, "num_threads": 1, "max_episode_steps": 4,
+        "validation_games": 0, "learning_rate": 1e-3, **changes}))
+    return path
+
+
+def test_a_search_runs_at_a_committed_recipe_with_its_own_settings(tmp_path, data_root,
+                                                                   monkeypatch):
+    import yaml
+
+    from derl_bench.policies.command_model import init_command_model
+
+    base = init_command_model(tmp_path / "base", "derl/ALFWorld-v0")
+    recipe = _small_recipe(tmp_path / "recipe.yaml")
+    monkeypatch.syspath_prepend(str(REPO / STUDY))  # derl.py reads board.py's recipe
+    study = load_script(f"{STUDY}/derl.py")
+    for name in ("BOARD", "EVIDENCE", "RECIPE_FILE"):
+        monkeypatch.setattr(study.board, name, getattr(study.board, name))
+    saved = dict(study.GRPO)
+    try:
+        study.board.use_recipe(str(recipe))
+        study._use_board(str(tmp_path / "board"), False)
+        study._use_search(argparse.Namespace(search_set=["steps=1"], quick=False, generations=1,
+                                             population=2, validation_games=2))
+        found = study.search("random", 0, tmp_path / "runs", str(base), workers=1)
+    finally:  # the board module is shared with the other tests of this process
+        study.GRPO.clear()
+        study.GRPO.update(saved)
+    assert (found["recipe_file"], found["search_set"], found["budget"]) == (
+        str(recipe), {"steps": 1}, {"outer_steps": 1, "population": 2})
+    assert [c["status"] for c in found["candidates"]] == ["scored", "scored"]
+    for index in (0, 1):
+        ran = yaml.safe_load((tmp_path / "runs" / "random-s0" / "search" / "inner" /
+                              f"g000-c{index:02d}" / "config.yaml").read_text())
+        # the recipe's numbers, the search's own steps, and its validation games
+        assert (ran["steps"], ran["learning_rate"], ran["validation_games"]) == (1, 1e-3, 2)
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"trainer": "compact"}, "not a command policy's recipe"),
+    ({"group_size": 0}, "group_size"),
+])
+def test_a_recipe_the_board_cannot_train_is_refused(tmp_path, monkeypatch, changes, message):
+    study = load_script(f"{STUDY}/board.py")
+    before = dict(study.GRPO)
+    with pytest.raises(SystemExit, match=message):
+        study.use_recipe(str(_small_recipe(tmp_path / "recipe.yaml", **changes)))
+    assert study.GRPO == before and study.RECIPE_FILE is None
+
+
+def test_a_board_run_continues_its_own_checkpoint_and_replaces_another(tmp_path, data_root):
+    from derl_bench.grpo.commands import CommandGRPOConfig
+    from derl_bench.policies.command_model import init_command_model
+
+    base = init_command_model(tmp_path / "base", "derl/ALFWorld-v0")
+    study = load_script(f"{STUDY}/board.py")
+    small = {"steps": 2, "games_per_step": 1, "group_size": 2, "pool": 2, "envs": 2,
+             "num_threads": 1, "max_episode_steps": 4, "validation_games": 0, "save_every": 1,
+             "meta_reward": "sum(new_location)", "learning_rate": 1e-3}
+    run = tmp_path / "run"
+
+    def config(**changes):
+        return CommandGRPOConfig(model=str(base), output_dir=str(run),
+                                 env_id="derl/ALFWorld-v0", **{**small, **changes})
+
+    def rows():
+        return (run / "metrics.jsonl").read_text().splitlines()
+
+    study.train_run(config(steps=1), "short")
+    first = rows()
+    (run / "result.json").unlink()  # as if stopped after its step-1 checkpoint
+    study.train_run(config(), "continued")  # the same settings: goes on from step 1
+    assert rows()[0] == first[0]
+    assert [json.loads(r).get("step") for r in rows()] == [1, 2]
+    study.train_run(config(), "finished")  # its result is there: nothing runs
+    assert rows()[0] == first[0]
+    (run / "result.json").unlink()
+    study.train_run(config(learning_rate=5e-5), "other")  # another recipe's folder: replaced
+    assert rows()[0] != first[0]
+    assert json.loads((run / "result.json").read_text())["config"]["learning_rate"] == 5e-5

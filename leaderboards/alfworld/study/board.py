@@ -15,6 +15,8 @@ where it was):
 
 The recipe (``GRPO``), the rewards and the checkpoint rule are fixed here and stated in
 the study's README.md before the runs: the final weights after the last step, no selection.
+``--recipe baselines/<file>.yaml`` trains at a committed command recipe instead, which every
+record then cites (``recipe_file``).
 Every record is a greedy evaluation of every game of the level's eval split. The run folders
 (models) stay in ``--runs``; each run's ``metrics.jsonl`` and ``result.json`` are copied to
 ``leaderboards/alfworld/evidence/`` with the records.
@@ -56,6 +58,12 @@ GRPO = {"steps": 10, "games_per_step": 4, "group_size": 8, "learning_rate": 5e-5
         "num_threads": 1}
 """The inner recipe: 10 steps x 4 games x 8 samples (320 episodes), lr 5e-5, no KL."""
 
+RECIPE_FILE: str | None = None
+"""The ``baselines/`` recipe :data:`GRPO` was read from (:func:`use_recipe`), cited by every
+record; ``None`` while GRPO is the recipe above."""
+RUN_SET = ("name", "trainer", "env_id", "level", "model", "meta_reward", "seed", "output_dir")
+"""A recipe's fields that each run sets for itself (its base, level, reward and seed)."""
+
 MODEL = "command-lm-633k"
 BASE_CHECKPOINT = "final weights of the teacher-taught build (behaviour cloning, then DAgger)"
 GRPO_CHECKPOINT = "final weights after the last GRPO step (no selection)"
@@ -89,12 +97,14 @@ def _record(model_dir: Path, level: str, method: str, seed: int, checkpoint: str
 
 
 def _unit(kind: str, runs: str, base: str, base_level: str, reward: str | None,
-          seed: int, board: str, quick: bool) -> list[str]:
+          seed: int, board: str, quick: bool, recipe: str | None) -> list[str]:
     """One unit in a worker process: a base's evaluation, or a GRPO run and its evaluation."""
     import torch
 
     global BOARD, EVIDENCE
     BOARD, EVIDENCE = Path(board), Path(board) / "evidence"
+    if recipe:  # a spawned worker starts from the module's own recipe
+        use_recipe(recipe)
     if quick:
         GRPO.update(QUICK)
     torch.set_num_threads(1)
@@ -105,7 +115,7 @@ def _unit(kind: str, runs: str, base: str, base_level: str, reward: str | None,
                 done.append(str(_record(Path(base), level, "teacher-dagger", seed,
                                         BASE_CHECKPOINT, None, _base_recipe(base))))
         return done
-    from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
+    from derl_bench.grpo.commands import CommandGRPOConfig
 
     assert reward is not None
     method = f"grpo-{reward}"
@@ -113,20 +123,61 @@ def _unit(kind: str, runs: str, base: str, base_level: str, reward: str | None,
     run_dir = Path(runs) / name
     config = CommandGRPOConfig(model=base, output_dir=str(run_dir), env_id=ENV_ID,
                                level=base_level, meta_reward=REWARDS[reward], seed=seed, **GRPO)
-    if not (run_dir / "result.json").exists():
-        if run_dir.exists():
-            shutil.rmtree(run_dir)  # a run stopped half way starts again
-        train_commands(config, log=lambda m: print(f"{name}: {m}", flush=True))
+    train_run(config, name)
     evidence = EVIDENCE / name
     evidence.mkdir(parents=True, exist_ok=True)
     for file in ("metrics.jsonl", "result.json"):
         shutil.copy(run_dir / file, evidence / file)
-    recipe = {**GRPO, "base": Path(base).name, "meta_reward": REWARDS[reward],
-              "level": base_level}
+    recipe = cited({**GRPO, "base": Path(base).name, "meta_reward": REWARDS[reward],
+                    "level": base_level})
     return [str(_record(run_dir / "model", level, method, seed, GRPO_CHECKPOINT,
                         REWARDS[reward], recipe))
             for level in LEVELS[base_level]
             if not (BOARD / f"{method}-s{seed}-{level}.json").exists()]
+
+
+def use_recipe(path: str) -> None:
+    """Train every GRPO run at the command recipe in ``path`` (a ``baselines/`` file with
+    ``trainer: commands``) instead of the one above; each run sets its own base, level, reward
+    and seed. A recipe that is not a command policy's, or whose numbers its config refuses,
+    stops the script before anything runs."""
+    global RECIPE_FILE
+    from derl_bench.grpo.commands import CommandGRPOConfig
+    from derl_bench.grpo.config import ConfigError, read_recipe
+
+    try:
+        values = read_recipe(path)
+    except ConfigError as err:
+        raise SystemExit(str(err)) from None
+    if values.get("trainer") != "commands":
+        raise SystemExit(f"{path}: not a command policy's recipe (trainer: commands)")
+    recipe = {k: v for k, v in values.items() if k not in RUN_SET}
+    try:
+        CommandGRPOConfig(model=str(values.get("model", "")), env_id=ENV_ID, **recipe)
+    except (TypeError, ValueError) as err:
+        raise SystemExit(f"{path}: {err}") from None
+    GRPO.clear()
+    GRPO.update(recipe)
+    RECIPE_FILE = str(path)
+
+
+def cited(recipe: dict[str, Any]) -> dict[str, Any]:
+    """``recipe`` as a record gives it: with the ``baselines/`` file it was read from."""
+    return {**recipe, "recipe_file": RECIPE_FILE} if RECIPE_FILE else recipe
+
+
+def train_run(config: Any, name: str) -> None:
+    """Train ``config`` (a command run) unless its folder holds its result; a run stopped
+    part-way continues from its checkpoint when that was written with these settings, and
+    anything else in the folder is removed first."""
+    from derl_bench.grpo.commands import resume_problem, train_commands
+
+    if (config.run_dir / "result.json").exists():
+        return
+    resume = resume_problem(config) is None
+    if config.run_dir.exists() and not resume:
+        shutil.rmtree(config.run_dir)
+    train_commands(config, log=lambda m: print(f"{name}: {m}", flush=True), resume=resume)
 
 
 def _base_recipe(base: str) -> dict[str, Any]:
@@ -137,7 +188,7 @@ def _base_recipe(base: str) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     global BOARD, EVIDENCE
     BOARD, EVIDENCE = Path(args.board), Path(args.board) / "evidence"
-    extra = (str(BOARD), args.quick)
+    extra = (str(BOARD), args.quick, args.recipe)
     units: list[tuple] = [("base", args.runs, args.base_L0, "L0", None, 0, *extra),
                           ("base", args.runs, args.base_L2, "L2", None, 0, *extra)]
     for seed in [] if args.only_bases else args.seeds:
@@ -244,6 +295,8 @@ def main() -> int:
                            help="only the bases' records (teacher-dagger)")
             p.add_argument("--quick", action="store_true",
                            help="a rehearsal: GRPO of 1 step x 1 game x 2 samples")
+            p.add_argument("--recipe", help="a baselines/ command recipe to train every GRPO "
+                                            "run at, instead of the 10-step recipe (GRPO)")
     args = parser.parse_args()
     return run(args) if args.command == "run" else report(args)
 

@@ -19,6 +19,12 @@ stopped search resumes from its last generation):
    (records on L0 and L1) and from the L2 base (L2), final weights, greedy on every eval game:
    the records ``<method>-s<seed>-<level>.json`` on the ALFWorld board.
 
+At a committed command recipe instead of the board's 10-step one: ``--recipe
+baselines/<file>.yaml`` (the search's inner runs and the re-training), ``--search-set KEY=VALUE``
+(what only the search's inner runs change, e.g. ``steps=80``), ``--validation-games N`` and
+the budget ``--generations G --population P``, with ``--board`` a folder of its own; the
+records cite the recipe file and the search's settings.
+
 ``report`` prints each method's mean over seeds, what each picked, and the paired differences
 (derl - derl-frozen, derl - random, each method - grpo-outcome) on L0 and L2, Holm-corrected
 together, and writes ``leaderboards/alfworld/evidence/derl-comparison.json``.
@@ -34,13 +40,17 @@ from pathlib import Path
 from typing import Any
 
 import board
-from board import ENV_ID, GRPO, LEVELS, QUICK, _record, compare
+from board import ENV_ID, GRPO, LEVELS, QUICK, _record, cited, compare, train_run
 
 BOARD = board.BOARD
 EVIDENCE = BOARD / "evidence"
 METHODS = ("derl", "derl-frozen", "random")
 SEARCH = {"outer_steps": 3, "population": 4}
 """The budget of one search: 3 generations x 4 rewards = 12 inner runs."""
+VALIDATION_GAMES = int(GRPO["validation_games"])
+"""The validation games each candidate is scored on."""
+SEARCH_SET: dict[str, Any] = {}
+"""What only the search's inner runs change from the recipe (``--search-set``)."""
 QUICK_SEARCH = {"outer_steps": 1, "population": 2}
 """``--quick``: a rehearsal of every code path in minutes (into another ``--board``)."""
 RETRAIN_SEED = 100
@@ -58,10 +68,10 @@ def search(method: str, seed: int, runs: Path, base_L0: str, workers: int) -> di
     result_file = out.parent / "search.json"
     if result_file.exists():
         return json.loads(result_file.read_text())
-    recipe = {k: v for k, v in GRPO.items() if k != "validation_games"}
+    recipe = {k: v for k, v in {**GRPO, **SEARCH_SET}.items() if k != "validation_games"}
     config = MetaConfig(
         name=f"{method}-s{seed}", method=method, seed=seed, **SEARCH,
-        validation_episodes=GRPO["validation_games"], eval_levels=[], progress=False,
+        validation_episodes=VALIDATION_GAMES, eval_levels=[], progress=False,
         inner={"env_id": ENV_ID, "model": str(Path(base_L0).resolve()),
                "level": "L0", "tensorboard": False},
         inner_commands=recipe, executor="local" if workers == 1 else "ray", workers=workers,
@@ -70,6 +80,7 @@ def search(method: str, seed: int, runs: Path, base_L0: str, workers: int) -> di
     result = run_meta(config, resume=resume)
     scored = [c for c in result.candidates if c.get("status") == "scored"]
     summary = {"method": method, "seed": seed, "budget": SEARCH,
+               **cited({"search_set": SEARCH_SET, "validation_games": VALIDATION_GAMES}),
                "picked": result.best_expr, "picked_score": result.best_score,
                "candidates": [{k: c.get(k) for k in ("generation", "index", "expr", "status",
                                                      "score", "train_reward", "inner_seed",
@@ -84,7 +95,7 @@ def search(method: str, seed: int, runs: Path, base_L0: str, workers: int) -> di
 
 def retrain(method: str, seed: int, expr: str, runs: Path, bases: dict[str, str]) -> None:
     """Train ``expr`` on a fresh seed from each base and write its records."""
-    from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
+    from derl_bench.grpo.commands import CommandGRPOConfig
 
     for base_level, base in bases.items():
         levels = [lv for lv in LEVELS[base_level]
@@ -95,18 +106,16 @@ def retrain(method: str, seed: int, expr: str, runs: Path, bases: dict[str, str]
         config = CommandGRPOConfig(model=base, output_dir=str(run_dir), env_id=ENV_ID,
                                    level=base_level, meta_reward=expr, seed=RETRAIN_SEED + seed,
                                    **GRPO)
-        if not (run_dir / "result.json").exists():
-            if run_dir.exists():
-                shutil.rmtree(run_dir)
-            train_commands(config, log=lambda m, b=base_level: print(
-                f"{method}-s{seed} re-train {b}: {m}", flush=True))
+        train_run(config, f"{method}-s{seed} re-train {base_level}")
         evidence = EVIDENCE / f"{method}-s{seed}" / f"retrain-{base_level}"
         evidence.mkdir(parents=True, exist_ok=True)
         for file in ("metrics.jsonl", "result.json"):
             shutil.copy(run_dir / file, evidence / file)
-        recipe = {**GRPO, "base": Path(base).name, "meta_reward": expr, "level": base_level,
-                  "seed": RETRAIN_SEED + seed, "search": {"method": method, "seed": seed,
-                                                          **SEARCH}}
+        recipe = cited({**GRPO, "base": Path(base).name, "meta_reward": expr,
+                        "level": base_level, "seed": RETRAIN_SEED + seed,
+                        "search": {"method": method, "seed": seed, **SEARCH,
+                                   "search_set": SEARCH_SET,
+                                   "validation_games": VALIDATION_GAMES}})
         for level in levels:
             _record(run_dir / "model", level, method, seed, RETRAIN_CHECKPOINT, expr, recipe)
 
@@ -121,11 +130,31 @@ def _use_board(folder: str, quick: bool) -> None:
         SEARCH.update(QUICK_SEARCH)
 
 
+def _use_search(args: argparse.Namespace) -> None:
+    """The search's settings and budget ``run`` was given (``--quick`` keeps its own)."""
+    global VALIDATION_GAMES
+    from derl_bench.grpo.config import ConfigError, parse_overrides
+
+    try:
+        SEARCH_SET.update(parse_overrides(args.search_set))
+    except ConfigError as err:
+        raise SystemExit(f"--search-set: {err}") from None
+    if not args.quick:
+        SEARCH.update(outer_steps=args.generations, population=args.population)
+    VALIDATION_GAMES = args.validation_games or int(GRPO.get("validation_games", 0))
+    if VALIDATION_GAMES < 1:
+        raise SystemExit("a search scores each candidate on validation games: give "
+                         "--validation-games N (the recipe plays none)")
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(1)
+    if args.recipe:
+        board.use_recipe(args.recipe)
     _use_board(args.board, args.quick)
+    _use_search(args)
     runs = Path(args.runs)
     bases = {"L0": str(Path(args.base_L0).resolve()), "L2": str(Path(args.base_L2).resolve())}
     for seed in args.seeds:
@@ -177,6 +206,14 @@ def main() -> int:
                            help="inner runs at once (Ray above 1)")
             p.add_argument("--quick", action="store_true",
                            help="a rehearsal: 1 generation of 2 rewards, GRPO of 1 step")
+            p.add_argument("--recipe", help="a baselines/ command recipe for the search's "
+                                            "inner runs and the re-training")
+            p.add_argument("--search-set", nargs="*", default=[], metavar="KEY=VALUE",
+                           help="what only the search's inner runs change from the recipe")
+            p.add_argument("--generations", type=int, default=SEARCH["outer_steps"])
+            p.add_argument("--population", type=int, default=SEARCH["population"])
+            p.add_argument("--validation-games", type=int,
+                           help="validation games per candidate (default: the recipe's)")
     args = parser.parse_args()
     return run(args) if args.command == "run" else report(args)
 
