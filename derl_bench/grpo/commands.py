@@ -11,7 +11,8 @@ inner run reads top to bottom:
    :func:`training_pool`) and play each ``group_size`` times,
    sampling token by token inside each state's trie (at ``temperature``: each token's masked
    logits divided by it), on ``envs`` envs in lockstep
-   (:func:`derl_bench.rollout.commands.play`);
+   (:func:`derl_bench.rollout.commands.play`); with ``filter_groups`` (DAPO's dynamic
+   sampling), more rounds of games until ``games_per_step`` groups have an advantage;
 2. score every episode with the Meta-Reward (``episodic_from_steps`` over its primitives);
 3. the advantage of an episode is its reward centred (and scaled) within its game's group;
    every command of the episode carries it;
@@ -97,6 +98,14 @@ class CommandGRPOConfig:
     logits divided by it, and the policy the update trains is that tempered one (its ratio,
     KL and entropy are of the tempered command probabilities, the base's too). Below 1 the
     rollouts come nearer the greedy choices a greedy evaluation scores."""
+    filter_groups: bool = False
+    """Dynamic sampling (DAPO's): the batch keeps only the groups whose rewards differ (the
+    others carry no advantage and train nothing), and a step draws ``games_per_step`` more
+    games a round until ``games_per_step`` such groups are in it or ``max_draws`` rounds are
+    played. As the policy wins more of its games, the update still sees as many groups that
+    teach it something. Off: one round, every group kept."""
+    max_draws: int = 4
+    """The rounds of ``games_per_step`` games a step draws at most, with ``filter_groups``."""
     max_grad_norm: float = 1.0
     minibatch: int = 64
     """Commands per forward/backward of the update."""
@@ -141,7 +150,8 @@ class CommandGRPOConfig:
                  "minibatch": COUNT, "pool": COUNT, "validation_games": at_least(0),
                  "validation_every": at_least(0), "curve_games": COUNT,
                  "save_every": at_least(0), "envs": COUNT, "num_threads": COUNT,
-                 "max_episode_steps": COUNT,
+                 "max_episode_steps": COUNT, "max_draws": COUNT,
+                 "filter_groups": Rule(lambda v: isinstance(v, bool), "true or false"),
                  "trainer": Rule(lambda v: v == TRAINER, f"{TRAINER!r}")}
         refuse((name, getattr(self, name), rule) for name, rule in rules.items())
 
@@ -418,21 +428,50 @@ def run_commands(config: CommandGRPOConfig, reward: MetaReward, family: Family,
                 val_envs, policy, config.curve_games, state),
                 "time/validation_s": time.perf_counter() - began})
         for step in range(done + 1, config.steps + 1):
-            # 1. Rollouts: each drawn game played group_size times.
-            drawn = rng.choice(pool, config.games_per_step, replace=False)
-            games = [{"index": int(g)} for g in drawn for _ in range(config.group_size)]
+            # 1-3. Rollouts (each drawn game played group_size times), their rewards and
+            # advantages within each game's group; with filter_groups, more rounds of games
+            # until games_per_step groups have an advantage, and only those are kept.
             began = time.perf_counter()
-            timing: dict[str, float] = {}
-            episodes = play(envs, policy, games, state, seed=config.seed * 100_003 + step,
-                            respond=respond, decode=True, timing=timing,
-                            temperature=config.temperature)
+            timing = dict.fromkeys(("reset_s", "step_s", "model_s"), 0.0)
+            played: list[Any] = []  # every episode of the step, for its success and length
+            played_rewards: list[np.ndarray] = []
+            moving: list[int] = []
+            episodes: list[Any] = []  # the batch: the kept groups' episodes
+            advantages: list[float] = []
+            drawn: set[int] = set()
+            for draw in range(config.max_draws if config.filter_groups else 1):
+                left = pool if draw == 0 else np.array([g for g in pool if int(g) not in drawn])
+                if not len(left):
+                    break
+                picked = rng.choice(left, min(config.games_per_step, len(left)) if draw else
+                                    config.games_per_step, replace=False)
+                drawn.update(int(g) for g in picked)
+                games = [{"index": int(g)} for g in picked for _ in range(config.group_size)]
+                round_timing: dict[str, float] = {}
+                round_episodes = play(envs, policy, games, state,
+                                      seed=config.seed * 100_003 + step + 1_000_003 * draw,
+                                      respond=respond, decode=True, timing=round_timing,
+                                      temperature=config.temperature)
+                for key in timing:
+                    timing[key] += round_timing[key]
+                rewards = reward.episodic_from_steps(
+                    [e.primitive_steps() for e in round_episodes])
+                groups = np.repeat(np.arange(len(picked)), config.group_size)
+                round_advantages = group_advantages(rewards, groups)
+                played += round_episodes
+                played_rewards.append(rewards)
+                for g in range(len(picked)):
+                    members = groups == g
+                    moves = bool(np.any(round_advantages[members] != 0))
+                    moving.append(int(moves))
+                    kept = len(episodes) // config.group_size
+                    if not config.filter_groups or (moves and kept < config.games_per_step):
+                        episodes += [e for e, m in zip(round_episodes, members, strict=True) if m]
+                        advantages += round_advantages[members].tolist()
+                if sum(moving) >= config.games_per_step:
+                    break
             rollout_s = time.perf_counter() - began
-            # 2-3. Rewards and group advantages.
-            rewards = reward.episodic_from_steps([e.primitive_steps() for e in episodes])
-            groups = np.repeat(np.arange(config.games_per_step), config.group_size)
-            advantages = group_advantages(rewards, groups)
-            moving = [int(np.any(advantages[groups == g] != 0))
-                      for g in range(config.games_per_step)]
+            rewards = np.concatenate(played_rewards)
             every = [(s, float(a)) for e, a in zip(episodes, advantages, strict=True)
                      for s in e.steps]
             sampled = torch.tensor([s.log_prob for s, _ in every], dtype=torch.float64)
@@ -516,9 +555,12 @@ def run_commands(config: CommandGRPOConfig, reward: MetaReward, family: Family,
             row: dict[str, Any] = {
                 "step": step, "reward/mean": float(np.mean(rewards)),
                 "reward/std": float(np.std(rewards)),
-                "success": float(np.mean([e.won for e in episodes])),
-                "length/mean": float(np.mean([e.length for e in episodes])),
+                "success": float(np.mean([e.won for e in played])),
+                "length/mean": float(np.mean([e.length for e in played])),
                 "groups_with_advantage": float(np.mean(moving)),
+                **({"groups/drawn": len(moving),
+                    "groups/kept": len(episodes) // config.group_size}
+                   if config.filter_groups else {}),
                 "commands/trained": len(trained), "commands/distinct": len(unique),
                 **means, **extremes, **diagnostics,
                 "epochs": epochs, "weights/max_change": _largest_change(model, base),

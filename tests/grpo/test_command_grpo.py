@@ -80,6 +80,37 @@ def test_an_inner_run_trains_scores_and_logs_its_diagnostics(tmp_path, data_root
     assert moved == bool(trained)
 
 
+@pytest.mark.parametrize("reward,pool,drawn", [
+    # the untrained base wins nothing: no group moves, every round is drawn, nothing trains
+    ("success", 8, 6),
+    # a pool of 3 runs out in the second round
+    ("success", 3, 3),
+    # one-step episodes: a group moves when its two draws differ in going somewhere new
+    ("sum(new_location)", 8, None)])
+def test_dynamic_sampling_keeps_only_groups_with_an_advantage(tmp_path, data_root, reward,
+                                                               pool, drawn):
+    base = init_command_model(tmp_path / "base", ALFWORLD)
+    config = CommandGRPOConfig(model=str(base), output_dir=str(tmp_path / "run"),
+                               env_id=ALFWORLD, meta_reward=reward, steps=2, games_per_step=2,
+                               group_size=2, pool=pool, validation_games=0, envs=4,
+                               num_threads=1, max_episode_steps=1 if drawn is None else 4,
+                               filter_groups=True, max_draws=3, learning_rate=1e-2)
+    steps = [row for row in train_commands(config) if isinstance(row.get("step"), int)]
+    for row in steps:
+        moving = round(row["groups_with_advantage"] * row["groups/drawn"])
+        # the batch: as many moving groups as a step asks for, when the rounds found them
+        assert row["groups/kept"] == min(moving, config.games_per_step)
+        # every kept episode is one command, and every one carries an advantage
+        assert row["commands/trained"] == row["groups/kept"] * config.group_size
+        # rounds stop once enough groups move, and never pass max_draws
+        rounds = -(-row["groups/drawn"] // config.games_per_step)
+        assert rounds <= config.max_draws
+        if drawn is not None:
+            assert (row["groups/drawn"], moving) == (drawn, 0)
+        elif rounds > 1:
+            assert moving - row["groups/kept"] < config.games_per_step
+
+
 def test_a_recurring_state_runs_forward_once_and_keeps_its_place():
     from derl_bench.grpo.commands import unique_rows
     from derl_bench.rollout.commands import CommandStep
@@ -105,7 +136,9 @@ def test_a_command_recipe_refuses_what_it_cannot_run(tmp_path):
     for bad, words in [({"epochs": 2}, "unknown recipe keys: epochs"),
                        ({"updates_per_batch": 0}, "updates_per_batch must be"),
                        ({"learning_rate": "fast"}, "learning_rate"),
-                       ({"validation_every": -1}, "validation_every must be")]:
+                       ({"validation_every": -1}, "validation_every must be"),
+                       ({"max_draws": 0}, "max_draws must be"),
+                       ({"filter_groups": "yes"}, "filter_groups")]:
         with pytest.raises(ConfigError, match=words):
             command_config_from_dict({**good, **bad})
     with pytest.raises(ConfigError, match="env_id"):
