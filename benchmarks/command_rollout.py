@@ -19,6 +19,7 @@ update::
 
     python benchmarks/command_rollout.py                   # ratio and split
     python benchmarks/command_rollout.py --step            # and a GRPO step / its arithmetic
+    python benchmarks/command_rollout.py --step --layers 2 # the step of a two-layer model
     python benchmarks/command_rollout.py --passes A B      # two model folders' passes, in turn
 
 ``--passes`` times each model folder's forward and backward pass over the same rows (64 rows
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 
-def _policy(seed: int = 0) -> Any:
+def _policy(seed: int = 0, layers: int | None = None) -> Any:
     import torch
 
     from derl_bench.families.alfworld.vocab import build_alfworld_tokenizer
@@ -46,7 +47,14 @@ def _policy(seed: int = 0) -> Any:
 
     torch.manual_seed(seed)
     tokenizer = build_alfworld_tokenizer()
-    return CommandPolicy(build_command_model(tokenizer).eval(), tokenizer)
+    return CommandPolicy(build_command_model(tokenizer, _spec(layers)).eval(), tokenizer)
+
+
+def _spec(layers: int | None) -> Any:
+    """The command model's default shape, or with ``layers`` decoder layers."""
+    from derl_bench.policies.command_model import CommandModelSpec
+
+    return CommandModelSpec() if layers is None else CommandModelSpec(num_hidden_layers=layers)
 
 
 def _one_at_a_time(envs: list[Any], policy: Any, games: list[dict], seed: int) -> int:
@@ -116,7 +124,7 @@ def measure(games: int = 16, envs: int = 8, seed: int = 0, threads: int = 1,
 
 def grpo_step(games: int = 8, group: int = 8, envs: int = 16, threads: int = 1,
               updates_per_batch: int = 2, max_episode_steps: int = 12, timed_steps: int = 1,
-              seed: int = 0) -> dict[str, Any]:
+              seed: int = 0, layers: int | None = None) -> dict[str, Any]:
     """A whole GRPO step of a command policy against its arithmetic, in the same run.
 
     The step: :func:`~derl_bench.grpo.commands.train_commands` with ``games`` x ``group``
@@ -131,13 +139,14 @@ def grpo_step(games: int = 8, group: int = 8, envs: int = 16, threads: int = 1,
     as the step trained (states the same model played on the same games), in the update's
     order and minibatches: one forward pass (what drawing the commands must compute at least)
     and ``updates_per_batch`` forward and backward passes. ``ratio`` is step / arithmetic.
+    ``layers``: the command model's decoder layers (default: its default shape, 4).
     """
 
     from derl_bench.grpo.commands import CommandGRPOConfig, train_commands
     from derl_bench.policies.command_model import init_command_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        base = init_command_model(Path(tmp) / "base", "derl/ALFWorld-v0")
+        base = init_command_model(Path(tmp) / "base", "derl/ALFWorld-v0", _spec(layers))
         config = CommandGRPOConfig(
             model=str(base), output_dir=f"{tmp}/run", env_id="derl/ALFWorld-v0",
             meta_reward="sum(new_location)", steps=1 + timed_steps, games_per_step=games,
@@ -153,8 +162,9 @@ def grpo_step(games: int = 8, group: int = 8, envs: int = 16, threads: int = 1,
         "time/game_reset_s", "time/env_step_s", "time/model_rollout_s", "time/reference_s",
         "time/update_s")}
     arithmetic = _arithmetic(games, group, envs, threads, updates_per_batch,
-                             max_episode_steps, config.minibatch, seed, round(distinct))
+                             max_episode_steps, config.minibatch, seed, round(distinct), layers)
     return {"episodes": games * group, "threads": threads,
+            "layers": _spec(layers).num_hidden_layers,
             "updates_per_batch": updates_per_batch, "commands": commands,
             "commands_distinct": distinct, "step_s": step_s,
             "split_s": split, **arithmetic,
@@ -163,7 +173,7 @@ def grpo_step(games: int = 8, group: int = 8, envs: int = 16, threads: int = 1,
 
 def _arithmetic(games: int, group: int, envs: int, threads: int, epochs: int,
                 max_episode_steps: int, minibatch: int, seed: int, rows: int,
-                ) -> dict[str, float]:
+                layers: int | None = None) -> dict[str, float]:
     """The model's passes alone at a step's shapes (see :func:`grpo_step`)."""
     import gymnasium as gym
     import torch
@@ -175,7 +185,7 @@ def _arithmetic(games: int, group: int, envs: int, threads: int, epochs: int,
     from derl_bench.rollout.commands import play
 
     torch.set_num_threads(threads)
-    policy = _policy(seed)
+    policy = _policy(seed, layers)
     pool = [gym.make("derl/ALFWorld-v0", level="L0", split="train",
                      max_episode_steps=max_episode_steps) for _ in range(envs)]
     # As many distinct rows as the step trained: the same games played again with new seeds
@@ -255,6 +265,8 @@ def main() -> None:
                         help="also time a GRPO step (8 games x 8 samples) against its arithmetic")
     parser.add_argument("--epochs", type=int, default=2, help="the step's update epochs")
     parser.add_argument("--timed-steps", type=int, default=2)
+    parser.add_argument("--layers", type=int,
+                        help="the step's command model with this many decoder layers")
     parser.add_argument("--passes", nargs="+", metavar="MODEL",
                         help="only time these model folders' forward and backward passes")
     args = parser.parse_args()
@@ -264,7 +276,7 @@ def main() -> None:
     result: dict[str, Any] = {"rollout": measure(args.games, args.envs, threads=args.threads)}
     if args.step:
         result["grpo_step"] = grpo_step(threads=args.threads, updates_per_batch=args.epochs,
-                                        timed_steps=args.timed_steps)
+                                        timed_steps=args.timed_steps, layers=args.layers)
     print(json.dumps(result, indent=2))
 
 

@@ -1,5 +1,5 @@
-"""``benchmarks/command_rollout.py --passes``: two command models' passes over the same rows,
-in turn, as ratios to the first."""
+"""``benchmarks/command_rollout.py``: two command models' passes over the same rows, in turn,
+as ratios to the first (``--passes``); a GRPO step at a given model shape (``--layers``)."""
 
 from __future__ import annotations
 
@@ -20,3 +20,13 @@ def test_passes_times_each_model_on_the_same_rows_against_the_first(tmp_path):
     assert len(models[str(two)]["seconds"]) == 2
     # Two of four layers gone, the embedding (tied to the head) kept.
     assert models[str(two)]["parameters"] < models[str(four)]["parameters"]
+
+
+def test_the_step_benchmark_times_the_shape_it_is_given(data_root):
+    bench = load_script("benchmarks/command_rollout.py")
+    figures = bench.grpo_step(games=1, group=2, envs=2, max_episode_steps=2, timed_steps=1,
+                              layers=2)
+    assert figures["layers"] == 2 and figures["episodes"] == 2
+    assert figures["step_s"] > 0 and figures["arithmetic_s"] > 0
+    # the arithmetic's rows are as many distinct (state, command) rows as the step trained
+    assert figures["arithmetic_commands"] == round(figures["commands_distinct"])
