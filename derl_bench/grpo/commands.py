@@ -325,6 +325,19 @@ def resume_problem(config: CommandGRPOConfig) -> str | None:
     return None
 
 
+def continues(config: CommandGRPOConfig) -> bool:
+    """Whether ``config``'s folder holds a checkpoint of this very run (:func:`resume_problem`
+    finds none): then the run should go on from it; otherwise anything in the folder is
+    removed, so that no stale file is read as this run's."""
+    if resume_problem(config) is None:
+        return True
+    if config.run_dir.exists():
+        import shutil
+
+        shutil.rmtree(config.run_dir)
+    return False
+
+
 def command_reward(config: CommandGRPOConfig, family: Family) -> MetaReward:
     """``config.meta_reward`` compiled over the primitives of ``family`` (``config.env_id``'s,
     resolved by the caller), under DERL's semantics."""
@@ -640,5 +653,5 @@ def _log_probs(model: Any, steps: list[Any], end_id: int, chunk: int,
 
 
 __all__ = ["CHECKPOINT", "TRAINER", "CommandGRPOConfig", "base_games", "command_config_from_dict",
-           "command_reward", "make_envs", "respond", "resume_problem", "run_commands",
+           "command_reward", "continues", "make_envs", "respond", "resume_problem", "run_commands",
            "train_commands", "training_pool", "unique_rows"]

@@ -22,7 +22,7 @@ import gymnasium as gym
 from derl_bench.envs.items import eval_splits, split_items
 from derl_bench.family import Family, FamilySpec
 from derl_bench.grpo.checkpoint import quiet_transformers
-from derl_bench.grpo.commands import CommandGRPOConfig, resume_problem
+from derl_bench.grpo.commands import CommandGRPOConfig, continues
 from derl_bench.grpo.config import ConfigError, TrainConfig, config_from_dict
 from derl_bench.grpo.dispatch import trainer_for
 from derl_bench.grpo.population import PopulationRun, train_population
@@ -215,9 +215,12 @@ def train_and_score(meta: MetaConfig, reward: MetaReward, run_dir: Path,
     # The command policy draws its training games by seed from the games its base was not
     # taught on, so a warm start's data offset has nothing to continue: each run draws anew.
     run = config if meta.inner_commands is None else command_config(meta, config)
-    resume = isinstance(run, CommandGRPOConfig) and resume_problem(run) is None
-    if run_dir.exists() and not resume:
-        shutil.rmtree(run_dir)
+    if isinstance(run, CommandGRPOConfig):
+        resume = continues(run)
+    else:
+        resume = False
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
     trained = trainer_for(run).train(run, reward, family, resume=resume)
     steps = [row for row in trained.history if "reward/mean" in row]  # not validation rows
     last_reward = float(steps[-1]["reward/mean"]) if steps else float("nan")

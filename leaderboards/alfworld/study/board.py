@@ -170,13 +170,11 @@ def train_run(config: Any, name: str) -> None:
     """Train ``config`` (a command run) unless its folder holds its result; a run stopped
     part-way continues from its checkpoint when that was written with these settings, and
     anything else in the folder is removed first."""
-    from derl_bench.grpo.commands import resume_problem, train_commands
+    from derl_bench.grpo.commands import continues, train_commands
 
     if (config.run_dir / "result.json").exists():
         return
-    resume = resume_problem(config) is None
-    if config.run_dir.exists() and not resume:
-        shutil.rmtree(config.run_dir)
+    resume = continues(config)
     train_commands(config, log=lambda m: print(f"{name}: {m}", flush=True), resume=resume)
 
 
