@@ -282,12 +282,12 @@ def test_a_search_runs_at_a_committed_recipe_with_its_own_settings(tmp_path, dat
     recipe = _small_recipe(tmp_path / "recipe.yaml")
     monkeypatch.syspath_prepend(str(REPO / STUDY))  # derl.py reads board.py's recipe
     study = load_script(f"{STUDY}/derl.py")
-    for name in ("BOARD", "EVIDENCE", "RECIPE_FILE"):
+    for name in ("BOARD", "EVIDENCE", "RECIPE_FILE", "TAG"):
         monkeypatch.setattr(study.board, name, getattr(study.board, name))
     saved = dict(study.GRPO)
     try:
         study.board.use_recipe(str(recipe))
-        study._use_board(str(tmp_path / "board"), False)
+        study._use_board(str(tmp_path / "board"), False, "small")
         study._use_search(argparse.Namespace(search_set=["steps=1"], quick=False, generations=1,
                                              population=2, validation_games=2))
         found = study.search("random", 0, tmp_path / "runs", str(base), workers=1)
@@ -297,11 +297,31 @@ def test_a_search_runs_at_a_committed_recipe_with_its_own_settings(tmp_path, dat
     assert (found["recipe_file"], found["search_set"], found["budget"]) == (
         str(recipe), {"steps": 1}, {"outer_steps": 1, "population": 2})
     assert [c["status"] for c in found["candidates"]] == ["scored", "scored"]
+    # filed under the tag's name, beside the board's untagged rows
+    saved_search = tmp_path / "board" / "evidence" / "random-small-s0" / "search.json"
+    assert json.loads(saved_search.read_text()) == found
     for index in (0, 1):
         ran = yaml.safe_load((tmp_path / "runs" / "random-s0" / "search" / "inner" /
                               f"g000-c{index:02d}" / "config.yaml").read_text())
         # the recipe's numbers, the search's own steps, and its validation games
         assert (ran["steps"], ran["learning_rate"], ran["validation_games"]) == (1, 1e-3, 2)
+
+
+def test_a_record_names_the_command_model_by_its_parameters(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from derl_bench.policies.command_model import CommandModelSpec, init_command_model
+
+    study = load_script(f"{STUDY}/board.py")
+    names = set()
+    for layers in (1, 2):
+        folder = init_command_model(tmp_path / f"l{layers}", "derl/ALFWorld-v0",
+                                    CommandModelSpec(num_hidden_layers=layers))
+        model = AutoModelForCausalLM.from_pretrained(folder)
+        count = sum(p.numel() for p in model.parameters())
+        names.add(study.model_name(folder))
+        assert study.model_name(folder) == f"command-lm-{count // 1000}k"
+    assert len(names) == 2  # the layers count, so two models never share a row's name
 
 
 @pytest.mark.parametrize(("changes", "message"), [

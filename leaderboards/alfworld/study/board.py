@@ -16,7 +16,9 @@ where it was):
 The recipe (``GRPO``), the rewards and the checkpoint rule are fixed here and stated in
 the study's README.md before the runs: the final weights after the last step, no selection.
 ``--recipe baselines/<file>.yaml`` trains at a committed command recipe instead, which every
-record then cites (``recipe_file``).
+record then cites (``recipe_file``), and ``--tag T`` files such rows beside the first ones
+(``teacher-dagger-T``, ``grpo-outcome-T``). Each record names its model by its parameters
+(``command-lm-633k``).
 Every record is a greedy evaluation of every game of the level's eval split. The run folders
 (models) stay in ``--runs``; each run's ``metrics.jsonl`` and ``result.json`` are copied to
 ``leaderboards/alfworld/evidence/`` with the records.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import math
 import multiprocessing
 import shutil
 import sys
@@ -64,11 +67,29 @@ record; ``None`` while GRPO is the recipe above."""
 RUN_SET = ("name", "trainer", "env_id", "level", "model", "meta_reward", "seed", "output_dir")
 """A recipe's fields that each run sets for itself (its base, level, reward and seed)."""
 
-MODEL = "command-lm-633k"
+TAG = ""
+"""``--tag``: the rows of another base or recipe, filed beside the board's first ones: every
+method is then named ``<method>-<tag>`` (``teacher-dagger-weak2l``, ``grpo-outcome-weak2l``;
+``derl.py``'s ``derl-weak2l``)."""
 BASE_CHECKPOINT = "final weights of the teacher-taught build (behaviour cloning, then DAgger)"
 GRPO_CHECKPOINT = "final weights after the last GRPO step (no selection)"
 LEVELS = {"L0": ("L0", "L1"), "L2": ("L2",)}
 """The base a run starts from -> the levels its policy is evaluated on."""
+
+
+def named(method: str) -> str:
+    """``method`` as the records name it (with :data:`TAG`)."""
+    return f"{method}-{TAG}" if TAG else method
+
+
+def model_name(model_dir: Path) -> str:
+    """The board's name for the command model in ``model_dir``: its parameters, in thousands
+    (``command-lm-633k`` for the four-layer model, ``command-lm-338k`` for two layers)."""
+    from safetensors import safe_open
+
+    with safe_open(str(Path(model_dir) / "model.safetensors"), "pt") as weights:
+        count = sum(math.prod(weights.get_slice(k).get_shape()) for k in weights.keys())
+    return f"command-lm-{count // 1000}k"
 
 
 def _record(model_dir: Path, level: str, method: str, seed: int, checkpoint: str,
@@ -82,7 +103,8 @@ def _record(model_dir: Path, level: str, method: str, seed: int, checkpoint: str
     episodes: list[Any] = []
     result = evaluate_commands(model_dir, level, env=ENV_ID, num_threads=1,
                                episodes_out=episodes)
-    record = command_record(result, episodes, method=method, model=MODEL, model_dir=model_dir,
+    record = command_record(result, episodes, method=method, model=model_name(model_dir),
+                            model_dir=model_dir,
                             checkpoint=checkpoint, seed=seed, meta_reward=meta_reward,
                             recipe=recipe, level=level, env=ENV_ID)
     path = BOARD / f"{method}-s{seed}-{level}.json"
@@ -97,12 +119,12 @@ def _record(model_dir: Path, level: str, method: str, seed: int, checkpoint: str
 
 
 def _unit(kind: str, runs: str, base: str, base_level: str, reward: str | None,
-          seed: int, board: str, quick: bool, recipe: str | None) -> list[str]:
+          seed: int, board: str, quick: bool, recipe: str | None, tag: str) -> list[str]:
     """One unit in a worker process: a base's evaluation, or a GRPO run and its evaluation."""
     import torch
 
-    global BOARD, EVIDENCE
-    BOARD, EVIDENCE = Path(board), Path(board) / "evidence"
+    global BOARD, EVIDENCE, TAG
+    BOARD, EVIDENCE, TAG = Path(board), Path(board) / "evidence", tag
     if recipe:  # a spawned worker starts from the module's own recipe
         use_recipe(recipe)
     if quick:
@@ -111,14 +133,14 @@ def _unit(kind: str, runs: str, base: str, base_level: str, reward: str | None,
     if kind == "base":
         done = []
         for level in LEVELS[base_level]:
-            if not (BOARD / f"teacher-dagger-s{seed}-{level}.json").exists():
-                done.append(str(_record(Path(base), level, "teacher-dagger", seed,
+            if not (BOARD / f"{named('teacher-dagger')}-s{seed}-{level}.json").exists():
+                done.append(str(_record(Path(base), level, named("teacher-dagger"), seed,
                                         BASE_CHECKPOINT, None, _base_recipe(base))))
         return done
     from derl_bench.grpo.commands import CommandGRPOConfig
 
     assert reward is not None
-    method = f"grpo-{reward}"
+    method = named(f"grpo-{reward}")
     name = f"{method}-s{seed}-{base_level}"
     run_dir = Path(runs) / name
     config = CommandGRPOConfig(model=base, output_dir=str(run_dir), env_id=ENV_ID,
@@ -184,9 +206,9 @@ def _base_recipe(base: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    global BOARD, EVIDENCE
-    BOARD, EVIDENCE = Path(args.board), Path(args.board) / "evidence"
-    extra = (str(BOARD), args.quick, args.recipe)
+    global BOARD, EVIDENCE, TAG
+    BOARD, EVIDENCE, TAG = Path(args.board), Path(args.board) / "evidence", args.tag
+    extra = (str(BOARD), args.quick, args.recipe, TAG)
     units: list[tuple] = [("base", args.runs, args.base_L0, "L0", None, 0, *extra),
                           ("base", args.runs, args.base_L2, "L2", None, 0, *extra)]
     for seed in [] if args.only_bases else args.seeds:
@@ -198,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     todo = []
     for unit in units:
         kind, _, _, level, reward, seed = unit[:6]
-        method = "teacher-dagger" if kind == "base" else f"grpo-{reward}"
+        method = named("teacher-dagger" if kind == "base" else f"grpo-{reward}")
         if all((BOARD / f"{method}-s{seed}-{lv}.json").exists() for lv in LEVELS[level]):
             continue
         todo.append(unit)
@@ -265,12 +287,12 @@ def compare(methods: dict[str, list[int]], pairs: list[tuple[str, str]], seeds: 
 
 
 def report(args: argparse.Namespace) -> int:
-    global BOARD, EVIDENCE
-    BOARD, EVIDENCE = Path(args.board), Path(args.board) / "evidence"
-    methods = {"teacher-dagger": [0], **{f"grpo-{r}": list(args.seeds) for r in args.rewards}}
-    rewards = [f"grpo-{r}" for r in args.rewards]
+    global BOARD, EVIDENCE, TAG
+    BOARD, EVIDENCE, TAG = Path(args.board), Path(args.board) / "evidence", args.tag
+    rewards = [named(f"grpo-{r}") for r in args.rewards]
+    methods = {named("teacher-dagger"): [0], **{r: list(args.seeds) for r in rewards}}
     pairs = [(a, b) for i, a in enumerate(rewards) for b in rewards[i + 1:]]
-    compare(methods, pairs, list(args.seeds), "comparison.json")
+    compare(methods, pairs, list(args.seeds), f"comparison{'-' + TAG if TAG else ''}.json")
     return 0
 
 
@@ -283,6 +305,8 @@ def main() -> int:
         p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
         p.add_argument("--rewards", nargs="+", default=list(REWARDS), choices=list(REWARDS))
         p.add_argument("--board", default=str(BOARD), help="where the records go")
+        p.add_argument("--tag", default="", help="name every method <method>-<tag>: the rows "
+                                                 "of another base or recipe")
         if name == "run":
             p.add_argument("--base-L0", dest="base_L0", default="runs/base-L0")
             p.add_argument("--base-L2", dest="base_L2", default="runs/base-L2")

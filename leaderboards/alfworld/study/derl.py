@@ -22,8 +22,10 @@ stopped search resumes from its last generation):
 At a committed command recipe instead of the board's 10-step one: ``--recipe
 baselines/<file>.yaml`` (the search's inner runs and the re-training), ``--search-set KEY=VALUE``
 (what only the search's inner runs change, e.g. ``steps=80``), ``--validation-games N`` and
-the budget ``--generations G --population P``, with ``--board`` a folder of its own; the
-records cite the recipe file and the search's settings.
+the budget ``--generations G --population P``, and ``--tag T`` to file its rows beside the
+board's first ones as ``<method>-T`` (``derl-weak2l-s0-L0.json``; board.py's ``--tag`` names
+the same base's ``grpo-outcome-T`` rows it is compared with); the records cite the recipe file
+and the search's settings.
 
 ``report`` prints each method's mean over seeds, what each picked, and the paired differences
 (derl - derl-frozen, derl - random, each method - grpo-outcome) on L0 and L2, Holm-corrected
@@ -40,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import board
-from board import ENV_ID, GRPO, LEVELS, QUICK, _record, cited, compare, train_run
+from board import ENV_ID, GRPO, LEVELS, QUICK, _record, cited, compare, named, train_run
 
 BOARD = board.BOARD
 EVIDENCE = BOARD / "evidence"
@@ -88,8 +90,8 @@ def search(method: str, seed: int, runs: Path, base_L0: str, workers: int) -> di
                               for c in result.candidates],
                "scored": len(scored)}
     result_file.write_text(json.dumps(summary, indent=2) + "\n")
-    EVIDENCE.joinpath(f"{method}-s{seed}").mkdir(parents=True, exist_ok=True)
-    shutil.copy(result_file, EVIDENCE / f"{method}-s{seed}" / "search.json")
+    EVIDENCE.joinpath(f"{named(method)}-s{seed}").mkdir(parents=True, exist_ok=True)
+    shutil.copy(result_file, EVIDENCE / f"{named(method)}-s{seed}" / "search.json")
     return summary
 
 
@@ -99,7 +101,7 @@ def retrain(method: str, seed: int, expr: str, runs: Path, bases: dict[str, str]
 
     for base_level, base in bases.items():
         levels = [lv for lv in LEVELS[base_level]
-                  if not (BOARD / f"{method}-s{seed}-{lv}.json").exists()]
+                  if not (BOARD / f"{named(method)}-s{seed}-{lv}.json").exists()]
         if not levels:
             continue
         run_dir = runs / f"{method}-s{seed}" / f"retrain-{base_level}"
@@ -107,7 +109,7 @@ def retrain(method: str, seed: int, expr: str, runs: Path, bases: dict[str, str]
                                    level=base_level, meta_reward=expr, seed=RETRAIN_SEED + seed,
                                    **GRPO)
         train_run(config, f"{method}-s{seed} re-train {base_level}")
-        evidence = EVIDENCE / f"{method}-s{seed}" / f"retrain-{base_level}"
+        evidence = EVIDENCE / f"{named(method)}-s{seed}" / f"retrain-{base_level}"
         evidence.mkdir(parents=True, exist_ok=True)
         for file in ("metrics.jsonl", "result.json"):
             shutil.copy(run_dir / file, evidence / file)
@@ -117,14 +119,16 @@ def retrain(method: str, seed: int, expr: str, runs: Path, bases: dict[str, str]
                                    "search_set": SEARCH_SET,
                                    "validation_games": VALIDATION_GAMES}})
         for level in levels:
-            _record(run_dir / "model", level, method, seed, RETRAIN_CHECKPOINT, expr, recipe)
+            _record(run_dir / "model", level, named(method), seed, RETRAIN_CHECKPOINT, expr,
+                    recipe)
 
 
-def _use_board(folder: str, quick: bool) -> None:
-    """Write records and evidence under ``folder``; ``quick``: the rehearsal's sizes."""
+def _use_board(folder: str, quick: bool, tag: str) -> None:
+    """Write records and evidence under ``folder``, the methods named with ``tag`` (board.py's
+    ``--tag``); ``quick``: the rehearsal's sizes."""
     global BOARD, EVIDENCE
     BOARD, EVIDENCE = Path(folder), Path(folder) / "evidence"
-    board.BOARD, board.EVIDENCE = BOARD, EVIDENCE
+    board.BOARD, board.EVIDENCE, board.TAG = BOARD, EVIDENCE, tag
     if quick:
         GRPO.update(QUICK)
         SEARCH.update(QUICK_SEARCH)
@@ -153,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     if args.recipe:
         board.use_recipe(args.recipe)
-    _use_board(args.board, args.quick)
+    _use_board(args.board, args.quick, args.tag)
     _use_search(args)
     runs = Path(args.runs)
     bases = {"L0": str(Path(args.base_L0).resolve()), "L2": str(Path(args.base_L2).resolve())}
@@ -171,21 +175,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    _use_board(args.board, False)
+    _use_board(args.board, False, args.tag)
     picks = {}
     for method in args.methods:
         for seed in args.seeds:
-            found = EVIDENCE / f"{method}-s{seed}" / "search.json"
+            found = EVIDENCE / f"{named(method)}-s{seed}" / "search.json"
             if found.exists():
                 data = json.loads(found.read_text())
-                picks[f"{method}-s{seed}"] = {"picked": data["picked"],
+                picks[f"{named(method)}-s{seed}"] = {"picked": data["picked"],
                                               "validation": data["picked_score"]}
     for name, pick in picks.items():
         print(f"{name:18s} picked {pick['picked']!r} (validation {pick['validation']:.3f})")
-    methods = {m: list(args.seeds) for m in (*args.methods, "grpo-outcome")}
-    pairs = [("derl", "derl-frozen"), ("derl", "random"),
-             *((m, "grpo-outcome") for m in args.methods)]
-    compare(methods, pairs, list(args.seeds), "derl-comparison.json",
+    methods = {named(m): list(args.seeds) for m in (*args.methods, "grpo-outcome")}
+    pairs = [(named(a), named(b)) for a, b in (("derl", "derl-frozen"), ("derl", "random"),
+                                               *((m, "grpo-outcome") for m in args.methods))]
+    compare(methods, pairs, list(args.seeds),
+            f"derl-comparison{'-' + board.TAG if board.TAG else ''}.json",
             {"picks": picks, "budget": SEARCH})
     return 0
 
@@ -199,6 +204,8 @@ def main() -> int:
         p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
         p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
         p.add_argument("--board", default=str(BOARD), help="where the records go")
+        p.add_argument("--tag", default="", help="name every method <method>-<tag> (as "
+                                                 "board.py --tag names its rows)")
         if name == "run":
             p.add_argument("--base-L0", dest="base_L0", default="runs/base-L0")
             p.add_argument("--base-L2", dest="base_L2", default="runs/base-L2")
