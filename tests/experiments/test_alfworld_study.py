@@ -220,14 +220,17 @@ def test_the_agreement_diagnostic_scores_a_model_against_its_teacher(tmp_path, d
     assert 0.0 <= found["top1_agreement"] <= 1.0
 
 
-def test_the_weak_bases_recipe_is_what_the_eighth_pilot_ran():
+@pytest.mark.parametrize(("recipe", "run"), [
+    ("alfworld-commands-weak-320.yaml", "pilot8/weak/long-lr2e-4-s9"),
+    ("alfworld-commands-2l-320.yaml", "pilot9/twolayer/long-lr2e-4-s9")])
+def test_a_stated_recipe_is_what_its_pilot_ran(recipe: str, run: str):
     import yaml
 
     from derl_bench.grpo.commands import command_config_from_dict
 
-    run = "leaderboards/alfworld/evidence/pilot8/weak/long-lr2e-4-s9/config.yaml"
-    ran = yaml.safe_load((REPO / run).read_text())
-    stated = yaml.safe_load((REPO / "baselines/alfworld-commands-weak-320.yaml").read_text())
+    ran = yaml.safe_load(
+        (REPO / "leaderboards/alfworld/evidence" / run / "config.yaml").read_text())
+    stated = yaml.safe_load((REPO / "baselines" / recipe).read_text())
     # a run's own fields (its seed and folder) aside, and the recipe's new name
     own = {"seed": ran["seed"], "output_dir": ran["output_dir"], "name": stated["name"]}
     assert command_config_from_dict({**stated, **own}) == command_config_from_dict(
