@@ -17,7 +17,8 @@ stopped search resumes from its last generation):
 2. **pick**: the candidate with the highest validation score (the first one on a tie);
 3. **re-train** the picked reward on a fresh seed (``RETRAIN_SEED + seed``) from the L0 base
    (records on L0 and L1) and from the L2 base (L2), final weights, greedy on every eval game:
-   the records ``<method>-s<seed>-<level>.json`` on the ALFWorld board.
+   the records ``<method>-s<seed>-<level>.json`` on the ALFWorld board (``--levels L0``:
+   from the L0 base only).
 
 At a committed command recipe instead of the board's 10-step one: ``--recipe
 baselines/<file>.yaml`` (the search's inner runs and the re-training), ``--search-set KEY=VALUE``
@@ -161,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     _use_search(args)
     runs = Path(args.runs)
     bases = {"L0": str(Path(args.base_L0).resolve()), "L2": str(Path(args.base_L2).resolve())}
+    retrained = {level: bases[level] for level in args.levels}
     for seed in args.seeds:
         for method in args.methods:
             found = search(method, seed, runs, bases["L0"], args.workers)
@@ -170,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{method}-s{seed}: no candidate scored; nothing to re-train",
                       file=sys.stderr)
                 continue
-            retrain(method, seed, found["picked"], runs, bases)
+            retrain(method, seed, found["picked"], runs, retrained)
     return 0
 
 
@@ -219,6 +221,9 @@ def main() -> int:
                            help="what only the search's inner runs change from the recipe")
             p.add_argument("--generations", type=int, default=SEARCH["outer_steps"])
             p.add_argument("--population", type=int, default=SEARCH["population"])
+            p.add_argument("--levels", nargs="+", choices=("L0", "L2"), default=["L0", "L2"],
+                           help="the bases each pick is re-trained from (L0: records on L0 "
+                                "and L1; L2: on L2)")
             p.add_argument("--validation-games", type=int,
                            help="validation games per candidate (default: the recipe's)")
     args = parser.parse_args()
