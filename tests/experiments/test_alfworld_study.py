@@ -327,6 +327,21 @@ def test_a_record_names_the_command_model_by_its_parameters(tmp_path):
     assert len(names) == 2  # the layers count, so two models never share a row's name
 
 
+def test_a_board_record_carries_the_models_policy_interface(tmp_path, data_root, monkeypatch):
+    from derl_bench.leaderboard.validate import validate_file
+    from derl_bench.policies.command_model import CommandModelSpec, init_command_model
+
+    study = load_script(f"{STUDY}/board.py")
+    monkeypatch.setattr(study, "BOARD", tmp_path)
+    model = init_command_model(tmp_path / "tried", "derl/ALFWorld-v0",
+                               CommandModelSpec(num_hidden_layers=1), view="tried")
+    path = study._record(model, "L2", "teacher-dagger-small", 0, "built", None, None)
+    record = json.loads(path.read_text())
+    # the view the model was built for, not the board's first interface
+    assert record["policy_interface"] == "compact-tried-constrained"
+    assert record["model"] == study.model_name(model) and not validate_file(path).problems
+
+
 @pytest.mark.parametrize(("changes", "message"), [
     ({"trainer": "compact"}, "not a command policy's recipe"),
     ({"group_size": 0}, "group_size"),
