@@ -185,7 +185,7 @@ def report(args: argparse.Namespace) -> int:
             if found.exists():
                 data = json.loads(found.read_text())
                 picks[f"{named(method)}-s{seed}"] = {"picked": data["picked"],
-                                              "validation": data["picked_score"]}
+                                                     "validation": data["picked_score"]}
     for name, pick in picks.items():
         print(f"{name:18s} picked {pick['picked']!r} (validation {pick['validation']:.3f})")
     methods = {named(m): list(args.seeds) for m in (*args.methods, "grpo-outcome")}
