@@ -251,8 +251,7 @@ def _run_commands(args: argparse.Namespace) -> int:
                                 model=args.model or args.commands.name,
                                 model_dir=args.commands, checkpoint=args.checkpoint,
                                 seed=args.train_seed, meta_reward=meta_reward,
-                                recipe=recipe, env=adapter,
-                                policy_interface=evaluation["policy_interface"])
+                                recipe=recipe, env=adapter)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     if args.trajectories is not None:

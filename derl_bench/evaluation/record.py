@@ -478,7 +478,7 @@ def command_record(
     meta_reward: str | Mapping[str, str] | None = None,
     recipe: str | Path | Mapping[str, Any] | None = None,
     level: str | None = None,
-    policy_interface: str = COMPACT_CONSTRAINED,
+    policy_interface: str | None = None,
     env: str | FamilyAdapter,
     date: dt.date | None = None,
 ) -> dict[str, Any]:
@@ -497,14 +497,17 @@ def command_record(
     ``meta_reward`` is the Meta-Reward expression the policy was trained with (or its
     ``{expression, hash}`` block; ``None`` for a policy trained without one),
     ``recipe`` the training recipe (see :func:`recipe_block`). ``level``, when given, must be
-    the evaluation's. The record carries ``policy_interface`` (default: the compact state,
-    constrained decoding) and the eval set, data checksums, versions and hardware of
+    the evaluation's. The record carries ``policy_interface`` (default: the one the evaluation
+    played, which follows the model's view; else the compact state, constrained decoding) and
+    the eval set, data checksums, versions and hardware of
     :func:`build_record`. Raises ``ValueError`` when the evaluation is not of the level's eval
     games in order, or the record would break the schema. A record of a ``limit``-ed
     evaluation is built but does not validate for a board (n is not the eval set's size).
     """
     adapter = adapter_for(env)
     env_id = adapter.env_id
+    policy_interface = policy_interface or evaluation.get("policy_interface",
+                                                          COMPACT_CONSTRAINED)
     if evaluation.get("split") != "eval":
         raise ValueError(f"a record is of the eval split; this evaluation played "
                          f"{evaluation.get('split')!r}")

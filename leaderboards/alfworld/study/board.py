@@ -106,8 +106,7 @@ def _record(model_dir: Path, level: str, method: str, seed: int, checkpoint: str
     record = command_record(result, episodes, method=method, model=model_name(model_dir),
                             model_dir=model_dir,
                             checkpoint=checkpoint, seed=seed, meta_reward=meta_reward,
-                            recipe=recipe, level=level, env=ENV_ID,
-                            policy_interface=result["policy_interface"])
+                            recipe=recipe, level=level, env=ENV_ID)
     path = BOARD / f"{method}-s{seed}-{level}.json"
     write_json_atomic(path, record)
     problems = validate_file(path).problems
