@@ -292,7 +292,7 @@ def report(args: argparse.Namespace) -> int:
     rewards = [named(f"grpo-{r}") for r in args.rewards]
     methods = {named("teacher-dagger"): [0], **{r: list(args.seeds) for r in rewards}}
     pairs = [(a, b) for i, a in enumerate(rewards) for b in rewards[i + 1:]]
-    compare(methods, pairs, list(args.seeds), f"comparison{'-' + TAG if TAG else ''}.json")
+    compare(methods, pairs, list(args.seeds), f"{named('comparison')}.json")
     return 0
 
 

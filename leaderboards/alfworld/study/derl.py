@@ -191,8 +191,7 @@ def report(args: argparse.Namespace) -> int:
     methods = {named(m): list(args.seeds) for m in (*args.methods, "grpo-outcome")}
     pairs = [(named(a), named(b)) for a, b in (("derl", "derl-frozen"), ("derl", "random"),
                                                *((m, "grpo-outcome") for m in args.methods))]
-    compare(methods, pairs, list(args.seeds),
-            f"derl-comparison{'-' + board.TAG if board.TAG else ''}.json",
+    compare(methods, pairs, list(args.seeds), f"{named('derl-comparison')}.json",
             {"picks": picks, "budget": SEARCH})
     return 0
 
