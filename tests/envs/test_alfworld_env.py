@@ -303,6 +303,46 @@ def test_nothing_is_written_to_home(data_root, tmp_path):
 # --------------------------------------------------------------------------- same game as alfworld
 
 
+def _group_run(samples: int = 8, games: int = 3) -> tuple[list[tuple], int]:
+    """Games played ``samples`` times each with seeded random commands, as GRPO groups are:
+    the trajectory and how many steps were played."""
+    env = gym.make("derl/ALFWorld-v0", level="L1", split="eval", max_episode_steps=30)
+    trajectory, steps = [], 0
+    try:
+        for sample in range(samples * games):
+            rng = random.Random(sample)
+            obs, info = env.reset(seed=sample // samples)
+            trajectory.append(("reset", info["game_id"], obs))
+            done = False
+            while not done:
+                command = rng.choice(info["admissible_commands"])
+                obs, reward, terminated, truncated, info = env.step(command)
+                done = terminated or truncated
+                steps += 1
+                trajectory.append((command, obs, tuple(info["admissible_commands"]),
+                                   tuple(sorted(info["primitives"].items()))))
+    finally:
+        env.close()
+    return trajectory, steps
+
+
+def test_reused_feedback_is_the_text_a_derivation_gives(data_root, monkeypatch):
+    # Feedback is kept by (game, operator, fluent facts); a group's samples reach the same
+    # states by other paths, and must read what deriving the text there again reads.
+    from derl_bench.families.alfworld import engine
+
+    engine._FEEDBACK.clear()
+    kept, steps = _group_run()
+    assert len(engine._FEEDBACK) < steps  # some steps were served from what was kept
+
+    class Forgetful(dict):
+        def get(self, key, default=None):
+            return None
+
+    monkeypatch.setattr(engine, "_FEEDBACK", Forgetful())
+    assert _group_run() == (kept, steps)
+
+
 def test_text_and_commands_match_alfworlds_own_env(data_root):
     """Replaying walkthroughs and seeded random commands gives alfworld's exact observations,
     admissible commands and win flags."""

@@ -18,7 +18,9 @@ and drops the repeated work:
 - the expert plan is the walkthrough's rest while the agent follows it; the planner (and its
   own SAS translation) runs only when the agent leaves the plan;
 - feedback text is derived with the game's own grammar, so observations are identical to
-  ``AlfredTWEnv``'s (tests compare the two on real games).
+  ``AlfredTWEnv``'s (tests compare the two on real games); it depends only on the game, the
+  operator and the fluent facts after it (the grammar's queries sort the facts they match),
+  so the text of a state reached again, as a GRPO group's samples do, is reused.
 
 Nothing here writes outside the system temp folder: fast-downward copies its library there.
 """
@@ -83,6 +85,13 @@ def libraries_in_use() -> int:
         return _LOADED[0] - len(_FREE_LIBS)
 
 
+# Feedback texts of recent states, by (game, operator, fluent facts after it). Bounded by
+# emptying rather than by recency: a group's samples reuse texts within a step, so what is lost
+# is only the reuse across a clearing. The game is kept with its text so that a key whose game
+# was freed (and its id reused) never matches.
+_FEEDBACK: dict[tuple[int, str, frozenset], tuple[GameData, str]] = {}
+_FEEDBACK_SIZE = 4096
+
 
 class Engine:
     """One game being played: fast-downward's state plus TextWorld's text generation.
@@ -121,6 +130,7 @@ class Engine:
         state = lean_state_class()(lib, game)
         self.state = state
         self.facts: set[tuple[str, ...]] = set(game.static_facts) | state.fluent_facts
+        self._fluent: set[tuple[str, ...]] = set(state.fluent_facts)
         if game.start is None:
             # The initial state, its entities and its intro are the same at every start
             # (the derivation is deterministic), so they are built once per game.
@@ -160,10 +170,21 @@ class Engine:
         for positive, fact in effects:
             if positive:
                 self.facts.add(fact)
+                self._fluent.add(fact)
             else:
                 self.facts.discard(fact)
-        variables = {ph.name: self.entity_infos[var.name] for ph, var in action.mapping.items()}
-        feedback = self._derive(action.feedback_rule, variables, action.mapping)
+                self._fluent.discard(fact)
+        key = (id(self.game), operator.name, frozenset(self._fluent))
+        known = _FEEDBACK.get(key)
+        if known is not None and known[0] is self.game:
+            feedback = known[1]
+        else:
+            variables = {ph.name: self.entity_infos[var.name]
+                         for ph, var in action.mapping.items()}
+            feedback = self._derive(action.feedback_rule, variables, action.mapping)
+            if len(_FEEDBACK) >= _FEEDBACK_SIZE:
+                _FEEDBACK.clear()
+            _FEEDBACK[key] = (self.game, feedback)
         self._refresh_commands()
         return feedback, True
 
