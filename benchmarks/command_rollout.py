@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -138,7 +139,8 @@ def grpo_step(games: int = 8, group: int = 8, envs: int = 16, threads: int = 1,
     The arithmetic: the same model's passes alone over as many distinct (state, command) rows
     as the step trained (states the same model played on the same games), in the update's
     order and minibatches: one forward pass (what drawing the commands must compute at least)
-    and ``updates_per_batch`` forward and backward passes. ``ratio`` is step / arithmetic.
+    and ``updates_per_batch`` forward and backward passes, each timed three times (the median
+    kept). ``ratio`` is step / arithmetic.
     ``layers``: the command model's decoder layers (default: its default shape, 4).
     """
 
@@ -173,8 +175,9 @@ def grpo_step(games: int = 8, group: int = 8, envs: int = 16, threads: int = 1,
 
 def _arithmetic(games: int, group: int, envs: int, threads: int, epochs: int,
                 max_episode_steps: int, minibatch: int, seed: int, rows: int,
-                layers: int | None = None) -> dict[str, float]:
-    """The model's passes alone at a step's shapes (see :func:`grpo_step`)."""
+                layers: int | None = None, repeats: int = 3) -> dict[str, float]:
+    """The model's passes alone at a step's shapes (see :func:`grpo_step`), the median of
+    ``repeats`` timings."""
     import gymnasium as gym
     import torch
 
@@ -208,18 +211,23 @@ def _arithmetic(games: int, group: int, envs: int, threads: int, epochs: int,
     # must compute, not how the step happens to order them.
     states = [(s.ids, s.chosen) for s in unique_rows(drawn)[0]]
     parts = [states[i:i + minibatch] for i in range(0, len(states), minibatch)]
-    began = time.perf_counter()
-    with torch.no_grad():
-        for part in parts:
-            chosen_log_probs(policy.model, [i for i, _ in part], [c for _, c in part],
-                             policy.end_id)
-    forward = time.perf_counter() - began
-    began = time.perf_counter()
-    for _ in range(epochs):
-        for part in parts:
-            chosen_log_probs(policy.model, [i for i, _ in part], [c for _, c in part],
-                             policy.end_id).sum().backward()
-    update = time.perf_counter() - began
+    # Each part timed ``repeats`` times, its median kept: one timing of a few seconds varies
+    # by about a tenth between runs on a quiet machine, as much as the step's overhead.
+    forwards, updates = [], []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        with torch.no_grad():
+            for part in parts:
+                chosen_log_probs(policy.model, [i for i, _ in part], [c for _, c in part],
+                                 policy.end_id)
+        forwards.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        for _ in range(epochs):
+            for part in parts:
+                chosen_log_probs(policy.model, [i for i, _ in part], [c for _, c in part],
+                                 policy.end_id).sum().backward()
+        updates.append(time.perf_counter() - began)
+    forward, update = statistics.median(forwards), statistics.median(updates)
     return {"arithmetic_commands": len(states), "forward_s": forward,
             "forward_backward_s": update, "arithmetic_s": forward + update}
 
