@@ -354,6 +354,24 @@ def test_a_recipe_the_board_cannot_train_is_refused(tmp_path, monkeypatch, chang
     assert study.GRPO == before and study.RECIPE_FILE is None
 
 
+def test_a_leg_trains_on_at_most_the_games_its_base_was_not_taught_on(tmp_path, data_root,
+                                                                     monkeypatch):
+    # A recipe's pool is chosen for L0; L2's training split (types 1-4) is smaller, so a leg
+    # from an L2 base takes every game that base was not taught on, and cites that pool.
+    from derl_bench.envs.items import split_items
+    from derl_bench.family import resolve_family
+
+    study = load_script(f"{STUDY}/board.py")
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "dagger.json").write_text(json.dumps({"pool": list(range(200))}))
+    monkeypatch.setitem(study.GRPO, "pool", 3000)
+    l2 = len(split_items(resolve_family(study.ENV_ID), study.ENV_ID, "train", "L2"))
+    assert l2 - 200 < 3000
+    assert study.leg_grpo(str(base), "L2") == {**study.GRPO, "pool": l2 - 200}
+    assert study.leg_grpo(str(base), "L0") == study.GRPO
+
+
 def test_a_board_run_continues_its_own_checkpoint_and_replaces_another(tmp_path, data_root):
     from derl_bench.grpo.commands import CommandGRPOConfig
     from derl_bench.policies.command_model import init_command_model

@@ -143,19 +143,33 @@ def _unit(kind: str, runs: str, base: str, base_level: str, reward: str | None,
     method = named(f"grpo-{reward}")
     name = f"{method}-s{seed}-{base_level}"
     run_dir = Path(runs) / name
+    grpo = leg_grpo(base, base_level)
     config = CommandGRPOConfig(model=base, output_dir=str(run_dir), env_id=ENV_ID,
-                               level=base_level, meta_reward=REWARDS[reward], seed=seed, **GRPO)
+                               level=base_level, meta_reward=REWARDS[reward], seed=seed, **grpo)
     train_run(config, name)
     evidence = EVIDENCE / name
     evidence.mkdir(parents=True, exist_ok=True)
     for file in ("metrics.jsonl", "result.json"):
         shutil.copy(run_dir / file, evidence / file)
-    recipe = cited({**GRPO, "base": Path(base).name, "meta_reward": REWARDS[reward],
+    recipe = cited({**grpo, "base": Path(base).name, "meta_reward": REWARDS[reward],
                     "level": base_level})
     return [str(_record(run_dir / "model", level, method, seed, GRPO_CHECKPOINT,
                         REWARDS[reward], recipe))
             for level in LEVELS[base_level]
             if not (BOARD / f"{method}-s{seed}-{level}.json").exists()]
+
+
+def leg_grpo(base: str, base_level: str) -> dict[str, Any]:
+    """:data:`GRPO` as a run from ``base`` on ``base_level``'s training games trains: the
+    recipe's ``pool``, or every training game of the level that the base was not taught on
+    where there are fewer. A recipe's pool is chosen for L0's training split (3,553 games);
+    L2's, task types 1-4 only, has 2,207. Records cite the pool the run used."""
+    from derl_bench.envs.items import split_items
+    from derl_bench.family import resolve_family
+    from derl_bench.grpo.commands import base_games
+
+    total = len(split_items(resolve_family(ENV_ID), ENV_ID, "train", base_level))
+    return {**GRPO, "pool": min(int(GRPO["pool"]), total - len(base_games(base, total)))}
 
 
 def use_recipe(path: str) -> None:

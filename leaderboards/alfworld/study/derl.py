@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import board
-from board import ENV_ID, GRPO, LEVELS, QUICK, _record, cited, compare, named, train_run
+from board import ENV_ID, GRPO, LEVELS, QUICK, _record, cited, compare, leg_grpo, named, train_run
 
 BOARD = board.BOARD
 EVIDENCE = BOARD / "evidence"
@@ -106,15 +106,16 @@ def retrain(method: str, seed: int, expr: str, runs: Path, bases: dict[str, str]
         if not levels:
             continue
         run_dir = runs / f"{method}-s{seed}" / f"retrain-{base_level}"
+        grpo = leg_grpo(base, base_level)
         config = CommandGRPOConfig(model=base, output_dir=str(run_dir), env_id=ENV_ID,
                                    level=base_level, meta_reward=expr, seed=RETRAIN_SEED + seed,
-                                   **GRPO)
+                                   **grpo)
         train_run(config, f"{method}-s{seed} re-train {base_level}")
         evidence = EVIDENCE / f"{named(method)}-s{seed}" / f"retrain-{base_level}"
         evidence.mkdir(parents=True, exist_ok=True)
         for file in ("metrics.jsonl", "result.json"):
             shutil.copy(run_dir / file, evidence / file)
-        recipe = cited({**GRPO, "base": Path(base).name, "meta_reward": expr,
+        recipe = cited({**grpo, "base": Path(base).name, "meta_reward": expr,
                         "level": base_level, "seed": RETRAIN_SEED + seed,
                         "search": {"method": method, "seed": seed, **SEARCH,
                                    "search_set": SEARCH_SET,
