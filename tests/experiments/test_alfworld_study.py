@@ -109,6 +109,36 @@ def test_lift_takes_each_run_minus_its_own_builds_base(tmp_path):
         pilot.lift(args)
 
 
+def test_lift_corrects_groups_of_several_pilots_together(tmp_path):
+    # The goal's two halves come from two pilots' folders; one lift.json corrects them together.
+    from derl_bench.experiments.stats import holm, paired_difference
+
+    pilot = load_script(f"{STUDY}/pilot.py")
+    first, second, out = tmp_path / "pilot8", tmp_path / "pilot10", tmp_path / "goal"
+    for folder, group, base, finals in ((first, "weak", 0.3, (0.45, 0.4, 0.5)),
+                                        (second, "dyn", 0.8, (0.85, 0.87, 0.84))):
+        folder.mkdir()
+        _record(folder / f"{group}-base-L0.json", base)
+        for seed, share in enumerate(finals):
+            _record(folder / f"{group}-s{seed}-L0.json", share)
+    args = argparse.Namespace(groups=[f"{first}:weak", f"{second}:dyn"], level="L0",
+                              beside=[], evidence=str(out))
+    assert pilot.lift(args) == 0
+    groups = json.loads((out / "lift.json").read_text())["groups"]
+    expected = holm([paired_difference([45.0, 40.0, 50.0], [30.0] * 3),
+                     paired_difference([85.0, 87.0, 84.0], [80.0] * 3)])
+    assert groups["weak"]["L0"]["final_minus_base"] == pytest.approx(expected[0])
+    assert groups["dyn"]["L0"]["final_minus_base"] == pytest.approx(expected[1])
+    assert groups["dyn"]["L0"]["final_minus_base"]["family"] == 2
+    assert not (first / "lift.json").exists() and not (second / "lift.json").exists()
+    args.groups = [f"{first}:weak", f"{second}:weak"]
+    with pytest.raises(SystemExit, match="weak: named twice"):
+        pilot.lift(args)
+    args.groups = [f"{first}:weak", f"{first}:dyn"]
+    with pytest.raises(SystemExit, match=f"dyn L0: needs its base .* in {first}"):
+        pilot.lift(args)
+
+
 def test_tails_counts_the_lost_episodes_that_end_in_a_cycle(tmp_path):
     pilot = load_script(f"{STUDY}/pilot.py")
     episodes = [{"success": True, "actions": ["go to a", "go to b"] * 6},

@@ -34,6 +34,8 @@ with its own runs: ``builds.json`` in the evidence folder names them by group an
 ``<group>-base-<build>-<level>.json``, and each run is taken minus its own build's base; the
 runs no build lists pair with ``<group>-base-<level>.json``. ``tails`` counts, from the same
 logs, the lost episodes whose last commands repeat in a short cycle (``tails.json``).
+``lift --groups FOLDER:GROUP ...`` reads a group from another pilot's folder, so that the
+lifts of several pilots are Holm-corrected together (``lift.json`` in ``--evidence``).
 """
 
 from __future__ import annotations
@@ -414,25 +416,32 @@ def lift(args: argparse.Namespace) -> int:
     from derl_bench.experiments.stats import describe, holm, paired_difference
 
     evidence = Path(args.evidence)
-    listed = evidence / "builds.json"
-    builds = json.loads(listed.read_text()) if listed.is_file() else {}
     out: dict[str, Any] = {"level": args.level, "groups": {}}
-    tested = []
-    for group in args.groups:
+    tested, names = [], []
+    for spec in args.groups:
+        # FOLDER:GROUP reads a group from another folder (another pilot's), so that groups of
+        # several pilots are corrected together; lift.json goes to --evidence.
+        folder, _, group = spec.rpartition(":")
+        where = Path(folder) if folder else evidence
+        if group in out["groups"]:
+            raise SystemExit(f"{group}: named twice in --groups")
+        names.append(group)
+        listed = where / "builds.json"
+        builds = json.loads(listed.read_text()) if listed.is_file() else {}
         build_of = {int(seed): build for build, seeds in builds.get(group, {}).items()
                     for seed in seeds}
         body: dict[str, Any] = {}
         for level in [args.level, *[lv for lv in args.beside if lv != args.level]]:
             finals = {int(p.name[len(group) + 2:-len(f"-{level}.json")]): p
-                      for p in evidence.glob(f"{group}-s*-{level}.json")}
+                      for p in where.glob(f"{group}-s*-{level}.json")}
             seeds = sorted(finals)
-            base_files = {seed: evidence / (f"{group}-base-{build_of[seed]}-{level}.json"
-                                            if seed in build_of else f"{group}-base-{level}.json")
+            base_files = {seed: where / (f"{group}-base-{build_of[seed]}-{level}.json"
+                                         if seed in build_of else f"{group}-base-{level}.json")
                           for seed in seeds}
             missing = sorted({f.name for f in base_files.values() if not f.is_file()})
             if missing or not finals:
                 raise SystemExit(f"{group} {level}: needs {', '.join(missing) or 'its base'} "
-                                 f"and at least one {group}-s<seed>-{level}.json in {evidence}")
+                                 f"and at least one {group}-s<seed>-{level}.json in {where}")
             bases = [_record_success(base_files[seed]) for seed in seeds]
             scores = [_record_success(finals[seed]) for seed in seeds]
             difference = paired_difference(scores, bases)
@@ -444,7 +453,7 @@ def lift(args: argparse.Namespace) -> int:
             if level == args.level:
                 tested.append(difference)
         out["groups"][group] = body
-    for group, corrected in zip(args.groups, holm(tested), strict=True):
+    for group, corrected in zip(names, holm(tested), strict=True):
         out["groups"][group][args.level]["final_minus_base"] = corrected
     for group, body in out["groups"].items():
         for level, row in body.items():
@@ -453,6 +462,7 @@ def lift(args: argparse.Namespace) -> int:
             print(f"{group} {level}: base {base}, finals "
                   + ", ".join(f"{v:.1f}" for v in row["finals"])
                   + f"; final - base {describe(row['final_minus_base'], scale=1.0)}")
+    evidence.mkdir(parents=True, exist_ok=True)
     (evidence / "lift.json").write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
@@ -589,7 +599,8 @@ def main() -> int:
     ends.add_argument("--levels", nargs="+", default=["L0", "L1"])
     gain = sub.add_parser("lift", help="each base's final models minus the base from their "
                           "eval records (Holm over the bases at --level)")
-    gain.add_argument("--groups", nargs="+", required=True)
+    gain.add_argument("--groups", nargs="+", required=True,
+                      help="GROUP (in --evidence) or FOLDER:GROUP (another pilot's)")
     versus = sub.add_parser("rewards", help="each reward's final models minus outcome's from "
                             "their eval records (Holm over the rewards at --level)")
     versus.add_argument("--rewards", nargs="+", default=list(REWARDS))
