@@ -252,7 +252,8 @@ def test_the_agreement_diagnostic_scores_a_model_against_its_teacher(tmp_path, d
 
 @pytest.mark.parametrize(("recipe", "run"), [
     ("alfworld-commands-weak-320.yaml", "pilot8/weak/long-lr2e-4-s9"),
-    ("alfworld-commands-2l-320.yaml", "pilot9/twolayer/long-lr2e-4-s9")])
+    ("alfworld-commands-2l-320.yaml", "pilot9/twolayer/long-lr2e-4-s9"),
+    ("alfworld-commands-dagger-dyn-160.yaml", "pilot10/dyn/long-lr2e-4-s17")])
 def test_a_stated_recipe_is_what_its_pilot_ran(recipe: str, run: str):
     import yaml
 
