@@ -163,13 +163,17 @@ def test_reset_seed_picks_the_same_game(eval_env):
     assert len({eval_env.reset(seed=s)[1]["game_id"] for s in range(6)}) > 2
 
 
-def _random_admissible_run(seed: int, episodes: int = 3) -> list[tuple]:
-    env = gym.make("derl/ALFWorld-v0", level="L1", split="eval", max_episode_steps=12)
+def _random_admissible_run(seed: int, episodes: int = 3, game_seed: int | None = None,
+                           max_steps: int = 12) -> list[tuple]:
+    """Seeded random admissible commands over ``episodes`` games, reset with seeds
+    ``game_seed`` (default ``seed``), ``game_seed + 1``, ...: each step's command, observation,
+    reward, flags, admissible commands and primitives."""
+    env = gym.make("derl/ALFWorld-v0", level="L1", split="eval", max_episode_steps=max_steps)
     rng = random.Random(seed)
     trajectory = []
     try:
         for episode in range(episodes):
-            obs, info = env.reset(seed=seed + episode)
+            obs, info = env.reset(seed=(seed if game_seed is None else game_seed) + episode)
             trajectory.append(("reset", info["game_id"], obs))
             done = False
             while not done:
@@ -177,6 +181,7 @@ def _random_admissible_run(seed: int, episodes: int = 3) -> list[tuple]:
                 obs, reward, terminated, truncated, info = env.step(command)
                 done = terminated or truncated
                 trajectory.append((command, obs, reward, terminated, truncated,
+                                   tuple(info["admissible_commands"]),
                                    tuple(sorted(info["primitives"].items()))))
     finally:
         env.close()
@@ -195,7 +200,7 @@ def test_a_games_later_starts_play_as_its_first(data_root):
     load_game.cache_clear()
     first = _random_admissible_run(3, episodes=4)
     assert _random_admissible_run(3, episodes=4) == first
-    assert any(dict(step[-1])["goal_progress"] > 0 for step in first if len(step) == 6)
+    assert any(dict(step[-1])["goal_progress"] > 0 for step in first if len(step) == 7)
 
 
 def test_unknown_game_and_option_are_clear_errors(eval_env):
@@ -303,27 +308,11 @@ def test_nothing_is_written_to_home(data_root, tmp_path):
 # --------------------------------------------------------------------------- same game as alfworld
 
 
-def _group_run(samples: int = 8, games: int = 3) -> tuple[list[tuple], int]:
-    """Games played ``samples`` times each with seeded random commands, as GRPO groups are:
-    the trajectory and how many steps were played."""
-    env = gym.make("derl/ALFWorld-v0", level="L1", split="eval", max_episode_steps=30)
-    trajectory, steps = [], 0
-    try:
-        for sample in range(samples * games):
-            rng = random.Random(sample)
-            obs, info = env.reset(seed=sample // samples)
-            trajectory.append(("reset", info["game_id"], obs))
-            done = False
-            while not done:
-                command = rng.choice(info["admissible_commands"])
-                obs, reward, terminated, truncated, info = env.step(command)
-                done = terminated or truncated
-                steps += 1
-                trajectory.append((command, obs, tuple(info["admissible_commands"]),
-                                   tuple(sorted(info["primitives"].items()))))
-    finally:
-        env.close()
-    return trajectory, steps
+def _group_run(samples: int = 8, games: int = 3) -> list[tuple]:
+    """Games played ``samples`` times each with seeded random commands, as GRPO groups are."""
+    return [step for sample in range(samples * games)
+            for step in _random_admissible_run(sample, 1, game_seed=sample // samples,
+                                               max_steps=30)]
 
 
 def test_reused_feedback_is_the_text_a_derivation_gives(data_root, monkeypatch):
@@ -332,7 +321,8 @@ def test_reused_feedback_is_the_text_a_derivation_gives(data_root, monkeypatch):
     from derl_bench.families.alfworld import engine
 
     engine._FEEDBACK.clear()
-    kept, steps = _group_run()
+    kept = _group_run()
+    steps = sum(step[0] != "reset" for step in kept)
     assert len(engine._FEEDBACK) < steps  # some steps were served from what was kept
 
     class Forgetful(dict):
@@ -340,7 +330,7 @@ def test_reused_feedback_is_the_text_a_derivation_gives(data_root, monkeypatch):
             return None
 
     monkeypatch.setattr(engine, "_FEEDBACK", Forgetful())
-    assert _group_run() == (kept, steps)
+    assert _group_run() == kept
 
 
 def test_text_and_commands_match_alfworlds_own_env(data_root):
