@@ -174,9 +174,11 @@ class Engine:
             else:
                 self.facts.discard(fact)
                 self._fluent.discard(fact)
-        key = (id(self.game), operator.name, frozenset(self._fluent))
+        game = self.game
+        assert game is not None
+        key = (id(game), operator.name, frozenset(self._fluent))
         known = _FEEDBACK.get(key)
-        if known is not None and known[0] is self.game:
+        if known is not None and known[0] is game:
             feedback = known[1]
         else:
             variables = {ph.name: self.entity_infos[var.name]
@@ -184,7 +186,7 @@ class Engine:
             feedback = self._derive(action.feedback_rule, variables, action.mapping)
             if len(_FEEDBACK) >= _FEEDBACK_SIZE:
                 _FEEDBACK.clear()
-            _FEEDBACK[key] = (self.game, feedback)
+            _FEEDBACK[key] = (game, feedback)
         self._refresh_commands()
         return feedback, True
 
