@@ -417,7 +417,7 @@ def lift(args: argparse.Namespace) -> int:
 
     evidence = Path(args.evidence)
     out: dict[str, Any] = {"level": args.level, "groups": {}}
-    tested, names = [], []
+    tested = []
     for spec in args.groups:
         # FOLDER:GROUP reads a group from another folder (another pilot's), so that groups of
         # several pilots are corrected together; lift.json goes to --evidence.
@@ -425,7 +425,6 @@ def lift(args: argparse.Namespace) -> int:
         where = Path(folder) if folder else evidence
         if group in out["groups"]:
             raise SystemExit(f"{group}: named twice in --groups")
-        names.append(group)
         listed = where / "builds.json"
         builds = json.loads(listed.read_text()) if listed.is_file() else {}
         build_of = {int(seed): build for build, seeds in builds.get(group, {}).items()
@@ -453,7 +452,7 @@ def lift(args: argparse.Namespace) -> int:
             if level == args.level:
                 tested.append(difference)
         out["groups"][group] = body
-    for group, corrected in zip(names, holm(tested), strict=True):
+    for group, corrected in zip(list(out["groups"]), holm(tested), strict=True):
         out["groups"][group][args.level]["final_minus_base"] = corrected
     for group, body in out["groups"].items():
         for level, row in body.items():
