@@ -33,6 +33,7 @@ word_tokenizer
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,6 +61,29 @@ class TrieTargets:
     valid: torch.Tensor
 
 
+@functools.lru_cache(maxsize=4096)
+def _trie(commands: tuple[tuple[int, ...], ...], end_id: int,
+          ) -> tuple[dict[tuple[int, ...], list[int]], dict[tuple[int, ...], int]]:
+    """A state's trie: the tokens that follow each prefix of its commands (each ending with
+    ``end_id``), sorted, and each command's index by its tokens. Kept for the last 4,096
+    command sets: a game's states repeat theirs at every turn of every episode of a group.
+    Callers must not change what it returns."""
+    following: dict[tuple[int, ...], set[int]] = {}
+    for cmd in commands:
+        path = (*cmd, end_id)
+        for t, token in enumerate(path):
+            following.setdefault(path[:t], set()).add(token)
+    leaves = {cmd: i for i, cmd in enumerate(commands)}
+    if len(leaves) != len(commands):
+        raise ValueError("the commands of a state must be distinct (after tokenisation)")
+    return {k: sorted(v) for k, v in following.items()}, leaves
+
+
+def _state_trie(commands: Sequence[Sequence[int]], end_id: int,
+                ) -> tuple[dict[tuple[int, ...], list[int]], dict[tuple[int, ...], int]]:
+    return _trie(tuple(tuple(c) for c in commands), end_id)
+
+
 def trie_targets(command_rows: Sequence[Sequence[Sequence[int]]], end_id: int,
                  vocab_size: int, device: torch.device | str = "cpu",
                  chosen: Sequence[int] | None = None) -> TrieTargets:
@@ -70,13 +94,11 @@ def trie_targets(command_rows: Sequence[Sequence[Sequence[int]]], end_id: int,
     first token after the prompt). With ``chosen`` (one index per state) the rows are each
     state's chosen command only, their masks still from every command of the state.
     """
-    per_state: list[list[list[int]]] = []
+    tries: list[dict[tuple[int, ...], list[int]]] = []
     picked: list[list[list[int]]] = []
     for i, commands in enumerate(command_rows):
+        tries.append(_state_trie(commands, end_id)[0])
         own = [[*cmd, end_id] for cmd in commands]
-        if len({tuple(c) for c in own}) != len(own):
-            raise ValueError("the commands of a state must be distinct (after tokenisation)")
-        per_state.append(own)
         picked.append(own if chosen is None else [own[chosen[i]]])
     width = max(len(r) for rows in picked for r in rows)
     count = sum(len(rows) for rows in picked)
@@ -86,11 +108,7 @@ def trie_targets(command_rows: Sequence[Sequence[Sequence[int]]], end_id: int,
     index_t: list[int] = []
     index_v: list[int] = []
     r = 0
-    for every, rows in zip(per_state, picked, strict=True):
-        following: dict[tuple[int, ...], set[int]] = {}
-        for path in every:
-            for t, token in enumerate(path):
-                following.setdefault(tuple(path[:t]), set()).add(token)
+    for following, rows in zip(tries, picked, strict=True):
         for row in rows:
             targets[r, :len(row)] = torch.tensor(row)
             valid[r, :len(row)] = True
@@ -98,7 +116,7 @@ def trie_targets(command_rows: Sequence[Sequence[Sequence[int]]], end_id: int,
                 tokens = following[tuple(row[:t])]
                 index_r += [r] * len(tokens)
                 index_t += [t] * len(tokens)
-                index_v += sorted(tokens)
+                index_v += tokens
             r += 1
     allowed = torch.zeros(count, width, vocab_size, dtype=torch.bool)
     allowed[index_r, index_t, index_v] = True
@@ -257,8 +275,11 @@ def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: i
     probability is the product of its constrained token probabilities), at the cost of
     decoding a few tokens per state instead of scoring every admissible command: the lean
     sampler decodes with a key/value cache and a logits hook masks each row to the tokens its
-    trie allows after what it has written. The log-probabilities come from the same masked
-    logits the draws came from, so no second forward pass is needed; they equal
+    trie allows after what it has written. Where the trie allows one token only (``to`` after
+    ``go``, ``from`` after the object taken), it is written without a draw and runs through
+    the model with the next drawn token's step (the sampler's ``forced``): its draw would
+    have had probability one. The log-probabilities come from the same masked logits the
+    draws came from, so no second forward pass is needed; they equal
     :func:`chosen_log_probs` of the draws up to float32 rounding (the cache's sums run in
     another order). Needs a Qwen2/Llama-shaped model.
 
@@ -274,46 +295,53 @@ def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: i
     if not states:
         return [], torch.zeros(0, dtype=torch.float64)
     _check(states)
-    tries: list[dict[tuple[int, ...], list[int]]] = []
-    leaves: list[dict[tuple[int, ...], int]] = []
-    for _, commands in states:
-        following: dict[tuple[int, ...], set[int]] = {}
-        for cmd in commands:
-            path = [*cmd, end_id]
-            for t, token in enumerate(path):
-                following.setdefault(tuple(path[:t]), set()).add(token)
-        tries.append({k: sorted(v) for k, v in following.items()})
-        leaves.append({tuple(cmd): i for i, cmd in enumerate(commands)})
+    tries, leaves = zip(*(_state_trie(commands, end_id) for _, commands in states),
+                        strict=True)
     longest = max(len(c) for _, cmds in states for c in cmds) + 1
+    # Per model step: the masked logits, and for each row drawn there the position in its
+    # command of the token drawn (the tokens a trie forces are written without a draw).
     masked_steps: list[torch.Tensor] = []
+    drawn_at: list[dict[int, int]] = []
 
     def inside_the_trie(logits: torch.Tensor, completions: list[list[int]],
                         active: torch.Tensor) -> torch.Tensor:
         allowed = torch.zeros_like(logits, dtype=torch.bool)
-        for row in active.tolist():
+        rows = active.tolist()
+        for row in rows:
             allowed[row, tries[row][tuple(completions[row])]] = True
         masked = logits.masked_fill(~allowed, float("-inf"))
         masked_steps.append(masked)
+        drawn_at.append({row: len(completions[row]) for row in rows})
         return masked
+
+    def forced(row: int, completion: list[int]) -> list[int]:
+        trie, path, out = tries[row], tuple(completion), []
+        while len(only := trie.get(path, ())) == 1:
+            out.append(only[0])
+            path = (*path, only[0])
+        return out
 
     sampler = FastSampler(model, {end_id}, pad_id)
     # States that repeat a prompt (a group's members on a common path) prefill it once (the
     # sampler's default).
     written = sampler.sample([list(p) for p, _ in states], longest, temperature=temperature,
-                             generator=generator, logits_hook=inside_the_trie)
+                             generator=generator, logits_hook=inside_the_trie, forced=forced)
     picked = []
     for row, tokens in enumerate(written):
         if not tokens or tokens[-1] != end_id:
             raise RuntimeError(f"state {row}: decoding left its trie ({tokens})")
         picked.append(leaves[row][tuple(tokens[:-1])])
-    # float64, as command_log_probs: (steps, states, vocabulary) -> each row's own tokens.
-    width = max(len(tokens) for tokens in written)
-    log_softmax = (torch.stack(masked_steps[:width]).double() / temperature).log_softmax(-1)
-    targets = torch.zeros(width, len(written), dtype=torch.long)
-    valid = torch.zeros(width, len(written), dtype=torch.bool)
-    for row, tokens in enumerate(written):
-        targets[:len(tokens), row] = torch.tensor(tokens)
-        valid[:len(tokens), row] = True
+    # float64, as command_log_probs: (steps, states, vocabulary) -> each row's drawn tokens. A
+    # forced token's renormalised log-probability is exactly 0, so the drawn ones sum to the
+    # command's.
+    steps = len(drawn_at)
+    log_softmax = (torch.stack(masked_steps).double() / temperature).log_softmax(-1)
+    targets = torch.zeros(steps, len(written), dtype=torch.long)
+    valid = torch.zeros(steps, len(written), dtype=torch.bool)
+    for step, at in enumerate(drawn_at):
+        for row, position in at.items():
+            targets[step, row] = written[row][position]
+            valid[step, row] = True
     token_log_probs = log_softmax.gather(-1, targets[..., None].to(log_softmax.device))[..., 0]
     return picked, token_log_probs.masked_fill(~valid.to(log_softmax.device), 0.0).sum(0).cpu()
 
@@ -379,14 +407,22 @@ class CommandPolicy:
 
     def encode(self, prompt: str, commands: Sequence[str]) -> StateIds:
         """Token ids of a prompt (with ``<bos>``) and of each command."""
+        return self.encode_states([(prompt, commands)])[0]
+
+    def encode_states(self, states: Sequence[tuple[str, Sequence[str]]]) -> list[StateIds]:
+        """:meth:`encode` of several states, their prompts tokenised in one call (a vector of
+        envs' turn)."""
+        if not states:
+            return []
         tok = self.tokenizer
         bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        prompt_ids = bos + tok(prompt, add_special_tokens=False)["input_ids"]
+        prompts = tok([p for p, _ in states], add_special_tokens=False)["input_ids"]
         known = self._command_ids
-        new = [c for c in dict.fromkeys(commands) if c not in known]
+        new = [c for c in dict.fromkeys(c for _, cmds in states for c in cmds) if c not in known]
         if new:
             known.update(zip(new, tok(new, add_special_tokens=False)["input_ids"], strict=True))
-        return prompt_ids, [list(known[c]) for c in commands]
+        return [(bos + ids, [list(known[c]) for c in commands])
+                for ids, (_, commands) in zip(prompts, states, strict=True)]
 
     def log_probs(self, states: Sequence[tuple[str, Sequence[str]]]) -> list[torch.Tensor]:
         """:func:`command_log_probs` of ``(prompt, commands)`` texts."""

@@ -57,6 +57,10 @@ from derl_bench.policies.lean import (
 LogitsHook = Callable[[torch.Tensor, list[list[int]], torch.Tensor], torch.Tensor]
 """``hook(logits, completions_so_far, active_rows) -> logits``: constrained decoding."""
 
+ForcedTokens = Callable[[int, list[int]], Sequence[int]]
+"""``forced(row, completion_so_far) -> tokens``: what the row's constraint allows as its only
+continuation (each token the single one allowed after the one before), possibly none."""
+
 
 def _run_layer(layer: tuple, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                ops: Weights,
@@ -250,15 +254,23 @@ def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: in
                 temperature: float, top_p: float,
                 generators: Sequence[torch.Generator | None], eos_ids: Sequence[int],
                 pad_id: int, logits_hook: LogitsHook | None = None,
-                share_prefix: bool = True, static: bool | None = None) -> list[list[int]]:
+                share_prefix: bool = True, static: bool | None = None,
+                forced: ForcedTokens | None = None) -> list[list[int]]:
     """One completion per prompt from the model(s) of ``w`` (see :class:`FastSampler`).
 
     Rows are member-major, ``len(prompts) // w.members`` per member, and member ``m`` draws
     from ``generators[m]`` (``None``: the global torch RNG) exactly the uniforms its rows
-    would draw sampled alone: one per row and token, and none once all its rows have ended.
-    ``static`` decodes over a static cache (:mod:`derl_bench.policies.decode`; ``None``:
-    :func:`~derl_bench.policies.decode.use_static` decides, a CUDA graph on a GPU); the
-    tokens are the same either way, up to float rounding.
+    would draw sampled alone: one per row and model step, and none once all its rows have
+    ended. ``static`` decodes over a static cache (:mod:`derl_bench.policies.decode`;
+    ``None``: :func:`~derl_bench.policies.decode.use_static` decides, a CUDA graph on a GPU);
+    the tokens are the same either way, up to float rounding.
+
+    ``forced`` (one model, default step): after each drawn token, the tokens the row's
+    constraint leaves no choice for (:data:`ForcedTokens`) are written at once and run through
+    the model in the next step together with the drawn one, instead of one step each; a
+    forced token's draw would have had probability one, so the completions' distribution is
+    the same, for fewer steps. Elsewhere ``forced`` is not used (the hook still allows only
+    those tokens, each then drawn in its own step).
     """
     from derl_bench.policies.decode import static_decoder, use_static
 
@@ -283,6 +295,8 @@ def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: in
     decoder = None
     if use_static(device, static) and max_new_tokens > 1:
         decoder, rows_at = static_decoder(w, batch, total)
+    if decoder is not None or members > 1:
+        forced = None
 
     # The static decoder has its own cache: the prompts' keys and values go there after the
     # prefill, which then needs only their columns.
@@ -317,7 +331,9 @@ def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: in
     completions: list[list[int]] = [[] for _ in range(batch)]
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
+    eos_set = set(eos.tolist())
     tokens_out = []
+    column = width  # the next cache column (forced chunks can use more than a column a token)
     for t in range(max_new_tokens):
         active = (~done).nonzero().squeeze(-1)
         if logits_hook is not None:
@@ -332,24 +348,53 @@ def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: in
         token = sample_tokens(logits, temperature, top_p, generators[0], uniforms)
         token = torch.where(done, torch.full_like(token, pad_id), token)
         tokens_out.append(token)
-        if logits_hook is not None:
+        if logits_hook is not None or forced is not None:
             for row in active.tolist():
                 completions[row].append(int(token[row]))
         done = done | torch.isin(token, eos)
+        chunks: dict[int, list[int]] = {}
+        if forced is not None:
+            for row in active.tolist():
+                written = completions[row]
+                if written[-1] in eos_set or len(written) >= max_new_tokens:
+                    done[row] = True
+                    continue
+                extra = list(forced(row, written))[:max_new_tokens - len(written)]
+                if extra:
+                    drawn = written[-1]
+                    written += extra
+                    if extra[-1] in eos_set or len(written) >= max_new_tokens:
+                        done[row] = True
+                    else:
+                        chunks[row] = [drawn, *extra]
         if bool(done.all()) or t == max_new_tokens - 1:
             break
-        column = width + t
         if decoder is not None:
             logits = decoder.step(token, cos_table[next_position], sin_table[next_position],
                                   column)
+        elif chunks:
+            if column + max(len(c) for c in chunks.values()) > valid.shape[1]:
+                cache, valid = _grown(cache, valid, max_new_tokens)
+            logits = _chunk_step(w, layers, token, chunks, done, cache, valid, column,
+                                 next_position, cos_table, sin_table, pad_id)
+            taken = torch.tensor([len(chunks.get(r, (0,))) for r in range(batch)],
+                                 device=device)[:, None]
+            column += int(taken.max())
+            next_position = next_position + taken
+            continue
         else:
+            if column >= valid.shape[1]:  # forced chunks took more columns than tokens
+                cache, valid = _grown(cache, valid, max_new_tokens)
             valid[:, column] = True
             logits = w.step(layers, token.unsqueeze(1), cos_table[next_position],
                             sin_table[next_position], cache, column,
                             valid[:, None, None, :column + 1])
+        column += 1
         next_position = next_position + 1
+    if forced is not None:
+        return [c[:next((i + 1 for i, x in enumerate(c) if x in eos_set), len(c))]
+                for c in completions]
     out = torch.stack(tokens_out, 1).tolist() if tokens_out else [[] for _ in range(batch)]
-    eos_set = set(eos.tolist())
     result = []
     for row in out:
         kept: list[int] = []
@@ -359,6 +404,51 @@ def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: in
                 break
         result.append(kept)
     return result
+
+
+def _grown(cache: list[tuple[torch.Tensor, torch.Tensor]], valid: torch.Tensor, more: int,
+           ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+    """The key/value cache and its valid mask with ``more`` empty columns after theirs."""
+    def wider(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, x.new_empty(*x.shape[:2], more, x.shape[3])], 2)
+
+    return ([(wider(k), wider(v)) for k, v in cache],
+            torch.cat([valid, valid.new_zeros(valid.shape[0], more)], 1))
+
+
+def _chunk_step(w: Weights, layers: list[tuple], token: torch.Tensor,
+                chunks: dict[int, list[int]], done: torch.Tensor,
+                cache: list[tuple[torch.Tensor, torch.Tensor]], valid: torch.Tensor,
+                column: int, next_position: torch.Tensor, cos_table: torch.Tensor,
+                sin_table: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """One model step over each row's drawn token and the forced tokens after it (``chunks``;
+    other running rows: the drawn token alone), right-aligned in ``k`` new cache columns from
+    ``column`` so that every row's last position is its last token; the columns a shorter row
+    leaves empty are masked out as keys. Returns the rows' next logits."""
+    batch, device = token.shape[0], token.device
+    k = max(len(c) for c in chunks.values())
+    ids = torch.full((batch, k), pad_id, dtype=torch.long, device=device)
+    real = torch.zeros((batch, k), dtype=torch.bool, device=device)
+    running = (~done).tolist()
+    for row in range(batch):
+        tokens = chunks.get(row)
+        if tokens is None:
+            if not running[row]:
+                continue
+            tokens = [int(token[row])]
+        ids[row, k - len(tokens):] = torch.tensor(tokens, device=device)
+        real[row, k - len(tokens):] = True
+    end = column + k
+    valid[:, column:end] = real
+    # A row's real tokens take its next positions; empty columns any (they are never keys).
+    offsets = torch.arange(k, device=device)[None] - (k - real.sum(1, keepdim=True))
+    positions = (next_position + offsets).clamp(min=0)
+    mask = valid[:, None, None, :end].expand(batch, 1, k, end).clone()
+    block = torch.ones(k, k, dtype=torch.bool, device=device).tril()
+    mask[..., column:end] &= block
+    # An empty column's query sees itself, so that no query row is all masked.
+    mask[..., column:end] |= torch.eye(k, dtype=torch.bool, device=device)
+    return w.step(layers, ids, cos_table[positions], sin_table[positions], cache, column, mask)
 
 
 class FastSampler:
@@ -382,13 +472,15 @@ class FastSampler:
                temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
                generator: torch.Generator | None = None,
                logits_hook: LogitsHook | None = None,
-               share_prefix: bool = True, static: bool | None = None) -> list[list[int]]:
+               share_prefix: bool = True, static: bool | None = None,
+               forced: ForcedTokens | None = None) -> list[list[int]]:
         """One completion per prompt, each ending at (and including) its first end token.
 
         The same ``seed`` (or the same state of the global torch RNG when no seed or generator
         is given) and the same prompts give the same completions. Rows with the same prompt
         (a GRPO group) prefill it once unless ``share_prefix`` is off; the draws are the same
-        either way. ``static`` picks the decode step (see :func:`sample_rows`).
+        either way. ``static`` picks the decode step and ``forced`` writes tokens a
+        constraint leaves no choice for without a step each (see :func:`sample_rows`).
         """
         if not prompts:
             return []
@@ -396,9 +488,10 @@ class FastSampler:
         if generator is None and seed is not None:
             generator = torch.Generator(device=w.embed.device).manual_seed(int(seed))
         return sample_rows(w, prompts, max_new_tokens, temperature, top_p, [generator],
-                           self.eos.tolist(), self.pad_id, logits_hook, share_prefix, static)
+                           self.eos.tolist(), self.pad_id, logits_hook, share_prefix, static,
+                           forced)
 
 
-__all__ = ["SUPPORTED_TYPES", "FastSampler", "Weights", "causal_hidden", "causal_logits",
-           "hidden_states", "lm_head", "one_query_attention", "prefixed_hidden", "sample_rows",
-           "sample_tokens", "shared_prefixes", "supports", "supports_config"]
+__all__ = ["SUPPORTED_TYPES", "FastSampler", "ForcedTokens", "Weights", "causal_hidden",
+           "causal_logits", "hidden_states", "lm_head", "one_query_attention", "prefixed_hidden",
+           "sample_rows", "sample_tokens", "shared_prefixes", "supports", "supports_config"]

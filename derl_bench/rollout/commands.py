@@ -221,8 +221,7 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
                 actors.append("policy")
         began = time.perf_counter()
         texts = [(running[s].state.render(), running[s].admissible) for s in order]
-        ids = [policy.encode(p, c) for p, c in texts] if policy is not None else [
-            ([], []) for _ in texts]
+        ids = policy.encode_states(texts) if policy is not None else [([], []) for _ in texts]
         scored = [i for i, a in enumerate(actors) if a == "policy"]
         log_probs: dict[int, torch.Tensor] = {}
         drawn_log_probs: dict[int, float] = {}

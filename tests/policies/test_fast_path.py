@@ -90,6 +90,53 @@ def test_sampled_tokens_follow_the_models_distribution_step_by_step():
             torch.testing.assert_close(seen[t][row, token], expected, rtol=1e-4, atol=1e-4)
 
 
+def test_forced_tokens_run_with_the_next_draw_and_keep_the_models_distribution():
+    # Tokens a constraint forces are written without a draw and run through the model in one
+    # step with the drawn token before them, right-aligned among rows of other chunk sizes.
+    # Every later draw must still come from the model's distribution given everything written
+    # (an uncached forward pass over the whole row), so positions, cache columns and masks of
+    # the chunks are right; and the row that forces its end token stops there.
+    model, tok = _model(seed=5)
+    eos = tok.eos_token_id
+    prompts = [[5, 6, 7], [8, 9, 10, 11, 12], [13], [14, 15]]
+    runs = {0: {1: [20, 21, 22]}, 1: {2: [23, 28]}, 2: {1: [24, 25], 5: [26]},
+            3: {2: [27, eos]}}
+    seen: list[torch.Tensor] = []
+    drawn: list[dict[int, int]] = []
+
+    def record(logits, completions, active):
+        seen.append(torch.log_softmax(logits.float(), -1).clone())
+        drawn.append({row: len(completions[row]) for row in active.tolist()})
+        logits[:, eos] = float("-inf")  # only row 3's forced end ends a row
+        return logits
+
+    def forced(row, completion):
+        return runs[row].get(len(completion), [])
+
+    sampler = FastSampler(model, {eos}, tok.pad_token_id)
+    rows = sampler.sample(prompts, 9, seed=1, logits_hook=record, forced=forced)
+    for row, completion in enumerate(rows):
+        for at, tokens in runs[row].items():
+            if at < len(completion):
+                assert completion[at:at + len(tokens)] == tokens, (row, completion)
+    assert rows[3][-1] == eos and len(rows[3]) == 4
+    assert all(len(r) == 9 for r in rows[:3])
+    # one step per drawn token: as many steps as the row with the most draws has (row 1: 7)
+    assert len(seen) == 7 and sum(len(d) for d in drawn) == sum(
+        len(r) for r in rows) - sum(len(t) for run in runs.values() for t in run.values())
+    ids, mask = _left_padded(prompts, tok.pad_token_id)
+    for row, completion in enumerate(rows):
+        full = torch.tensor([list(ids[row]) + completion])
+        full_mask = torch.tensor([list(mask[row]) + [1] * len(completion)])
+        logp = torch.log_softmax(model(input_ids=full, attention_mask=full_mask).logits, -1)
+        steps = [(t, at[row]) for t, at in enumerate(drawn) if row in at]
+        assert len(steps) > 1
+        for t, position in steps:
+            token = completion[position]
+            expected = logp[0, ids.shape[1] + position - 1, token]
+            torch.testing.assert_close(seen[t][row, token], expected, rtol=1e-4, atol=1e-4)
+
+
 def test_same_seed_same_samples_and_rows_stop_at_their_end_token():
     model, tok = _model(seed=1)
     eos = tok.eos_token_id
