@@ -495,9 +495,11 @@ def run_commands(config: CommandGRPOConfig, reward: MetaReward, family: Family,
             picker = np.random.default_rng([config.seed, step, 0x6B6C])
             probe = sorted(picker.choice(len(every), min(KL_SAMPLE, len(every)), replace=False)
                            .tolist())
+            # Its distinct rows in the update's order (minibatches of one prompt length).
+            probe_rows, probe_where = unique_rows([every[i][0] for i in probe])
             with torch.no_grad():
-                probe_ref = _log_probs(base, [every[i][0] for i in probe], policy.end_id,
-                                       config.minibatch, config.temperature)
+                probe_ref = _log_probs(base, probe_rows, policy.end_id, config.minibatch,
+                                       config.temperature)[probe_where]
             diagnostics = {"kl": float(k3_kl(sampled[probe], probe_ref).mean())
                            if probe else 0.0,
                            "entropy": float(-sampled.mean()) if len(every) else 0.0}
