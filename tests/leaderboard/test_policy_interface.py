@@ -172,6 +172,26 @@ def test_the_chart_labels_the_interface(board_dir, tmp_path, monkeypatch):
     assert sum(COMPACT_CONSTRAINED in label for label in labels) == 1
 
 
+def test_a_long_boards_chart_keeps_every_legend_entry_in_the_image(tmp_path):
+    """The committed ALFWorld board has dozens of rows: the saved image must grow to hold a
+    legend of that many entries below the axes (a legend beside a fixed-size figure ran off
+    its edge and squeezed the axes to a strip)."""
+    import math
+    import struct
+
+    from derl_bench.leaderboard.chart import LEGEND_LINES, render_chart
+
+    board = next(b for b in build_boards(_records(BOARDS), read_run_here(BOARDS))
+                 if b.benchmark == "alfworld")
+    assert len(board.rows) > 2 * LEGEND_LINES  # the case at stake: several legend columns
+    render_chart(board, tmp_path / "alfworld.png")
+    width, height = struct.unpack(">II", (tmp_path / "alfworld.png").read_bytes()[16:24])
+    lines = math.ceil(len(board.rows) / math.ceil(len(board.rows) / LEGEND_LINES))
+    # the axes' 4.5 inches at 100 dpi, and each legend line's 7 points below them
+    assert height >= 450 + lines * 7 * 100 / 72
+    assert width >= 1000
+
+
 def test_a_record_interface_agrees_with_its_policy(tmp_path):
     """A command policy's record without the field would be read as a free-text prompt row;
     and the constrained interface belongs to command policies alone."""
