@@ -28,7 +28,7 @@ def render_chart(board: Board, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(
         11.0 if len(columns) <= 3 and legend_columns <= 2 else 14.0, 4.5))
     # tab20's 20 colours in turn: the default cycle's 10 would give every tenth row one colour.
-    colours = plt.get_cmap("tab20").colors
+    colours = plt.get_cmap("tab20")
     for i, row in enumerate(board.rows):
         xs, heights, errs = [], [], []
         for j, (_, level, metric) in enumerate(columns):
@@ -42,7 +42,7 @@ def render_chart(board: Board, path: Path) -> None:
             label += f" [{row.interface}]"
         reported = row.kind != "run"
         ax.bar(xs, heights, width, yerr=None if reported else errs, capsize=2, label=label,
-               hatch="//" if reported else None, color=colours[i % len(colours)])
+               hatch="//" if reported else None, color=colours(i % colours.N))
     ax.set_xticks(range(len(columns)), [c[0] for c in columns])
     ax.set_ylim(0, 105)
     ax.set_ylabel("success rate (%)")
