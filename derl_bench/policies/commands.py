@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from derl_bench.policies.command_model import EOC
-from derl_bench.policies.fast import prefixed_hidden
+from derl_bench.policies.fast import PrefillCache, prefixed_hidden
 from derl_bench.policies.lean import Weights, supports
 
 StateIds = tuple[Sequence[int], Sequence[Sequence[int]]]
@@ -267,6 +267,7 @@ def sample_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id:
 
 def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: int,
                   generator: torch.Generator | None = None, temperature: float = 1.0,
+                  prefill_cache: PrefillCache | None = None,
                   ) -> tuple[list[int], torch.Tensor]:
     """One command index per state, drawn token by token inside each state's trie, and each
     drawn command's log-probability (float64).
@@ -287,7 +288,11 @@ def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: i
     log-probabilities are of that tempered distribution: the policy a GRPO run sampling at
     that temperature trains (:func:`chosen_log_probs` at the same temperature gives them
     again). A command's probability is then the product of tempered token probabilities,
-    not ``softmax(log p / temperature)`` over whole commands as :func:`sample_command`'s."""
+    not ``softmax(log p / temperature)`` over whole commands as :func:`sample_command`'s.
+
+    ``prefill_cache``: prompts prefilled by earlier calls under the same weights are not run
+    again (:class:`~derl_bench.policies.fast.PrefillCache`; a rollout's states recur across
+    its turns)."""
     from derl_bench.policies.fast import FastSampler
 
     if not (math.isfinite(temperature) and temperature > 0):
@@ -325,7 +330,8 @@ def draw_commands(model: Any, states: Sequence[StateIds], end_id: int, pad_id: i
     # States that repeat a prompt (a group's members on a common path) prefill it once (the
     # sampler's default).
     written = sampler.sample([list(p) for p, _ in states], longest, temperature=temperature,
-                             generator=generator, logits_hook=inside_the_trie, forced=forced)
+                             generator=generator, logits_hook=inside_the_trie, forced=forced,
+                             prefill_cache=prefill_cache)
     picked = []
     for row, tokens in enumerate(written):
         if not tokens or tokens[-1] != end_id:

@@ -250,12 +250,111 @@ def shared_prefixes(prompts: Sequence[Sequence[int]], members: int = 1,
     return unique, inverse
 
 
+class PrefillCache:
+    """Prompts prefilled under one model's weights, kept across sampling calls: each prompt's
+    keys and values per layer and the logits of the token after it.
+
+    An agent's rollout samples once per turn, and a prompt comes back on later turns (a
+    group's members reach the same state at different turns, a weak policy walks in
+    cycles). Within one call, rows that share a prompt prefill it once
+    (:func:`shared_prefixes`); with a cache handed to :func:`sample_rows`, a prompt prefilled
+    by an earlier call is not run again either, so a rollout prefills each distinct prompt
+    once. Valid while the weights stay as they are: the cache notes the weights it was
+    filled under (their tensors' in-place versions) and empties itself when they change, so
+    one cache per rollout is the intended use. A model whose layer weights are computed at
+    each call (a merged LoRA weight) is never cached.
+
+    >>> from derl_bench.policies.tiny import build_tiny_model, build_tiny_tokenizer
+    >>> tok = build_tiny_tokenizer()
+    >>> sampler = FastSampler(build_tiny_model(tok), {tok.eos_token_id}, tok.pad_token_id)
+    >>> cache = PrefillCache()
+    >>> _ = sampler.sample([[5, 6, 7], [8]], 3, seed=0, prefill_cache=cache)
+    >>> _ = sampler.sample([[8], [9, 10]], 3, seed=0, prefill_cache=cache)
+    >>> len(cache), cache.prefilled, cache.reused
+    (3, 3, 1)
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, ...],
+                            tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]] = {}
+        self._weights: tuple[int, tuple[int, ...]] | None = None
+        self.prefilled = 0
+        """Prompts run through the model."""
+        self.reused = 0
+        """Prompts taken from the cache instead."""
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def usable(self, w: Weights) -> bool:
+        """Whether prompts can be kept for ``w`` (emptying the cache if it was filled under
+        other weights, or under these before an in-place change)."""
+        tensors = [w.embed, w.norm_weight, w.lm_head]
+        for layer in w.layers:
+            for part in layer:
+                if callable(part):
+                    return False
+                if isinstance(part, torch.Tensor):
+                    tensors.append(part)
+        weights = (id(w), tuple(t._version for t in tensors))
+        if weights != self._weights:
+            self._entries.clear()
+            self._weights = weights
+        return True
+
+
+def _prefill_cached(w: Weights, layers: list[tuple], prompts: Sequence[Sequence[int]],
+                    width: int, cache: list[tuple[torch.Tensor, torch.Tensor]],
+                    cos_table: torch.Tensor, sin_table: torch.Tensor,
+                    kept: PrefillCache) -> torch.Tensor:
+    """Fill ``cache``'s first ``width`` columns with the left-padded ``prompts``' keys and
+    values (zeros at the padding), running only the prompts ``kept`` lacks (each once, as its
+    own left-padded batch), and return each row's next-token logits."""
+    device, dtype = w.embed.device, w.embed.dtype
+    keys = [tuple(int(t) for t in p) for p in prompts]
+    entries = kept._entries
+    missing = list(dict.fromkeys(k for k in keys if k not in entries))
+    kept.prefilled += len(missing)
+    kept.reused += len(set(keys)) - len(missing)
+    if missing:
+        run = max(len(k) for k in missing)
+        ids = torch.full((len(missing), run), 0, dtype=torch.long)
+        valid = torch.zeros((len(missing), run), dtype=torch.bool)
+        for row, key in enumerate(missing):
+            ids[row, run - len(key):] = torch.tensor(key, dtype=torch.long)
+            valid[row, run - len(key):] = True
+        ids, valid = ids.to(device), valid.to(device)
+        positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
+        causal = torch.ones(run, run, dtype=torch.bool, device=device).tril()
+        mask = ((causal & valid[:, None, :]) | torch.eye(
+            run, dtype=torch.bool, device=device)).unsqueeze(1)
+        shape = (len(missing), w.kv_heads, run, w.head_dim)
+        fresh = [(torch.empty(shape, dtype=dtype, device=device),
+                  torch.empty(shape, dtype=dtype, device=device)) for _ in layers]
+        logits = w.step(layers, ids, cos_table[positions], sin_table[positions], fresh, 0, mask)
+        for row, key in enumerate(missing):
+            start = run - len(key)
+            entries[key] = ([(k[row, :, start:].clone(), v[row, :, start:].clone())
+                             for k, v in fresh], logits[row].clone())
+    for k_cache, v_cache in cache:
+        # A masked column still multiplies its value by a weight of 0: no garbage (NaN) there.
+        k_cache[:, :, :width].zero_()
+        v_cache[:, :, :width].zero_()
+    for row, key in enumerate(keys):
+        start = width - len(key)
+        for (k_cache, v_cache), (k, v) in zip(cache, entries[key][0], strict=True):
+            k_cache[row, :, start:width] = k
+            v_cache[row, :, start:width] = v
+    return torch.stack([entries[key][1] for key in keys])
+
+
 def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: int,
                 temperature: float, top_p: float,
                 generators: Sequence[torch.Generator | None], eos_ids: Sequence[int],
                 pad_id: int, logits_hook: LogitsHook | None = None,
                 share_prefix: bool = True, static: bool | None = None,
-                forced: ForcedTokens | None = None) -> list[list[int]]:
+                forced: ForcedTokens | None = None,
+                prefill_cache: PrefillCache | None = None) -> list[list[int]]:
     """One completion per prompt from the model(s) of ``w`` (see :class:`FastSampler`).
 
     Rows are member-major, ``len(prompts) // w.members`` per member, and member ``m`` draws
@@ -271,6 +370,10 @@ def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: in
     forced token's draw would have had probability one, so the completions' distribution is
     the same, for fewer steps. Elsewhere ``forced`` is not used (the hook still allows only
     those tokens, each then drawn in its own step).
+
+    ``prefill_cache`` (one model, non-empty prompts): prompts it holds are not prefilled again,
+    and those it lacks are added (:class:`PrefillCache`); the tokens are the same, up to float
+    rounding (a prompt's keys come from the batch it was first run in).
     """
     from derl_bench.policies.decode import static_decoder, use_static
 
@@ -308,7 +411,11 @@ def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: in
     prefill_mask = ((causal & valid[:, None, :width]) | torch.eye(
         width, dtype=torch.bool, device=device)).unsqueeze(1)
     shared = shared_prefixes(prompts, members) if share_prefix else None
-    if shared is None:
+    if (prefill_cache is not None and members == 1 and all(len(p) for p in prompts)
+            and prefill_cache.usable(w)):
+        logits = _prefill_cached(w, layers, prompts, width, cache, cos_table, sin_table,
+                                 prefill_cache)
+    elif shared is None:
         logits = w.step(layers, ids, cos_table[positions], sin_table[positions], cache, 0,
                         prefill_mask)
     else:
@@ -473,14 +580,16 @@ class FastSampler:
                generator: torch.Generator | None = None,
                logits_hook: LogitsHook | None = None,
                share_prefix: bool = True, static: bool | None = None,
-               forced: ForcedTokens | None = None) -> list[list[int]]:
+               forced: ForcedTokens | None = None,
+               prefill_cache: PrefillCache | None = None) -> list[list[int]]:
         """One completion per prompt, each ending at (and including) its first end token.
 
         The same ``seed`` (or the same state of the global torch RNG when no seed or generator
         is given) and the same prompts give the same completions. Rows with the same prompt
         (a GRPO group) prefill it once unless ``share_prefix`` is off; the draws are the same
         either way. ``static`` picks the decode step and ``forced`` writes tokens a
-        constraint leaves no choice for without a step each (see :func:`sample_rows`).
+        constraint leaves no choice for without a step each, and ``prefill_cache`` keeps
+        prompts across calls (see :func:`sample_rows`).
         """
         if not prompts:
             return []
@@ -489,9 +598,10 @@ class FastSampler:
             generator = torch.Generator(device=w.embed.device).manual_seed(int(seed))
         return sample_rows(w, prompts, max_new_tokens, temperature, top_p, [generator],
                            self.eos.tolist(), self.pad_id, logits_hook, share_prefix, static,
-                           forced)
+                           forced, prefill_cache)
 
 
-__all__ = ["SUPPORTED_TYPES", "FastSampler", "ForcedTokens", "Weights", "causal_hidden",
-           "causal_logits", "hidden_states", "lm_head", "one_query_attention", "prefixed_hidden",
-           "sample_rows", "sample_tokens", "shared_prefixes", "supports", "supports_config"]
+__all__ = ["SUPPORTED_TYPES", "FastSampler", "ForcedTokens", "PrefillCache", "Weights",
+           "causal_hidden", "causal_logits", "hidden_states", "lm_head", "one_query_attention",
+           "prefixed_hidden", "sample_rows", "sample_tokens", "shared_prefixes", "supports",
+           "supports_config"]

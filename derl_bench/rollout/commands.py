@@ -44,6 +44,7 @@ from derl_bench.policies.commands import (
     greedy_command,
     sample_command,
 )
+from derl_bench.policies.fast import PrefillCache
 
 
 class AgentState(Protocol):
@@ -167,7 +168,9 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
             :class:`~derl_bench.observers.think_action.ThinkActionWrapper`).
         decode: sample by decoding inside each state's trie
             (:func:`~derl_bench.policies.commands.sample_commands`) instead of scoring every
-            command: the same distribution, other draws, a fraction of the model's time.
+            command: the same distribution, other draws, a fraction of the model's time. A
+            state's prompt is prefilled once per call, however many turns reach it
+            (:class:`~derl_bench.policies.fast.PrefillCache`).
         timing: if given, seconds are added to its ``reset_s`` (loading and resetting games),
             ``step_s`` (the envs' steps) and ``model_s`` (encoding and scoring states).
         on_episode: called with each episode as it ends.
@@ -186,6 +189,8 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
         clock.setdefault(key, 0.0)
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
+    # The weights stay as they are through the call, and states recur across its turns.
+    prefills = PrefillCache()
     queue = list(enumerate(games))
     done: dict[int, CommandEpisode] = {}
     running: dict[int, _Running] = {}
@@ -234,7 +239,7 @@ def play(envs: Sequence[gym.Env], policy: CommandPolicy | None, games: Sequence[
             with torch.no_grad():
                 picks, picked = draw_commands(policy.model, sub, policy.end_id,
                                               policy.tokenizer.pad_token_id, generator,
-                                              temperature)
+                                              temperature, prefills)
             drawn = dict(zip(scored, picks, strict=True))
             drawn_log_probs = dict(zip(scored, picked.tolist(), strict=True))
         elif scored:

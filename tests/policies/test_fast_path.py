@@ -13,7 +13,7 @@ import torch
 from derl_bench.grpo.loss import grpo_loss, token_logprobs
 from derl_bench.grpo.update import UpdateSettings, grpo_update, micro_batch_weight
 from derl_bench.policies.backends import SamplingConfig, TransformersBackend
-from derl_bench.policies.fast import FastSampler, causal_logits, supports
+from derl_bench.policies.fast import FastSampler, PrefillCache, causal_logits, supports
 from derl_bench.policies.tiny import TinyModelSpec, build_tiny_model, build_tiny_tokenizer
 from derl_bench.rollout import Episode, Step, collate
 from tests.numerics import assert_close_reordered
@@ -135,6 +135,58 @@ def test_forced_tokens_run_with_the_next_draw_and_keep_the_models_distribution()
             token = completion[position]
             expected = logp[0, ids.shape[1] + position - 1, token]
             torch.testing.assert_close(seen[t][row, token], expected, rtol=1e-4, atol=1e-4)
+
+
+def _draws_follow_the_model(model, prompts, rows, seen, drawn, pad):
+    """Every recorded draw's log-probabilities equal an uncached forward pass over the row."""
+    ids, mask = _left_padded(prompts, pad)
+    for row, completion in enumerate(rows):
+        full = torch.tensor([list(ids[row]) + completion])
+        full_mask = torch.tensor([list(mask[row]) + [1] * len(completion)])
+        logp = torch.log_softmax(model(input_ids=full, attention_mask=full_mask).logits, -1)
+        for t, at in enumerate(drawn):
+            if row in at:
+                token = completion[at[row]]
+                expected = logp[0, ids.shape[1] + at[row] - 1, token]
+                torch.testing.assert_close(seen[t][row, token], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_prefill_cache_runs_each_prompt_once_and_keeps_the_models_distribution():
+    # A later call's prompts come in another order and batch width than when they were
+    # prefilled, beside a new one, with forced chunks after the draws: every draw must still
+    # come from the model given the whole row, and only the new prompt runs.
+    model, tok = _model(seed=5)
+    eos = tok.eos_token_id
+    sampler = FastSampler(model, {eos}, tok.pad_token_id)
+    cache = PrefillCache()
+
+    def sample(prompts, forced=None):
+        seen, drawn = [], []
+
+        def record(logits, completions, active):
+            seen.append(torch.log_softmax(logits.float(), -1).clone())
+            drawn.append({row: len(completions[row]) for row in active.tolist()})
+            logits[:, eos] = float("-inf")
+            return logits
+
+        rows = sampler.sample(prompts, 6, seed=3, logits_hook=record, forced=forced,
+                              prefill_cache=cache)
+        _draws_follow_the_model(model, prompts, rows, seen, drawn, tok.pad_token_id)
+        return rows
+
+    sample([[5, 6, 7], [8, 9, 10, 11, 12], [5, 6, 7]])
+    assert (len(cache), cache.prefilled, cache.reused) == (2, 2, 0)
+    sample([[8, 9, 10, 11, 12], [13], [5, 6, 7]],
+           forced=lambda row, completion: [20, 21] if len(completion) == 1 else [])
+    assert (len(cache), cache.prefilled, cache.reused) == (3, 3, 2)
+    # The same seed gives the same rows from a fresh cache as from this one (two more reused).
+    again = sampler.sample([[13], [5, 6, 7]], 6, seed=4, prefill_cache=cache)
+    assert again == sampler.sample([[13], [5, 6, 7]], 6, seed=4, prefill_cache=PrefillCache())
+    # Weights changed in place (an optimiser's step): nothing kept is used again.
+    with torch.no_grad():
+        next(model.parameters()).add_(0.5)
+    sample([[13], [5, 6, 7]])
+    assert (len(cache), cache.prefilled, cache.reused) == (2, 3 + 2, 4)
 
 
 def test_same_seed_same_samples_and_rows_stop_at_their_end_token():
