@@ -262,7 +262,9 @@ class PrefillCache:
     once. Valid while the weights stay as they are: the cache notes the weights it was
     filled under (their tensors' in-place versions) and empties itself when they change, so
     one cache per rollout is the intended use. A model whose layer weights are computed at
-    each call (a merged LoRA weight) is never cached.
+    each call (a merged LoRA weight) is never cached. At most ``max_bytes`` of keys, values and
+    logits are kept (1 GiB by default: about 40,000 prompt tokens of a 24-layer 0.5B model),
+    the least recently used prompts dropped first.
 
     >>> from derl_bench.policies.tiny import build_tiny_model, build_tiny_tokenizer
     >>> tok = build_tiny_tokenizer()
@@ -274,9 +276,11 @@ class PrefillCache:
     (3, 3, 1)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = 1 << 30) -> None:
+        self.max_bytes = max_bytes
         self._entries: dict[tuple[int, ...],
                             tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]] = {}
+        self._bytes = 0
         self._weights: tuple[int, tuple[int, ...]] | None = None
         self.prefilled = 0
         """Prompts run through the model."""
@@ -285,6 +289,11 @@ class PrefillCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the keys, values and logits kept."""
+        return self._bytes
 
     def usable(self, w: Weights) -> bool:
         """Whether prompts can be kept for ``w`` (emptying the cache if it was filled under
@@ -299,8 +308,29 @@ class PrefillCache:
         weights = (id(w), tuple(t._version for t in tensors))
         if weights != self._weights:
             self._entries.clear()
+            self._bytes = 0
             self._weights = weights
         return True
+
+    def _keep(self, key: tuple[int, ...], layers: list[tuple[torch.Tensor, torch.Tensor]],
+              logits: torch.Tensor) -> None:
+        self._entries[key] = (layers, logits)
+        self._bytes += _nbytes(layers, logits)
+
+    def _use(self, key: tuple[int, ...],
+             ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+        entry = self._entries.pop(key)
+        self._entries[key] = entry  # the most recently used last
+        return entry
+
+    def _trim(self) -> None:
+        while self._bytes > self.max_bytes and self._entries:
+            oldest = next(iter(self._entries))
+            self._bytes -= _nbytes(*self._entries.pop(oldest))
+
+
+def _nbytes(layers: list[tuple[torch.Tensor, torch.Tensor]], logits: torch.Tensor) -> int:
+    return logits.nbytes + sum(k.nbytes + v.nbytes for k, v in layers)
 
 
 def _prefill_cached(w: Weights, layers: list[tuple], prompts: Sequence[Sequence[int]],
@@ -312,8 +342,7 @@ def _prefill_cached(w: Weights, layers: list[tuple], prompts: Sequence[Sequence[
     own left-padded batch), and return each row's next-token logits."""
     device, dtype = w.embed.device, w.embed.dtype
     keys = [tuple(int(t) for t in p) for p in prompts]
-    entries = kept._entries
-    missing = list(dict.fromkeys(k for k in keys if k not in entries))
+    missing = list(dict.fromkeys(k for k in keys if k not in kept._entries))
     kept.prefilled += len(missing)
     kept.reused += len(set(keys)) - len(missing)
     if missing:
@@ -334,18 +363,20 @@ def _prefill_cached(w: Weights, layers: list[tuple], prompts: Sequence[Sequence[
         logits = w.step(layers, ids, cos_table[positions], sin_table[positions], fresh, 0, mask)
         for row, key in enumerate(missing):
             start = run - len(key)
-            entries[key] = ([(k[row, :, start:].clone(), v[row, :, start:].clone())
+            kept._keep(key, [(k[row, :, start:].clone(), v[row, :, start:].clone())
                              for k, v in fresh], logits[row].clone())
     for k_cache, v_cache in cache:
         # A masked column still multiplies its value by a weight of 0: no garbage (NaN) there.
         k_cache[:, :, :width].zero_()
         v_cache[:, :, :width].zero_()
+    used = {key: kept._use(key) for key in dict.fromkeys(keys)}
     for row, key in enumerate(keys):
         start = width - len(key)
-        for (k_cache, v_cache), (k, v) in zip(cache, entries[key][0], strict=True):
+        for (k_cache, v_cache), (k, v) in zip(cache, used[key][0], strict=True):
             k_cache[row, :, start:width] = k
             v_cache[row, :, start:width] = v
-    return torch.stack([entries[key][1] for key in keys])
+    kept._trim()  # after this call's rows took theirs
+    return torch.stack([used[key][1] for key in keys])
 
 
 def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: int,

@@ -189,6 +189,29 @@ def test_a_prefill_cache_runs_each_prompt_once_and_keeps_the_models_distribution
     assert (len(cache), cache.prefilled, cache.reused) == (2, 3 + 2, 4)
 
 
+def test_a_prefill_cache_keeps_its_budget_dropping_the_least_recently_used_prompt():
+    model, tok = _model(seed=2)
+    sampler = FastSampler(model, {tok.eos_token_id}, tok.pad_token_id)
+    cache = PrefillCache()
+
+    def sample(*prompts):
+        sampler.sample(list(prompts), 3, seed=0, prefill_cache=cache)
+
+    sample([5, 6, 7], [8, 9, 10])
+    assert len(cache) == 2 and cache.nbytes > 0
+    cache.max_bytes = cache.nbytes  # room for two prompts of three tokens
+    sample([5, 6, 7])  # used again: now the most recent
+    sample([11, 12, 13])  # a third: the least recently used ([8, 9, 10]) goes
+    assert (len(cache), cache.nbytes, cache.prefilled, cache.reused) == (2, cache.max_bytes, 3, 1)
+    sample([5, 6, 7], [11, 12, 13])
+    sample([8, 9, 10])
+    assert (cache.prefilled, cache.reused) == (4, 3)
+    cache.max_bytes = 1  # nothing fits: every call prefills its prompts
+    sample([20, 21])
+    sample([20, 21])
+    assert (len(cache), cache.nbytes, cache.prefilled) == (0, 0, 6)
+
+
 def test_same_seed_same_samples_and_rows_stop_at_their_end_token():
     model, tok = _model(seed=1)
     eos = tok.eos_token_id
