@@ -333,6 +333,27 @@ def _nbytes(layers: list[tuple[torch.Tensor, torch.Tensor]], logits: torch.Tenso
     return logits.nbytes + sum(k.nbytes + v.nbytes for k, v in layers)
 
 
+def _left_padded(prompts: Sequence[Sequence[int]], width: int, total: int, pad_id: int,
+                 device: torch.device,
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A prefill's inputs for ``prompts`` left-padded to ``width``: the ids, which of
+    ``total`` cache columns hold a real token, each token's position (a row's first real token
+    has position 0) and the prefill's mask (causal and padding-aware; a padding query sees
+    itself so no row is all -inf)."""
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    valid = torch.zeros((len(prompts), total), dtype=torch.bool)
+    for row, prompt in enumerate(prompts):
+        if len(prompt):
+            ids[row, width - len(prompt):] = torch.as_tensor(list(prompt), dtype=torch.long)
+        valid[row, width - len(prompt):width] = True
+    ids, valid = ids.to(device), valid.to(device)
+    positions = (valid[:, :width].long().cumsum(-1) - 1).clamp(min=0)
+    causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
+    mask = ((causal & valid[:, None, :width]) | torch.eye(
+        width, dtype=torch.bool, device=device)).unsqueeze(1)
+    return ids, valid, positions, mask
+
+
 def _prefill_cached(w: Weights, layers: list[tuple], prompts: Sequence[Sequence[int]],
                     width: int, cache: list[tuple[torch.Tensor, torch.Tensor]],
                     cos_table: torch.Tensor, sin_table: torch.Tensor,
@@ -347,16 +368,7 @@ def _prefill_cached(w: Weights, layers: list[tuple], prompts: Sequence[Sequence[
     kept.reused += len(set(keys)) - len(missing)
     if missing:
         run = max(len(k) for k in missing)
-        ids = torch.full((len(missing), run), 0, dtype=torch.long)
-        valid = torch.zeros((len(missing), run), dtype=torch.bool)
-        for row, key in enumerate(missing):
-            ids[row, run - len(key):] = torch.tensor(key, dtype=torch.long)
-            valid[row, run - len(key):] = True
-        ids, valid = ids.to(device), valid.to(device)
-        positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
-        causal = torch.ones(run, run, dtype=torch.bool, device=device).tril()
-        mask = ((causal & valid[:, None, :]) | torch.eye(
-            run, dtype=torch.bool, device=device)).unsqueeze(1)
+        ids, _, positions, mask = _left_padded(missing, run, run, 0, device)
         shape = (len(missing), w.kv_heads, run, w.head_dim)
         fresh = [(torch.empty(shape, dtype=dtype, device=device),
                   torch.empty(shape, dtype=dtype, device=device)) for _ in layers]
@@ -414,15 +426,7 @@ def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: in
     per = batch // members
     width = max(len(p) for p in prompts)
     total = width + max_new_tokens
-    ids = torch.full((batch, width), pad_id, dtype=torch.long)
-    valid = torch.zeros((batch, total), dtype=torch.bool)
-    for row, prompt in enumerate(prompts):
-        if len(prompt):
-            ids[row, width - len(prompt):] = torch.as_tensor(list(prompt), dtype=torch.long)
-        valid[row, width - len(prompt):width] = True
-    ids, valid = ids.to(device), valid.to(device)
-    # Left padding: a row's first real token has position 0.
-    positions = (valid[:, :width].long().cumsum(-1) - 1).clamp(min=0)
+    ids, valid, positions, prefill_mask = _left_padded(prompts, width, total, pad_id, device)
     next_position = positions[:, -1:] + 1
     layers = w.packed()
     cos_table, sin_table = w.rope(total, dtype)
@@ -437,10 +441,6 @@ def sample_rows(w: Weights, prompts: Sequence[Sequence[int]], max_new_tokens: in
     shape = (batch, w.kv_heads, total if decoder is None else width, w.head_dim)
     cache = [(torch.empty(shape, dtype=dtype, device=device),
               torch.empty(shape, dtype=dtype, device=device)) for _ in w.layers]
-    # Prefill: causal and padding-aware; a padding query sees itself so no row is all -inf.
-    causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
-    prefill_mask = ((causal & valid[:, None, :width]) | torch.eye(
-        width, dtype=torch.bool, device=device)).unsqueeze(1)
     shared = shared_prefixes(prompts, members) if share_prefix else None
     if (prefill_cache is not None and members == 1 and all(len(p) for p in prompts)
             and prefill_cache.usable(w)):
