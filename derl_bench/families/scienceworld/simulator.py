@@ -315,7 +315,12 @@ class SimulatorProcess:
             raise self._crashed(what) from exc
 
     def _crashed(self, what: str) -> SimulatorCrashedError:
-        code = self.process.poll()
+        # A killed JVM drops its socket a moment before the kernel lets it be reaped, so a
+        # bare poll() here can call a dead JVM hung; a short wait tells the two apart.
+        try:
+            code: int | None = self.process.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            code = None
         state = f"exited with code {code}" if code is not None else "stopped answering"
         detail = self._stderr_tail(500)
         if "OutOfMemoryError" in detail:
